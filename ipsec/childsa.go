@@ -1,0 +1,90 @@
+// Package ipsec holds the types shared by the IKE daemon and the two data
+// planes (kernel XFRM and userspace ESP): what a negotiated CHILD_SA is, and
+// the interface through which iked installs and removes it. Data flows one
+// way: ipsec/ike negotiates, ipsec/iked decides, a DataPlane carries packets.
+package ipsec
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Transform names an ESP algorithm by its Linux crypto API name, which both
+// data planes understand: "rfc4106(gcm(aes))", "rfc7539esp(chacha20,poly1305)",
+// "cbc(aes)", "hmac(sha256)". Integrity is empty for AEAD transforms.
+type Transform struct {
+	Encryption string
+	EncKeyBits int // key length without salt (AES-GCM adds 32 bits of salt to Key)
+	Integrity  string
+	ICVBits    int // 128 for GCM and for hmac(sha256) truncated to 128
+}
+
+// ChildSA is one direction of a negotiated CHILD_SA in tunnel mode: the
+// outer addresses, the SPI, the keys and the traffic it protects. The
+// inbound and outbound halves of a pair share ReqID.
+type ChildSA struct {
+	ReqID    uint32
+	SPI      uint32
+	Inbound  bool
+	Src, Dst netip.Addr // outer (gateway) addresses of this direction
+
+	// EncapSrcPort and EncapDstPort are non-zero when ESP is carried in UDP
+	// (RFC 3948, NAT-T), normally 4500.
+	EncapSrcPort, EncapDstPort uint16
+
+	Transform Transform
+	EncKey    []byte // for AEAD: key followed by the 4-byte salt
+	IntegKey  []byte
+
+	LocalTS, RemoteTS []netip.Prefix // traffic selectors, from our side's view
+	ReplayWindow      uint32         // packets; at least 1024 for userspace ESP
+
+	SoftLifetime, HardLifetime time.Duration
+	SoftBytes, HardBytes       uint64 // 0 = unlimited
+}
+
+// Zero overwrites the key material. Called when the SA dies so that keys do
+// not linger in memory.
+func (c *ChildSA) Zero() {
+	for i := range c.EncKey {
+		c.EncKey[i] = 0
+	}
+	for i := range c.IntegKey {
+		c.IntegKey[i] = 0
+	}
+}
+
+// SAStats are the counters a data plane keeps per SA, shown in status.
+type SAStats struct {
+	Bytes, Packets            uint64
+	ReplayDrops, AuthFailures uint64
+	LastUsed                  time.Time
+}
+
+// Expire reports that an SA reached its soft or hard limit (by time or bytes)
+// inside the data plane, so iked can rekey (soft) or tear down (hard).
+type Expire struct {
+	SPI  uint32
+	Hard bool
+}
+
+// DataPlane is where iked installs negotiated CHILD_SAs. Two implementations
+// exist: ipsec/xfrm (the kernel's ESP, used on the appliance so that the
+// board's crypto engine does the work) and ipsec/esp (userspace ESP over TUN,
+// for kernels without ESP).
+//
+// Contract: AddPair installs both directions of one CHILD_SA and the routes
+// or policies that send LocalTS->RemoteTS traffic into it; once it returns
+// nil, traffic flows. During a rekey the new pair is added before the old
+// one is deleted; both may be installed at once with the same ReqID, and
+// outbound traffic uses the newest. DeletePair removes one pair by its
+// inbound SPI and zeroes its keys. Implementations must be safe for
+// concurrent use.
+type DataPlane interface {
+	Name() string // "xfrm" or "userspace", shown in status
+	AddPair(in, out *ChildSA) error
+	DeletePair(inboundSPI uint32) error
+	Stats(spi uint32) (SAStats, error)
+	Expires() <-chan Expire
+	Close() error
+}
