@@ -1,0 +1,48 @@
+# flashgate: the Makefile is thin on purpose. The work is done by the host
+# tool (cmd/flashgate) and by `go test`; this file only names the entry points
+# and runs the machine set-up first (scripts/setup.sh: installs what is missing
+# when run as root, and says exactly what is missing otherwise).
+
+BOARD   ?= qemu
+OUT     ?= out
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+GO      ?= go
+export PATH := $(PATH):/usr/local/go/bin:/usr/sbin:/sbin
+
+FLASHGATE = $(GO) run ./cmd/flashgate
+
+.PHONY: all setup run image flash test test-unit bench fuzz clean
+
+all: image
+
+setup:
+	@bash scripts/setup.sh
+
+## run: build the qemu board image and boot it (serial console here, web UI on https://127.0.0.1:8443)
+run: setup
+	$(FLASHGATE) run -board $(BOARD) -out $(OUT) -version $(VERSION)
+
+## image: build out/flashgate-$(BOARD)-$(VERSION).img
+image: setup
+	$(FLASHGATE) image -board $(BOARD) -out $(OUT) -version $(VERSION)
+
+## flash: write IMAGE to the card DEV (asks first; refuses mounted and system disks)
+flash:
+	@test -n "$(IMAGE)" -a -n "$(DEV)" || { echo "usage: make flash IMAGE=out/flashgate-alix2d13-<version>.img DEV=/dev/sdX"; exit 2; }
+	$(FLASHGATE) flash -image $(IMAGE) -dev $(DEV)
+
+## test: everything: unit, fuzz seeds, namespace, VM and browser tests (as root)
+test: setup
+	$(GO) vet ./...
+	FLASHGATE_VERSION=$(VERSION) $(GO) test -count=1 -timeout 30m -p 2 ./...
+
+## test-unit: the fast tests only (no qemu, no namespaces)
+test-unit:
+	$(GO) test -short -count=1 ./...
+
+## bench: the side-by-side measurements of ../shared/bench.md, into out/bench/results.json
+bench: setup
+	$(FLASHGATE) bench -out $(OUT)
+
+clean:
+	rm -rf $(OUT)/*.img $(OUT)/run $(OUT)/test $(OUT)/bench
