@@ -1,0 +1,339 @@
+package testnet
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"text/template"
+	"time"
+
+	"github.com/strongswan/govici/vici"
+	"golang.org/x/sys/unix"
+)
+
+// CharonBinary is where Debian's strongswan-charon puts the daemon.
+const CharonBinary = "/usr/lib/ipsec/charon"
+
+// CharonConn is one site-to-site connection for a strongSwan peer, in the
+// terms of swanctl.conf. The recipe is the one of interop.md: kernel-libipsec
+// for ESP (the host kernel has none) and therefore encap = yes.
+type CharonConn struct {
+	Name                  string // connection name; the child is Name+"-net"
+	LocalAddr, RemoteAddr netip.Addr
+	LocalID, RemoteID     string
+	PSK                   string
+	Proposals             string // e.g. "aes128gcm16-prfsha256-ecp256"
+	ESPProposals          string // e.g. "aes128gcm16"
+	LocalTS, RemoteTS     []netip.Prefix
+	StartAction           string // "none" (default), "start" or "trap"
+	RekeyTime             time.Duration
+	IKERekeyTime          time.Duration
+	DPDDelay              time.Duration
+}
+
+// Child returns the name of the connection's CHILD_SA.
+func (c CharonConn) Child() string { return c.Name + "-net" }
+
+// Charon is a strongSwan charon daemon running in a namespace, with its own
+// configuration directory, vici socket, log file and private /run (charon 5.9
+// hard-codes /var/run/charon.pid, so two charons need two /run).
+type Charon struct {
+	NS      *NS
+	Dir     string
+	Log     string
+	Socket  string
+	cmd     *exec.Cmd
+	env     []string
+	stopped bool
+}
+
+// StartCharon writes the configuration for conns into a fresh directory,
+// starts charon in ns and waits until its vici socket answers. The daemon
+// is stopped (by PID) when the test ends, and its log is printed if the test
+// failed.
+func StartCharon(t testing.TB, ns *NS, conns ...CharonConn) *Charon {
+	t.Helper()
+	RequireRoot(t)
+	RequireTool(t, "swanctl", "strongswan-swanctl")
+	if _, err := os.Stat(CharonBinary); err != nil {
+		t.Fatalf("strongSwan's charon is not installed: apt-get install strongswan-charon libcharon-extra-plugins libstrongswan-extra-plugins libstrongswan-standard-plugins")
+	}
+	dir := t.TempDir()
+	c := &Charon{NS: ns, Dir: dir, Log: filepath.Join(dir, "charon.log"), Socket: filepath.Join(dir, "charon.vici")}
+	for _, d := range []string{"run", "swanctl/conf.d", "swanctl/x509", "swanctl/private"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := writeTemplate(filepath.Join(dir, "strongswan.conf"), strongswanConf, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeTemplate(filepath.Join(dir, "swanctl/swanctl.conf"), swanctlConf, conns); err != nil {
+		t.Fatal(err)
+	}
+	c.env = append(os.Environ(),
+		"STRONGSWAN_CONF="+filepath.Join(dir, "strongswan.conf"),
+		"SWANCTL_DIR="+filepath.Join(dir, "swanctl"))
+	// A private mount namespace gives this charon its own /run.
+	c.cmd = exec.Command("ip", "netns", "exec", ns.Name, "unshare", "-m", "--propagation", "private",
+		"sh", "-c", fmt.Sprintf("mount --bind %s /run && exec %s", filepath.Join(dir, "run"), CharonBinary))
+	c.cmd.Env = c.env
+	out, err := os.Create(filepath.Join(dir, "charon.stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.cmd.Stdout, c.cmd.Stderr = out, out
+	if err := c.cmd.Start(); err != nil {
+		t.Fatalf("start charon in %s: %v", ns.Name, err)
+	}
+	t.Cleanup(func() {
+		c.Stop()
+		out.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(c.Log)
+			t.Logf("charon log (%s):\n%s", ns.Name, lastLines(string(b), 80))
+		}
+	})
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if s, err := vici.NewSession(vici.WithSocketPath(c.Socket)); err == nil {
+			s.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(filepath.Join(dir, "charon.stdout"))
+			t.Fatalf("charon in %s did not open its vici socket within 15 s: %s", ns.Name, b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if out, err := c.Swanctl("--load-all", "--noprompt"); err != nil {
+		t.Fatalf("swanctl --load-all: %v\n%s", err, out)
+	}
+	return c
+}
+
+// Swanctl runs swanctl against this charon.
+func (c *Charon) Swanctl(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "swanctl", append(args, "--uri", "unix://"+c.Socket)...)
+	cmd.Env = c.env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// Initiate starts the named child (and its IKE_SA) and waits for the result.
+func (c *Charon) Initiate(child string) error {
+	out, err := c.Swanctl("--initiate", "--child", child, "--timeout", "20")
+	if err != nil {
+		return fmt.Errorf("swanctl --initiate %s: %w: %s", child, err, lastLines(out, 10))
+	}
+	return nil
+}
+
+// Session opens a vici session to this charon; the caller closes it.
+func (c *Charon) Session() (*vici.Session, error) {
+	return vici.NewSession(vici.WithSocketPath(c.Socket))
+}
+
+// SA is what a test needs to know of one IKE_SA at the strongSwan end.
+type SA struct {
+	Name     string
+	State    string // "ESTABLISHED", "CONNECTING", ...
+	Children map[string]string
+}
+
+// SAs lists the IKE_SAs with the state of their CHILD_SAs.
+func (c *Charon) SAs() ([]SA, error) {
+	s, err := c.Session()
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	var sas []SA
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for m, err := range s.CallStreaming(ctx, "list-sas", "list-sa", nil) {
+		if err != nil {
+			return nil, fmt.Errorf("vici list-sas: %w", err)
+		}
+		for _, name := range m.Keys() {
+			ike, ok := m.Get(name).(*vici.Message)
+			if !ok {
+				continue
+			}
+			sa := SA{Name: name, Children: map[string]string{}}
+			sa.State, _ = ike.Get("state").(string)
+			if children, ok := ike.Get("child-sas").(*vici.Message); ok {
+				for _, k := range children.Keys() {
+					if ch, ok := children.Get(k).(*vici.Message); ok {
+						n, _ := ch.Get("name").(string)
+						st, _ := ch.Get("state").(string)
+						sa.Children[n] = st
+					}
+				}
+			}
+			sas = append(sas, sa)
+		}
+	}
+	return sas, nil
+}
+
+// WaitChild waits until the named child is INSTALLED, or the timeout passes.
+func (c *Charon) WaitChild(child string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last []SA
+	for time.Now().Before(deadline) {
+		sas, err := c.SAs()
+		if err == nil {
+			last = sas
+			for _, sa := range sas {
+				if sa.Children[child] == "INSTALLED" {
+					return nil
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("strongSwan child %s not installed after %v (SAs: %+v)", child, timeout, last)
+}
+
+// Stop terminates charon by PID: SIGTERM, then SIGKILL after 3 s.
+func (c *Charon) Stop() {
+	if c.stopped || c.cmd == nil || c.cmd.Process == nil {
+		return
+	}
+	c.stopped = true
+	// ip netns exec and unshare exec into charon, so the PID is charon's.
+	pid := c.cmd.Process.Pid
+	unix.Kill(pid, unix.SIGTERM)
+	done := make(chan struct{})
+	go func() { c.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		unix.Kill(pid, unix.SIGKILL)
+		<-done
+	}
+}
+
+func writeTemplate(path, text string, data any) error {
+	tmpl, err := template.New(filepath.Base(path)).Funcs(template.FuncMap{
+		"join": func(ps []netip.Prefix) string {
+			s := make([]string, len(ps))
+			for i, p := range ps {
+				s[i] = p.String()
+			}
+			return strings.Join(s, ",")
+		},
+		"secs": func(d time.Duration) string { return fmt.Sprintf("%ds", int(d.Seconds())) },
+	}).Parse(text)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := tmpl.Execute(f, data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// kernel-libipsec must be loaded before kernel-netlink (interop.md), hence the
+// explicit plugin list. threads, unique and dos_protection are set for many
+// parallel IKE_SAs (benchmarks).
+const strongswanConf = `charon {
+	load_modular = no
+	load = random nonce openssl aes sha1 sha2 hmac gcm chapoly curve25519 gmp x509 pubkey pkcs1 pem kdf kernel-libipsec kernel-netlink socket-default vici
+	threads = 32
+	reuse_ikesa = no
+	dos_protection = no
+	install_routes = yes
+	retransmit_tries = 3
+	retransmit_timeout = 1.0
+	filelog {
+		log {
+			path = {{.Log}}
+			time_format = %T
+			default = 1
+			ike = 2
+			cfg = 1
+			flush_line = yes
+		}
+	}
+	plugins {
+		vici {
+			socket = unix://{{.Socket}}
+		}
+	}
+}
+`
+
+const swanctlConf = `connections {
+{{- range .}}
+	{{.Name}} {
+		version = 2
+		local_addrs = {{.LocalAddr}}
+		remote_addrs = {{.RemoteAddr}}
+		proposals = {{.Proposals}}
+		encap = yes
+		mobike = no
+		unique = never
+{{- if .IKERekeyTime}}
+		rekey_time = {{secs .IKERekeyTime}}
+{{- end}}
+{{- if .DPDDelay}}
+		dpd_delay = {{secs .DPDDelay}}
+{{- end}}
+		local {
+			auth = psk
+			id = {{.LocalID}}
+		}
+		remote {
+			auth = psk
+			id = {{.RemoteID}}
+		}
+		children {
+			{{.Name}}-net {
+				local_ts = {{join .LocalTS}}
+				remote_ts = {{join .RemoteTS}}
+				esp_proposals = {{.ESPProposals}}
+				mode = tunnel
+				start_action = {{if .StartAction}}{{.StartAction}}{{else}}none{{end}}
+{{- if .DPDDelay}}
+				dpd_action = restart
+{{- end}}
+{{- if .RekeyTime}}
+				rekey_time = {{secs .RekeyTime}}
+{{- end}}
+			}
+		}
+	}
+{{- end}}
+}
+secrets {
+{{- range .}}
+	ike-{{.Name}} {
+		id-a = {{.LocalID}}
+		id-b = {{.RemoteID}}
+		secret = "{{.PSK}}"
+	}
+{{- end}}
+}
+`
