@@ -1,0 +1,75 @@
+package esp
+
+import "sync"
+
+// replayWindow is the RFC 4303 section 3.4.3 anti-replay window kept as a
+// ring of 64-bit blocks (RFC 6479): advancing the window clears whole
+// blocks instead of shifting a bitmap, so the cost does not grow with the
+// window size. One spare block lets the window slide by a full block while
+// still covering size packets behind the highest one seen.
+type replayWindow struct {
+	mu     sync.Mutex
+	top    uint64 // highest sequence number accepted so far
+	blocks []uint64
+	size   uint64 // packets covered behind top
+}
+
+func newReplayWindow(packets uint32) *replayWindow {
+	if packets < 64 {
+		packets = 64
+	}
+	n := uint64(1)
+	for n*64 < uint64(packets) {
+		n <<= 1
+	}
+	// One block beyond the window: the block holding top is partly in the
+	// future, so the ring needs size/64+1 blocks to hold size past packets.
+	n <<= 1
+	return &replayWindow{blocks: make([]uint64, n), size: (n - 1) * 64}
+}
+
+// check reports whether seq may be a new packet. It runs before the ICV is
+// verified so that replays cost no cryptography; it changes nothing.
+func (w *replayWindow) check(seq uint64) bool {
+	w.mu.Lock()
+	ok := w.checkLocked(seq)
+	w.mu.Unlock()
+	return ok
+}
+
+func (w *replayWindow) checkLocked(seq uint64) bool {
+	if seq == 0 {
+		return false // the first packet has sequence number 1 (RFC 4303 3.3.3)
+	}
+	if seq > w.top {
+		return true
+	}
+	if w.top-seq >= w.size {
+		return false
+	}
+	mask := uint64(len(w.blocks) - 1)
+	return w.blocks[(seq>>6)&mask]&(1<<(seq&63)) == 0
+}
+
+// accept marks seq as received once its ICV is verified. It checks again
+// because another worker may have accepted the same number in between.
+func (w *replayWindow) accept(seq uint64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.checkLocked(seq) {
+		return false
+	}
+	mask := uint64(len(w.blocks) - 1)
+	if seq > w.top {
+		from, to := w.top>>6, seq>>6
+		if to-from > uint64(len(w.blocks)) {
+			from = to - uint64(len(w.blocks))
+		}
+		for b := from + 1; b <= to; b++ {
+			w.blocks[b&mask] = 0
+		}
+		w.top = seq
+	}
+	w.blocks[(seq>>6)&mask] |= 1 << (seq & 63)
+	return true
+}
