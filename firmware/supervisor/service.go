@@ -1,0 +1,80 @@
+package supervisor
+
+import (
+	"fmt"
+	"time"
+)
+
+// RestartPolicy says what the supervisor does when a service exits without
+// having been asked to stop.
+type RestartPolicy int
+
+const (
+	// RestartAlways restarts the service whatever its exit status: appliance
+	// services are meant to run forever, and a clean exit is as unexpected as
+	// a crash.
+	RestartAlways RestartPolicy = iota
+	// RestartOnFailure restarts it only after a non-zero exit or a signal.
+	RestartOnFailure
+	// RestartNever leaves it stopped (one-shot jobs).
+	RestartNever
+)
+
+func (p RestartPolicy) String() string {
+	switch p {
+	case RestartAlways:
+		return "always"
+	case RestartOnFailure:
+		return "on-failure"
+	case RestartNever:
+		return "never"
+	}
+	return fmt.Sprintf("RestartPolicy(%d)", int(p))
+}
+
+// Service declares one supervised process. The table of services is data:
+// the supervisor starts them in declaration order, and a service may only
+// depend on services declared before it, so the declaration order is always
+// a valid start order and a dependency cycle cannot be written down.
+type Service struct {
+	Name string   // unique, used in the API and logs: "configd"
+	Path string   // absolute path of the executable
+	Args []string // arguments after argv[0]
+	Env  []string // environment; nil means a minimal PATH-only environment
+
+	// After lists services that must be running before this one starts.
+	After []string
+
+	Restart RestartPolicy
+
+	// StopTimeout is how long a SIGTERM is given before SIGKILL. Zero means
+	// DefaultStopTimeout.
+	StopTimeout time.Duration
+}
+
+// DefaultStopTimeout is the grace period between SIGTERM and SIGKILL.
+const DefaultStopTimeout = 5 * time.Second
+
+// validateTable checks that names are unique and non-empty, paths are
+// absolute and dependencies name earlier services.
+func validateTable(table []Service) error {
+	seen := map[string]bool{}
+	for i, s := range table {
+		if s.Name == "" {
+			return fmt.Errorf("service %d: empty name", i)
+		}
+		if seen[s.Name] {
+			return fmt.Errorf("service %q declared twice", s.Name)
+		}
+		if len(s.Path) == 0 || s.Path[0] != '/' {
+			return fmt.Errorf("service %q: path %q is not absolute", s.Name, s.Path)
+		}
+		for _, dep := range s.After {
+			if !seen[dep] {
+				return fmt.Errorf("service %q depends on %q, which is not declared before it", s.Name, dep)
+			}
+		}
+		seen[s.Name] = true
+	}
+	return nil
+}
