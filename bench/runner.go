@@ -1,0 +1,124 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Suite is one `go test -bench` invocation the runner makes.
+type Suite struct {
+	Package   string // "./bench"
+	Pattern   string // -bench regexp
+	Benchtime string // "1x" for the heavy ones
+	Timeout   time.Duration
+}
+
+// Suites are run in this order. Each package's figures are measured in one
+// process, one after another, so the side-by-side ones share the machine's
+// state of the moment.
+var Suites = []Suite{
+	{Package: "./bench", Pattern: "TunnelTCP", Benchtime: "1x", Timeout: 15 * time.Minute},
+}
+
+// wireguardVersion pins the wireguard-go that anchors the data plane
+// figures, so that runs stay comparable.
+const wireguardVersion = "golang.zx2c4.com/wireguard@v0.0.0-20260522210424-ecfc5a8d5446"
+
+// Main is `flashgate bench`: it runs the suites, prints the tables and
+// writes OUT/bench/results.json.
+func Main(args []string) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	out := fs.String("out", "out", "output directory (results go to OUT/bench)")
+	only := fs.String("only", "", "run only the suites whose package contains this string")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "bench: the measurements use network namespaces and qemu: run `make bench` as root")
+		return 1
+	}
+	dir := filepath.Join(*out, "bench")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	if err := installWireGuard(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+	}
+	var results []Result
+	var failures []string
+	for _, s := range Suites {
+		if *only != "" && !strings.Contains(s.Package, *only) {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "bench: %s -bench %s\n", s.Package, s.Pattern)
+		res, err := runSuite(s, filepath.Join(dir, "raw-"+strings.Trim(strings.ReplaceAll(s.Package, "/", "_"), "._")+".txt"))
+		if err != nil {
+			failures = append(failures, fmt.Sprintf("%s: %v", s.Package, err))
+		}
+		results = append(results, res...)
+	}
+	figs := Figures(results, failures)
+	WriteTable(os.Stdout, figs)
+	if err := WriteJSON(dir, figs); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	fmt.Printf("\nwritten: %s\n", filepath.Join(dir, "results.json"))
+	if len(failures) > 0 {
+		fmt.Fprintf(os.Stderr, "bench: %d suite(s) failed:\n  %s\n", len(failures), strings.Join(failures, "\n  "))
+		return 1
+	}
+	return 0
+}
+
+// runSuite runs one suite, keeps its raw output in rawPath and parses it.
+// A failing suite still yields the results it printed before failing.
+func runSuite(s Suite, rawPath string) ([]Result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.Timeout)
+	defer cancel()
+	args := []string{"test", "-run", "^$", "-bench", s.Pattern, "-benchmem", "-count", "1"}
+	if s.Benchtime != "" {
+		args = append(args, "-benchtime", s.Benchtime)
+	}
+	args = append(args, "-timeout", s.Timeout.String(), s.Package)
+	cmd := exec.CommandContext(ctx, "go", args...)
+	var buf bytes.Buffer
+	cmd.Stdout = io.MultiWriter(&buf, os.Stderr)
+	cmd.Stderr = cmd.Stdout
+	runErr := cmd.Run()
+	os.WriteFile(rawPath, buf.Bytes(), 0o644)
+	res, err := ParseBenchOutput(&buf)
+	if err != nil {
+		return res, err
+	}
+	if runErr != nil {
+		return res, fmt.Errorf("go %s: %w (output in %s)", strings.Join(args, " "), runErr, rawPath)
+	}
+	return res, nil
+}
+
+func installWireGuard(dir string) error {
+	bin := filepath.Join(dir, "bin")
+	if _, err := os.Stat(filepath.Join(bin, "wireguard")); err == nil {
+		os.Setenv("WIREGUARD_GO", filepath.Join(bin, "wireguard"))
+		return nil
+	}
+	abs, _ := filepath.Abs(bin)
+	cmd := exec.Command("go", "install", wireguardVersion)
+	cmd.Env = append(os.Environ(), "GOBIN="+abs, "GOFLAGS=-mod=mod")
+	cmd.Dir = os.TempDir() // outside our module: install the peer as its own module
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("install wireguard-go (the throughput anchor): %v: %s", err, out)
+	}
+	os.Setenv("WIREGUARD_GO", filepath.Join(abs, "wireguard"))
+	return nil
+}
