@@ -78,6 +78,11 @@ type Board struct {
 	Unconfirmed []string
 
 	QEMU *QEMU // non-nil for emulated boards
+
+	// Signs are the traces the board leaves on a running system; Probe
+	// looks for them. Boards that nothing sets apart (generic-x86_64) have
+	// none and are reached by Probe's fallback.
+	Signs Signs
 }
 
 // AllModules returns every module the board needs in load order: disk first

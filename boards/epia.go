@@ -1,0 +1,87 @@
+package boards
+
+// VIA EPIA mini-ITX boards with a VIA C3 (Nehemiah) or C7 (Esther) CPU and
+// the PadLock crypto engine in the CPU. EPIA boards vary a lot; what is
+// fixed here is what the CPU and VIA south bridge imply. The boards take a
+// DIMM and usually boot from an IDE CompactFlash adapter.
+
+// epiaConsole: EPIA BIOSes rarely redirect to serial, so the rate is ours
+// to choose (syslinux and the kernel set it); 115200 is what most serial
+// tools default to.
+var epiaConsole = Console{Device: "ttyS0", Baud: 115200}
+
+var epiaUnconfirmed = []string{
+	"console: the BIOS may not redirect to serial at all; 115200 is the rate syslinux and the kernel are set to, not a BIOS fact",
+	"one on-board VT6102/VT6105 port (via-rhine); boards with a VT6122 gigabit port use via-velocity, which is loaded too",
+	"RAM: the boards take a DIMM; 128 MB is what flashgate needs, not a board fact",
+	"DMI board names containing \"EPIA\" (?)",
+	"no watchdog driver known for these boards",
+}
+
+// epiaNICModules covers both VIA Ethernet chips found on EPIA boards.
+func epiaNICModules() []string { return []string{"via-rhine", "via-velocity"} }
+
+func epiaC3() Board {
+	return Board{
+		Name:        "epia-c3",
+		Aliases:     []string{"epia", "epia-m", "epia-ml"},
+		Family:      "epia",
+		Description: "VIA EPIA with a C3 Nehemiah: PadLock ACE (AES) and RNG, VT6102 Ethernet",
+		// The C3 has SSE but no SSE2.
+		GOARCH:        "386",
+		GO386:         "softfloat",
+		KernelFlavour: "686",
+		Console:       epiaConsole,
+		NICs:          []NIC{{Name: "eth0", Role: "wan", Driver: "via-rhine"}},
+		Modules: Modules{
+			Disk:   []string{"pata_via", "sd_mod"},
+			NIC:    epiaNICModules(),
+			Crypto: []string{"padlock-aes"}, // cpuinfo ace + ace_en
+			RNG:    []string{"via-rng"},     // cpuinfo rng + rng_en
+			Extra:  common(),
+		},
+		MinRAMMB:  128,
+		MinCardMB: 32,
+		Unconfirmed: append([]string{
+			"only the Nehemiah (family 6 model 9) is supported: the older Samuel 2 and Ezra C3s lack CMOV, which Debian's 686 kernel needs; early Nehemiah steppings have the RNG but not ACE",
+		}, epiaUnconfirmed...),
+		Signs: Signs{
+			DMIVendor: "VIA",
+			DMINames:  []string{"EPIA"},
+			CPU:       CPUSigns{Vendor: "CentaurHauls", Family: 6, Models: []int{9}, NoFlags: []string{"sse2"}},
+		},
+	}
+}
+
+func epiaC7() Board {
+	return Board{
+		Name:        "epia-c7",
+		Aliases:     []string{"epia-cn", "epia-en", "epia-ex"},
+		Family:      "epia",
+		Description: "VIA EPIA with a C7 Esther: PadLock ACE (AES), PHE (SHA-1/256) and RNG",
+		// The C7 has SSE2 and SSE3 but no x86-64 (that came with the
+		// Nano), so 386 with Go's default SSE2 floating point.
+		GOARCH:        "386",
+		GO386:         "sse2",
+		KernelFlavour: "686",
+		Console:       epiaConsole,
+		NICs:          []NIC{{Name: "eth0", Role: "wan", Driver: "via-rhine"}},
+		Modules: Modules{
+			Disk:   []string{"pata_via", "sata_via", "sd_mod"},
+			NIC:    epiaNICModules(),
+			Crypto: []string{"padlock-aes", "padlock-sha"}, // ace/ace_en, phe/phe_en
+			RNG:    []string{"via-rng"},
+			Extra:  common(),
+		},
+		MinRAMMB:  128,
+		MinCardMB: 32,
+		Unconfirmed: append([]string{
+			"the on-board Ethernet chip of C7 boards varies (VT6102/VT6105/VT6122) (?)",
+		}, epiaUnconfirmed...),
+		Signs: Signs{
+			DMIVendor: "VIA",
+			DMINames:  []string{"EPIA"},
+			CPU:       CPUSigns{Vendor: "CentaurHauls", Family: 6, Models: []int{10, 13}, Flags: []string{"sse2"}, NoFlags: []string{"lm"}},
+		},
+	}
+}

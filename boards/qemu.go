@@ -1,0 +1,83 @@
+package boards
+
+// qemu boards are the test boards: the same firmware, booted in qemu under
+// software emulation. The i386 one resembles a Geode LX (MMX and CMOV, no
+// SSE), so a binary built for the ALIX is exercised as the ALIX would run
+// it. qemu cannot emulate via-rhine or natsemi, so the NICs are e1000.
+
+// qemuModules are the module groups both qemu boards share: PIIX IDE,
+// e1000 and the i6300esb watchdog.
+func qemuModules() Modules {
+	return Modules{
+		Disk:     []string{"ata_piix", "sd_mod"},
+		NIC:      []string{"e1000"},
+		Watchdog: []string{"i6300esb"},
+		Extra:    common(),
+	}
+}
+
+func qemuNICs() []NIC {
+	return []NIC{
+		{Name: "eth0", Role: "wan", Driver: "e1000"},
+		{Name: "eth1", Role: "lan", Driver: "e1000"},
+	}
+}
+
+func qemuI386() Board {
+	return Board{
+		Name:          "qemu",
+		Aliases:       []string{"qemu-i386", "qemu-geode"},
+		Family:        "qemu",
+		Description:   "qemu-system-i386 -cpu pentium2: an emulated Geode-like board for tests and make run",
+		GOARCH:        "386",
+		GO386:         "softfloat", // pentium2 has no SSE, like the Geode LX
+		KernelFlavour: "686",
+		Console:       Console{Device: "ttyS0", Baud: 115200},
+		NICs:          qemuNICs(),
+		Modules:       qemuModules(),
+		Watchdog:      "i6300ESB timer",
+		MinRAMMB:      256,
+		MinCardMB:     32, // as the ALIX, so make run shows what fits there
+		QEMU: &QEMU{
+			Binary:  "qemu-system-i386",
+			CPU:     "pentium2",
+			Machine: "pc",
+			MemMB:   256,
+			NIC:     "e1000",
+			Extra:   []string{"-device", "i6300esb"},
+		},
+		Signs: Signs{
+			DMIVendor: "QEMU",
+			CPU:       CPUSigns{NoFlags: []string{"lm"}},
+		},
+	}
+}
+
+func qemuX8664() Board {
+	return Board{
+		Name:          "qemu-x86_64",
+		Aliases:       []string{"qemu64", "qemu-amd64"},
+		Family:        "qemu",
+		Description:   "qemu-system-x86_64: an emulated 64-bit board for tests",
+		GOARCH:        "amd64",
+		KernelFlavour: "amd64",
+		Console:       Console{Device: "ttyS0", Baud: 115200},
+		NICs:          qemuNICs(),
+		Modules:       qemuModules(),
+		Watchdog:      "i6300ESB timer",
+		MinRAMMB:      256,
+		MinCardMB:     64,
+		QEMU: &QEMU{
+			Binary:  "qemu-system-x86_64",
+			CPU:     "qemu64",
+			Machine: "pc",
+			MemMB:   256,
+			NIC:     "e1000",
+			Extra:   []string{"-device", "i6300esb"},
+		},
+		Signs: Signs{
+			DMIVendor: "QEMU",
+			CPU:       CPUSigns{Flags: []string{"lm"}},
+		},
+	}
+}
