@@ -1,0 +1,141 @@
+package ike
+
+import (
+	"crypto/subtle"
+	"encoding/binary"
+	"fmt"
+	"io"
+)
+
+// ikeKeys are the seven keys of an IKE SA (RFC 7296 2.14) and the
+// protection built from them.
+type ikeKeys struct {
+	prf    prf
+	d      []byte
+	pi, pr []byte
+	// in and out protect the messages we receive and send.
+	in, out *skDirection
+}
+
+func (k *ikeKeys) zero() {
+	if k == nil {
+		return
+	}
+	clear(k.d)
+	clear(k.pi)
+	clear(k.pr)
+	if k.in != nil {
+		k.in.zero()
+	}
+	if k.out != nil {
+		k.out.zero()
+	}
+}
+
+func spiBytes(spi uint64) []byte { return binary.BigEndian.AppendUint64(nil, spi) }
+
+// deriveIKEKeys computes SKEYSEED and the key set. skeyseed is prf(Ni | Nr,
+// g^ir) for a new IKE SA or prf(SK_d(old), g^ir | Ni | Nr) for a rekey
+// (RFC 7296 2.18); weInitiated says which of SK_e/a i or r is ours.
+func deriveIKEKeys(p Proposal, skeyseed, ni, nr []byte, spii, spir uint64, weInitiated bool, rand io.Reader) (*ikeKeys, error) {
+	f, err := newPRF(p.PRF[0])
+	if err != nil {
+		return nil, err
+	}
+	elen, err := encrKeyLen(p.Encryption[0])
+	if err != nil {
+		return nil, err
+	}
+	var integ uint16
+	alen := 0
+	if len(p.Integrity) > 0 {
+		integ = p.Integrity[0]
+		if _, alen, _, err = integInfo(integ); err != nil {
+			return nil, err
+		}
+	}
+	seed := make([]byte, 0, len(ni)+len(nr)+16)
+	seed = append(append(append(append(seed, ni...), nr...), spiBytes(spii)...), spiBytes(spir)...)
+	km, err := f.plus(skeyseed, seed, 3*f.size+2*alen+2*elen)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(km)
+	take := func(n int) []byte {
+		b := append([]byte(nil), km[:n]...)
+		km = km[n:]
+		return b
+	}
+	k := &ikeKeys{prf: f}
+	k.d = take(f.size)
+	ai, ar := take(alen), take(alen)
+	ei, er := take(elen), take(elen)
+	k.pi, k.pr = take(f.size), take(f.size)
+	defer func() { clear(ai); clear(ar); clear(ei); clear(er) }()
+	dirI, err := newSKDirection(p.Encryption[0], integ, ei, ai, rand)
+	if err != nil {
+		return nil, err
+	}
+	dirR, err := newSKDirection(p.Encryption[0], integ, er, ar, rand)
+	if err != nil {
+		return nil, err
+	}
+	if weInitiated {
+		k.out, k.in = dirI, dirR
+	} else {
+		k.out, k.in = dirR, dirI
+	}
+	return k, nil
+}
+
+// childKeys is the KEYMAT of one CHILD_SA split into its four keys
+// (RFC 7296 2.17): those protecting initiator-to-responder traffic first.
+type childKeys struct {
+	encI, integI, encR, integR []byte
+}
+
+func deriveChildKeys(f prf, skd []byte, p Proposal, gir, ni, nr []byte) (*childKeys, error) {
+	elen, err := encrKeyLen(p.Encryption[0])
+	if err != nil {
+		return nil, err
+	}
+	alen := 0
+	if len(p.Integrity) > 0 {
+		if _, alen, _, err = integInfo(p.Integrity[0]); err != nil {
+			return nil, err
+		}
+	}
+	seed := make([]byte, 0, len(gir)+len(ni)+len(nr))
+	seed = append(append(append(seed, gir...), ni...), nr...)
+	km, err := f.plus(skd, seed, 2*elen+2*alen)
+	if err != nil {
+		return nil, err
+	}
+	return &childKeys{
+		encI: km[:elen], integI: km[elen : elen+alen],
+		encR: km[elen+alen : 2*elen+alen], integR: km[2*elen+alen:],
+	}, nil
+}
+
+// pskKeyPad is the constant of RFC 7296 2.15.
+const pskKeyPad = "Key Pad for IKEv2"
+
+// pskAuth computes the AUTH data of a shared-key MIC: prf(prf(Shared
+// Secret, "Key Pad for IKEv2"), <SignedOctets>), where SignedOctets is the
+// sender's first message, the peer's nonce and prf(SK_p, ID payload body).
+func pskAuth(f prf, psk, realMessage, peerNonce, skp []byte, id *ID) []byte {
+	idBody := id.appendBody(make([]byte, 0, 4+len(id.Data)))
+	macedID := f.sum(skp, idBody)
+	key := f.sum(psk, []byte(pskKeyPad))
+	defer clear(key)
+	return f.sum(key, realMessage, peerNonce, macedID)
+}
+
+// verifyPSKAuth compares in constant time.
+func verifyPSKAuth(f prf, psk, realMessage, peerNonce, skp []byte, id *ID, got []byte) bool {
+	want := pskAuth(f, psk, realMessage, peerNonce, skp, id)
+	return subtle.ConstantTimeCompare(want, got) == 1
+}
+
+// errNoKeys is returned when a protected message arrives before keys exist.
+var errNoKeys = fmt.Errorf("no keys yet")
