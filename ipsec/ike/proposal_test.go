@@ -1,0 +1,142 @@
+package ike
+
+import (
+	"testing"
+
+	"github.com/flashgate/flashgate/ipsec"
+)
+
+func TestProposalRoundTrip(t *testing.T) {
+	tests := []struct {
+		proto ProtocolID
+		in    string
+		want  string // printed form; "" = same as in
+	}{
+		{ProtoIKE, "aes128gcm16-prfsha256-ecp256", ""},
+		{ProtoIKE, "aes256gcm16-prfsha384-ecp384", ""},
+		{ProtoIKE, "aes256-sha256-modp2048", ""},
+		{ProtoIKE, "aes128-sha1-modp2048", ""},
+		{ProtoIKE, "chacha20poly1305-prfsha256-curve25519", ""},
+		{ProtoIKE, "aes256-sha256-prfsha384-modp4096", ""},
+		{ProtoIKE, "aes128-aes256-sha256-sha1-ecp256-modp3072", ""},
+		{ProtoIKE, "AES128GCM128-PRFSHA256-X25519", "aes128gcm16-prfsha256-curve25519"},
+		{ProtoESP, "aes128gcm16", ""},
+		{ProtoESP, "aes256-sha256", ""},
+		{ProtoESP, "aes256-sha256-noesn", "aes256-sha256"},
+		{ProtoESP, "aes128gcm16-ecp256-esn", ""},
+		{ProtoESP, "aes128gcm8", ""},
+	}
+	for _, tt := range tests {
+		p, err := ParseProposal(tt.proto, tt.in)
+		if err != nil {
+			t.Errorf("ParseProposal(%q): %v", tt.in, err)
+			continue
+		}
+		want := tt.want
+		if want == "" {
+			want = tt.in
+		}
+		if got := p.String(); got != want {
+			t.Errorf("ParseProposal(%q).String() = %q, want %q", tt.in, got, want)
+		}
+		w := p.ToWire(1, nil)
+		back, ok := ProposalFromWire(w)
+		if !ok || back.String() != want {
+			t.Errorf("%q through the wire: got %q (ok %v), want %q", tt.in, back.String(), ok, want)
+		}
+	}
+}
+
+func TestProposalErrors(t *testing.T) {
+	for _, tt := range []struct {
+		proto ProtocolID
+		in    string
+	}{
+		{ProtoIKE, ""},
+		{ProtoIKE, "aes128gcm16-ecp256"},                  // AEAD without PRF
+		{ProtoIKE, "aes128-sha256"},                       // no DH
+		{ProtoIKE, "aes128gcm16-sha256-prfsha256-ecp256"}, // AEAD with integrity
+		{ProtoIKE, "aes128-aes128gcm16-sha256-ecp256"},    // mixed
+		{ProtoIKE, "aes128gcm8-prfsha256-ecp256"},         // GCM-8 for IKE
+		{ProtoIKE, "3des-md5-modp1024"},
+		{ProtoESP, "aes128"},                // no integrity
+		{ProtoESP, "aes128gcm16-prfsha256"}, // PRF in ESP
+		{ProtoIKE, "aes128-sha256-ecp256-esn"},
+	} {
+		if p, err := ParseProposal(tt.proto, tt.in); err == nil {
+			t.Errorf("ParseProposal(%q) = %v, want an error", tt.in, p)
+		}
+	}
+}
+
+func TestSelectProposal(t *testing.T) {
+	wire := func(proto ProtocolID, s string) []WireProposal {
+		var w []WireProposal
+		for i, p := range MustParseProposals(proto, s) {
+			w = append(w, p.ToWire(uint8(i+1), nil))
+		}
+		return w
+	}
+	tests := []struct {
+		name          string
+		proto         ProtocolID
+		ours, theirs  string
+		ke            DHGroup
+		want          string // "" = no proposal chosen
+		wantTheirsIdx int
+	}{
+		{"exact", ProtoIKE, "aes128gcm16-prfsha256-ecp256", "aes128gcm16-prfsha256-ecp256", ECP256, "aes128gcm16-prfsha256-ecp256", 0},
+		{"our order wins", ProtoIKE, "aes256gcm16-prfsha384-ecp384,aes128gcm16-prfsha256-ecp256",
+			"aes128gcm16-prfsha256-ecp256,aes256gcm16-prfsha384-ecp384", ECP256, "aes256gcm16-prfsha384-ecp384", 1},
+		{"KE group preferred", ProtoIKE, "aes128gcm16-prfsha256-ecp384-ecp256", "aes128gcm16-prfsha256-ecp256-ecp384", ECP256, "aes128gcm16-prfsha256-ecp256", 0},
+		{"within a proposal our first", ProtoIKE, "aes256-aes128-sha256-sha1-modp2048", "aes128-aes256-sha1-sha256-modp2048", MODP2048, "aes256-sha256-modp2048", 0},
+		{"mismatch", ProtoIKE, "aes128gcm16-prfsha256-ecp256", "aes256-sha256-modp2048", MODP2048, "", -1},
+		{"ESP PFS required by peer, we have none", ProtoESP, "aes128gcm16", "aes128gcm16-ecp256", 0, "", -1},
+		{"ESP PFS both", ProtoESP, "aes128gcm16-ecp256", "aes128gcm16-ecp256", 0, "aes128gcm16-ecp256", 0},
+		{"ESP esn or not", ProtoESP, "aes256-sha256-esn-noesn", "aes256-sha256", 0, "aes256-sha256", 0},
+	}
+	for _, tt := range tests {
+		got, idx, ok := selectProposal(MustParseProposals(tt.proto, tt.ours), wire(tt.proto, tt.theirs), tt.ke)
+		if tt.want == "" {
+			if ok {
+				t.Errorf("%s: chose %v, want no proposal", tt.name, got)
+			}
+			continue
+		}
+		if !ok || got.String() != tt.want || idx != tt.wantTheirsIdx {
+			t.Errorf("%s: got %q from peer proposal %d (ok %v), want %q from %d", tt.name, got, idx, ok, tt.want, tt.wantTheirsIdx)
+		}
+		if !acceptable(MustParseProposals(tt.proto, tt.theirs), got) {
+			t.Errorf("%s: chosen %q is not acceptable to the peer that offered %q", tt.name, got, tt.theirs)
+		}
+	}
+}
+
+func TestESPTransform(t *testing.T) {
+	tests := []struct {
+		in   string
+		want ipsec.Transform
+	}{
+		{"aes128gcm16", ipsec.Transform{Encryption: "rfc4106(gcm(aes))", EncKeyBits: 128, ICVBits: 128}},
+		{"aes256gcm16", ipsec.Transform{Encryption: "rfc4106(gcm(aes))", EncKeyBits: 256, ICVBits: 128}},
+		{"chacha20poly1305", ipsec.Transform{Encryption: "rfc7539esp(chacha20,poly1305)", EncKeyBits: 256, ICVBits: 128}},
+		{"aes256-sha256", ipsec.Transform{Encryption: "cbc(aes)", EncKeyBits: 256, Integrity: "hmac(sha256)", ICVBits: 128}},
+		{"aes128-sha1", ipsec.Transform{Encryption: "cbc(aes)", EncKeyBits: 128, Integrity: "hmac(sha1)", ICVBits: 96}},
+		{"aes128-sha384", ipsec.Transform{Encryption: "cbc(aes)", EncKeyBits: 128, Integrity: "hmac(sha384)", ICVBits: 192}},
+		{"aes128-sha512", ipsec.Transform{Encryption: "cbc(aes)", EncKeyBits: 128, Integrity: "hmac(sha512)", ICVBits: 256}},
+	}
+	for _, tt := range tests {
+		got, err := MustParseProposals(ProtoESP, tt.in)[0].ESPTransform()
+		if err != nil || got != tt.want {
+			t.Errorf("%s: got %+v, %v; want %+v", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestDefaultsParse(t *testing.T) {
+	for _, p := range append(DefaultIKEProposals(), DefaultESPProposals()...) {
+		if _, err := ParseProposal(p.Protocol, p.String()); err != nil {
+			t.Errorf("default %q does not parse back: %v", p, err)
+		}
+	}
+}
