@@ -193,6 +193,8 @@ func (s *Supervisor) startLocked(p *proc) {
 	}
 	if p.starts > 0 {
 		s.logf("%s: restarted (pid %d, restart %d)", p.spec.Name, pid, p.starts)
+	} else {
+		s.logf("%s: started (pid %d)", p.spec.Name, pid)
 	}
 	p.starts++
 	p.pid = pid

@@ -1,0 +1,158 @@
+package supervisor
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// serve starts the API of s on a unix socket in a temporary directory and
+// returns a client for it.
+func serve(t *testing.T, s *Supervisor) *Client {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	sock := filepath.Join(t.TempDir(), "run", "flashgate", "supervisor.sock")
+	if err := s.Serve(ctx, sock); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+		t.Errorf("socket mode %v, want a root-only socket (0600)", fi.Mode())
+	}
+	return NewClient(sock)
+}
+
+func TestAPI(t *testing.T) {
+	var mu sync.Mutex
+	var power []PowerAction
+	s := start(t, Config{
+		Services: []Service{sh("svc", "echo hello; exec sleep 1000"), sh("dep", "exec sleep 1000", "svc")},
+		Power: func(a PowerAction) error {
+			mu.Lock()
+			defer mu.Unlock()
+			power = append(power, a)
+			return nil
+		},
+	})
+	c := serve(t, s)
+	ctx := context.Background()
+	waitFor(t, "services running", running(s, "svc", "dep"))
+
+	list, err := c.Services(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[0].Name != "svc" || list[1].Name != "dep" || list[0].PID == 0 || list[0].State != StateRunning {
+		t.Errorf("services %+v, want svc then dep, running", list)
+	}
+	if _, err := c.Service(ctx, "nosuch"); err == nil || !strings.Contains(err.Error(), `unknown service "nosuch"`) {
+		t.Errorf("Service(nosuch) error %v, want unknown service", err)
+	}
+
+	waitFor(t, "svc's output", func() bool {
+		logs, err := c.Logs(ctx, "svc", 10)
+		return err == nil && len(logs.Lines) == 1 && logs.Lines[0].Text == "hello"
+	})
+	if logs, err := c.Logs(ctx, "supervisor", 0); err != nil || len(logs.Lines) < 2 {
+		t.Errorf("supervisor log %+v, %v; want its start messages", logs, err)
+	}
+	if _, err := c.Logs(ctx, "nosuch", 0); err == nil {
+		t.Error("logs of an unknown service succeeded")
+	}
+	if err := c.do(ctx, http.MethodGet, "/v1/logs/svc?lines=-1", nil, nil); err == nil || !strings.Contains(err.Error(), "non-negative") {
+		t.Errorf("lines=-1: %v, want a bad request", err)
+	}
+
+	old := list[0].PID
+	if err := c.Restart(ctx, "svc"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "svc restarted", func() bool {
+		st, err := c.Service(ctx, "svc")
+		return err == nil && st.State == StateRunning && st.PID != old && st.Restarts == 1
+	})
+	if err := c.Stop(ctx, "dep"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "dep stopped", func() bool { st, _ := c.Service(ctx, "dep"); return st.State == StateStopped })
+
+	for _, a := range []PowerAction{Reboot, PowerOff} {
+		if err := c.Power(ctx, a); err != nil {
+			t.Errorf("%s: %v", a, err)
+		}
+	}
+	mu.Lock()
+	if len(power) != 2 || power[0] != Reboot || power[1] != PowerOff {
+		t.Errorf("power requests %v, want [reboot poweroff]", power)
+	}
+	mu.Unlock()
+
+	if err := c.StopPetting(ctx); err == nil || !strings.Contains(err.Error(), "no watchdog") {
+		t.Errorf("stop-petting without a watchdog: %v, want an error saying so", err)
+	}
+	sys, err := c.System(ctx)
+	if err != nil || sys.PID != os.Getpid() || sys.RSSKiB <= 0 {
+		t.Errorf("system %+v, %v; want our pid and a positive RSS", sys, err)
+	}
+	if err := c.SetSyslog(ctx, SyslogConfig{Addr: "127.0.0.1:5514", Format: "bsd"}); err == nil {
+		t.Error("PUT /v1/syslog accepted format bsd")
+	}
+}
+
+func TestAPIPowerWithoutPID1(t *testing.T) {
+	s, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := serve(t, s)
+	if err := c.Power(context.Background(), Reboot); err == nil || !strings.Contains(err.Error(), "not running as PID 1") {
+		t.Errorf("reboot without a Power hook: %v, want not running as PID 1", err)
+	}
+}
+
+func TestWriteStatus(t *testing.T) {
+	var b strings.Builder
+	WriteStatus(&b, []ServiceStatus{
+		{Name: "configd", State: StateRunning, PID: 42, Uptime: 65, LastExit: "", Restarts: 0},
+		{Name: "iked", State: StateBackoff, Restarts: 3, NextStartIn: 4, LastExit: "exit status 1"},
+		{Name: "webui", State: StateWaiting, WaitingFor: []string{"iked"}},
+	}, System{PID: 1, RSSKiB: 5120, Watchdog: WatchdogState{Open: true, Timeout: 30, Petting: true}})
+	want := `SERVICE  STATE                  PID  RESTARTS  UPTIME  LAST EXIT
+configd  running                42   0         1m5s    -
+iked     backoff (retry in 4s)  -    3         -       exit status 1
+webui    waiting (for iked)     -    0         -       -
+
+pid 1: rss 5120 KiB, watchdog timeout 30s, 0 orphans reaped
+`
+	if got := b.String(); got != want {
+		t.Errorf("status table:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestReadRSS(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		content string
+		want    int
+		wantErr bool
+	}{
+		{"Name:\tx\nVmRSS:\t    5120 kB\nThreads: 3\n", 5120, false},
+		{"Name:\tx\n", 0, true},
+		{"VmRSS:\t5 MB\n", 0, true},
+	} {
+		p := filepath.Join(dir, "status")
+		os.WriteFile(p, []byte(tc.content), 0o600)
+		got, err := ReadRSSKiB(p)
+		if got != tc.want || (err != nil) != tc.wantErr {
+			t.Errorf("ReadRSSKiB(%q) = %d, %v; want %d, error %v", tc.content, got, err, tc.want, tc.wantErr)
+		}
+	}
+}
