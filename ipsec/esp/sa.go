@@ -207,3 +207,6 @@ func matchAny(ps []netip.Prefix, a netip.Addr) bool {
 	}
 	return false
 }
+
+// headerLen is the ESP header and IV in front of the inner packet.
+func (sa *SA) headerLen() int { return espHeaderLen + sa.suite.ivLen }

@@ -1,0 +1,677 @@
+package esp
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/flashgate/flashgate/ipsec"
+)
+
+// Config says where a Device carries traffic.
+type Config struct {
+	// TUN is the name of the tunnel interface, created by the Device and
+	// gone with it. Default "fgesp0".
+	TUN string
+	// MTU of the TUN. The default 1400 leaves room for the outer IPv4 and
+	// UDP headers and the ESP overhead of every transform on a 1500-byte
+	// path.
+	MTU int
+	// Listen is the local NAT-T address, default 0.0.0.0:4500. IKE
+	// shares this socket: see SetIKEHandler.
+	Listen netip.AddrPort
+	// Workers is the number of TUN queues and UDP sockets, each with its
+	// own goroutine per direction. Default GOMAXPROCS.
+	Workers int
+}
+
+// DeviceCounters are drops and events that belong to no SA.
+type DeviceCounters struct {
+	UnknownSPI atomic.Uint64 // ESP with an SPI we do not have
+	Truncated  atomic.Uint64 // datagrams too short to be ESP
+	NoSA       atomic.Uint64 // packets from the TUN that match no outbound SA
+	BadOffload atomic.Uint64 // malformed packets from the TUN
+	TxErrors   atomic.Uint64 // packets the kernel refused to send
+	RxErrors   atomic.Uint64 // packets the TUN refused to take
+	IKE        atomic.Uint64 // IKE messages handed to the IKE handler
+	Keepalives atomic.Uint64 // NAT keepalives (RFC 3948 2.3)
+}
+
+// Device is the userspace ESP data plane: a TUN interface whose routed
+// traffic is encrypted into ESP-in-UDP, and the reverse. It implements
+// ipsec.DataPlane.
+type Device struct {
+	cfg   Config
+	tun   *tunDevice
+	nl    *netlink.Handle // bound to the namespace the Device was made in
+	link  netlink.Link
+	socks []*udpSocket
+
+	table atomic.Pointer[saTable]
+	ike   atomic.Pointer[func(pkt []byte, from netip.AddrPort)]
+
+	mu     sync.Mutex // serializes AddPair, DeletePair, Close
+	pairs  map[uint32]*pair
+	routes map[netip.Prefix]int
+	added  uint64
+
+	expires chan ipsec.Expire
+	closed  atomic.Bool
+	wg      sync.WaitGroup
+
+	Counters DeviceCounters
+}
+
+var _ ipsec.DataPlane = (*Device)(nil)
+
+type pair struct {
+	in, out *SA
+	timers  []*time.Timer
+	added   uint64 // order of AddPair calls: the newest pair carries outbound traffic
+}
+
+// saTable is an immutable snapshot read by the workers without locks and
+// replaced whole by AddPair and DeletePair.
+type saTable struct {
+	in  map[uint32]*SA
+	out []*SA // newest first: during a rekey outbound traffic uses the new SA
+}
+
+// NewDevice creates the TUN interface, brings it up and starts the workers,
+// in the network namespace of the calling thread.
+func NewDevice(cfg Config) (*Device, error) {
+	if cfg.TUN == "" {
+		cfg.TUN = "fgesp0"
+	}
+	if cfg.MTU == 0 {
+		cfg.MTU = 1400
+	}
+	if !cfg.Listen.IsValid() {
+		cfg.Listen = netip.AddrPortFrom(netip.IPv4Unspecified(), 4500)
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = runtime.GOMAXPROCS(0)
+	}
+	d := &Device{
+		cfg:     cfg,
+		pairs:   make(map[uint32]*pair),
+		routes:  make(map[netip.Prefix]int),
+		expires: make(chan ipsec.Expire, 64),
+	}
+	d.table.Store(&saTable{in: map[uint32]*SA{}})
+	var err error
+	if d.nl, err = netlink.NewHandle(); err != nil {
+		return nil, fmt.Errorf("netlink: %w", err)
+	}
+	if d.tun, err = openTUN(cfg.TUN, cfg.Workers); err != nil {
+		d.nl.Close()
+		return nil, err
+	}
+	fail := func(err error) (*Device, error) {
+		for _, s := range d.socks {
+			s.close()
+		}
+		d.tun.close()
+		d.nl.Close()
+		return nil, err
+	}
+	if d.link, err = d.nl.LinkByName(cfg.TUN); err != nil {
+		return fail(fmt.Errorf("TUN %s: %w", cfg.TUN, err))
+	}
+	if err := d.nl.LinkSetMTU(d.link, cfg.MTU); err != nil {
+		return fail(fmt.Errorf("TUN %s: MTU %d: %w", cfg.TUN, cfg.MTU, err))
+	}
+	if err := d.nl.LinkSetUp(d.link); err != nil {
+		return fail(fmt.Errorf("TUN %s: up: %w", cfg.TUN, err))
+	}
+	for i := 0; i < cfg.Workers; i++ {
+		s, err := listenUDP(cfg.Listen)
+		if err != nil {
+			return fail(err)
+		}
+		d.socks = append(d.socks, s)
+	}
+	for i := 0; i < cfg.Workers; i++ {
+		d.wg.Add(2)
+		go d.encryptLoop(d.tun.queues[i], d.socks[i])
+		go d.decryptLoop(d.socks[i], d.tun.queues[i])
+	}
+	return d, nil
+}
+
+// Name implements ipsec.DataPlane.
+func (d *Device) Name() string { return "userspace" }
+
+// Expires implements ipsec.DataPlane. Soft and hard limits by bytes and
+// sequence numbers report the SPI of the SA that reached them; limits by
+// time report the inbound SPI of the pair.
+func (d *Device) Expires() <-chan ipsec.Expire { return d.expires }
+
+// SetIKEHandler installs the receiver of IKE messages that arrive on the
+// NAT-T socket, which IKE and ESP share on port 4500. pkt is the IKE
+// message with the four-byte non-ESP marker removed; it is valid only
+// during the call, so the handler copies what it keeps. The handler runs
+// on a packet worker and must not block.
+func (d *Device) SetIKEHandler(h func(pkt []byte, from netip.AddrPort)) {
+	d.ike.Store(&h)
+}
+
+// SendIKE sends an IKE message from the NAT-T port, prepending the
+// non-ESP marker (RFC 3948 2.2). Safe for concurrent use.
+func (d *Device) SendIKE(pkt []byte, to netip.AddrPort) error {
+	b := make([]byte, 4+len(pkt))
+	copy(b[4:], pkt)
+	if err := d.socks[0].sendTo(b, to); err != nil {
+		return fmt.Errorf("send IKE to %v: %w", to, err)
+	}
+	return nil
+}
+
+// AddPair implements ipsec.DataPlane: it keys both SAs, routes the remote
+// traffic selectors into the TUN and makes the new outbound SA the one
+// used for its traffic.
+func (d *Device) AddPair(in, out *ipsec.ChildSA) error {
+	if !in.Inbound || out.Inbound {
+		return fmt.Errorf("AddPair %08x/%08x: directions swapped", in.SPI, out.SPI)
+	}
+	if out.EncapDstPort == 0 {
+		return fmt.Errorf("AddPair %08x/%08x: raw ESP is not implemented, use UDP encapsulation", in.SPI, out.SPI)
+	}
+	if !out.Dst.Is4() {
+		return fmt.Errorf("AddPair %08x/%08x: outer address %v: only IPv4 is implemented", in.SPI, out.SPI, out.Dst)
+	}
+	inSA, err := NewSA(in, d.onExpire)
+	if err != nil {
+		return fmt.Errorf("AddPair inbound: %w", err)
+	}
+	outSA, err := NewSA(out, d.onExpire)
+	if err != nil {
+		return fmt.Errorf("AddPair outbound: %w", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed.Load() {
+		return errors.New("AddPair: device closed")
+	}
+	if _, dup := d.table.Load().in[in.SPI]; dup {
+		return fmt.Errorf("AddPair: inbound SPI %08x already installed", in.SPI)
+	}
+	var added []netip.Prefix
+	for _, p := range out.RemoteTS {
+		if d.routes[p] == 0 {
+			if err := d.routeAdd(p); err != nil {
+				for _, q := range added {
+					d.routeDel(q)
+				}
+				return fmt.Errorf("AddPair %08x: %w", in.SPI, err)
+			}
+			added = append(added, p)
+		}
+	}
+	for _, p := range out.RemoteTS {
+		d.routes[p]++
+	}
+	d.added++
+	pr := &pair{in: inSA, out: outSA, added: d.added}
+	pr.timers = d.lifetimeTimers(in)
+	d.pairs[in.SPI] = pr
+	d.publish()
+	return nil
+}
+
+func (d *Device) lifetimeTimers(c *ipsec.ChildSA) []*time.Timer {
+	spi := c.SPI
+	var ts []*time.Timer
+	if c.SoftLifetime > 0 {
+		ts = append(ts, time.AfterFunc(c.SoftLifetime, func() { d.sendExpire(ipsec.Expire{SPI: spi}) }))
+	}
+	if c.HardLifetime > 0 {
+		ts = append(ts, time.AfterFunc(c.HardLifetime, func() {
+			d.mu.Lock()
+			if pr := d.pairs[spi]; pr != nil {
+				pr.in.Kill()
+				pr.out.Kill()
+			}
+			d.mu.Unlock()
+			d.sendExpire(ipsec.Expire{SPI: spi, Hard: true})
+		}))
+	}
+	return ts
+}
+
+func (d *Device) onExpire(sa *SA, hard bool) { d.sendExpire(ipsec.Expire{SPI: sa.SPI, Hard: hard}) }
+
+// sendExpire never blocks a packet worker: if iked is slow to read, the
+// event waits in its own goroutine.
+func (d *Device) sendExpire(e ipsec.Expire) {
+	select {
+	case d.expires <- e:
+	default:
+		go func() { d.expires <- e }()
+	}
+}
+
+// DeletePair implements ipsec.DataPlane.
+func (d *Device) DeletePair(inboundSPI uint32) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	pr := d.pairs[inboundSPI]
+	if pr == nil {
+		return fmt.Errorf("DeletePair %08x: no such SA", inboundSPI)
+	}
+	delete(d.pairs, inboundSPI)
+	d.publish()
+	for _, t := range pr.timers {
+		t.Stop()
+	}
+	var errs []error
+	for _, p := range pr.out.RemoteTS {
+		if d.routes[p]--; d.routes[p] <= 0 {
+			delete(d.routes, p)
+			if err := d.routeDel(p); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	pr.in.Zero()
+	pr.out.Zero()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("DeletePair %08x: %w", inboundSPI, err)
+	}
+	return nil
+}
+
+// publish rebuilds the snapshot the workers read. Called with d.mu held.
+func (d *Device) publish() {
+	t := &saTable{in: make(map[uint32]*SA, len(d.pairs))}
+	prs := make([]*pair, 0, len(d.pairs))
+	for _, pr := range d.pairs {
+		t.in[pr.in.SPI] = pr.in
+		prs = append(prs, pr)
+	}
+	slices.SortFunc(prs, func(a, b *pair) int { return cmp.Compare(b.added, a.added) })
+	for _, pr := range prs {
+		t.out = append(t.out, pr.out)
+	}
+	d.table.Store(t)
+}
+
+// Stats implements ipsec.DataPlane for an SA of either direction.
+func (d *Device) Stats(spi uint32) (ipsec.SAStats, error) {
+	sa := d.lookupSPI(spi)
+	if sa == nil {
+		return ipsec.SAStats{}, fmt.Errorf("stats %08x: no such SA", spi)
+	}
+	s := sa.Snapshot()
+	return ipsec.SAStats{Bytes: s.Bytes, Packets: s.Packets, ReplayDrops: s.ReplayDrops,
+		AuthFailures: s.AuthFailures, LastUsed: s.LastUsed}, nil
+}
+
+// SACounters returns all counters of an SA, including those ipsec.SAStats
+// has no field for (bad padding, policy drops).
+func (d *Device) SACounters(spi uint32) (CounterSnapshot, error) {
+	sa := d.lookupSPI(spi)
+	if sa == nil {
+		return CounterSnapshot{}, fmt.Errorf("counters %08x: no such SA", spi)
+	}
+	return sa.Snapshot(), nil
+}
+
+func (d *Device) lookupSPI(spi uint32) *SA {
+	t := d.table.Load()
+	if sa := t.in[spi]; sa != nil {
+		return sa
+	}
+	for _, sa := range t.out {
+		if sa.SPI == spi {
+			return sa
+		}
+	}
+	return nil
+}
+
+// Close implements ipsec.DataPlane: it stops the workers, removes the TUN
+// (and with it the routes) and zeroes every key.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed.Swap(true) {
+		return nil
+	}
+	var errs []error
+	for _, s := range d.socks {
+		errs = append(errs, s.close())
+	}
+	errs = append(errs, d.tun.close())
+	d.wg.Wait()
+	for spi, pr := range d.pairs {
+		for _, t := range pr.timers {
+			t.Stop()
+		}
+		pr.in.Zero()
+		pr.out.Zero()
+		delete(d.pairs, spi)
+	}
+	d.table.Store(&saTable{in: map[uint32]*SA{}})
+	d.nl.Close()
+	return errors.Join(errs...)
+}
+
+func (d *Device) routeAdd(p netip.Prefix) error {
+	r := &netlink.Route{LinkIndex: d.link.Attrs().Index, Dst: prefixNet(p), Scope: netlink.SCOPE_LINK}
+	if err := d.nl.RouteReplace(r); err != nil {
+		return fmt.Errorf("route %v dev %s: %w", p, d.cfg.TUN, err)
+	}
+	return nil
+}
+
+func (d *Device) routeDel(p netip.Prefix) error {
+	r := &netlink.Route{LinkIndex: d.link.Attrs().Index, Dst: prefixNet(p), Scope: netlink.SCOPE_LINK}
+	if err := d.nl.RouteDel(r); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("delete route %v dev %s: %w", p, d.cfg.TUN, err)
+	}
+	return nil
+}
+
+func prefixNet(p netip.Prefix) *net.IPNet {
+	p = p.Masked()
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+// outbound picks the newest live outbound SA whose selectors cover the
+// inner packet.
+func (t *saTable) outbound(pkt []byte) *SA {
+	var src, dst netip.Addr
+	switch pkt[0] >> 4 {
+	case 4:
+		src, dst = netip.AddrFrom4([4]byte(pkt[12:16])), netip.AddrFrom4([4]byte(pkt[16:20]))
+	case 6:
+		if len(pkt) < 40 {
+			return nil
+		}
+		src, dst = netip.AddrFrom16([16]byte(pkt[8:24])), netip.AddrFrom16([16]byte(pkt[24:40]))
+	default:
+		return nil
+	}
+	for _, sa := range t.out {
+		if !sa.dead.Load() && matchAny(sa.RemoteTS, dst) && matchAny(sa.LocalTS, src) {
+			return sa
+		}
+	}
+	return nil
+}
+
+const (
+	tunBatch  = 8                  // TUN reads per send batch
+	txBufSize = 8 * (65536 + 8192) // ESP packets of one batch, back to back
+)
+
+// encryptLoop is one TX worker: it reads packets (often 64 KiB TSO
+// super-packets) from one TUN queue, cuts them into segments, encrypts each
+// in place in a buffer where the ESP packets of one peer lie back to back,
+// and hands them to the kernel with one sendmmsg, each run of same-sized
+// packets as one UDP GSO message.
+func (d *Device) encryptLoop(q *os.File, sock *udpSocket) {
+	defer d.wg.Done()
+	raw, err := q.SyscallConn()
+	if err != nil {
+		return
+	}
+	r := &tunReader{}
+	for i := 0; i < tunBatch; i++ {
+		r.bufs = append(r.bufs, make([]byte, vnetHdrLen+65535))
+	}
+	r.fn = r.read
+	tx := &txBatch{buf: make([]byte, txBufSize), sock: sock, d: d}
+	var seg segmenter
+	var h vnetHdr
+	for {
+		r.n, r.err = 0, nil
+		if err := raw.Read(r.fn); err != nil || r.err != nil {
+			return // the TUN was closed
+		}
+		t := d.table.Load()
+		var last *SA
+		for i := 0; i < r.n; i++ {
+			frame := r.bufs[i][:r.lens[i]]
+			if len(frame) < vnetHdrLen+20 {
+				d.Counters.BadOffload.Add(1)
+				continue
+			}
+			h.decode(frame)
+			pkt := frame[vnetHdrLen:]
+			sa := t.outbound(pkt)
+			if sa == nil {
+				d.Counters.NoSA.Add(1)
+				continue
+			}
+			if err := seg.reset(h, pkt); err != nil {
+				d.Counters.BadOffload.Add(1)
+				continue
+			}
+			to := netip.AddrPortFrom(sa.Dst, sa.EncapDstPort)
+			hl := sa.headerLen()
+			for {
+				if !tx.fits(hl + seg.maxSegment() + Tailroom) {
+					tx.flush()
+				}
+				at := tx.used + hl
+				n := seg.next(tx.buf[at:])
+				if n == 0 {
+					break
+				}
+				esp, err := sa.Encap(tx.buf[:at+n], at, n)
+				if err != nil {
+					continue // counted by the SA (expiry) or impossible
+				}
+				tx.add(len(esp), to)
+			}
+			last = sa
+		}
+		tx.flush()
+		if last != nil {
+			last.Touch(time.Now())
+		}
+	}
+}
+
+// tunReader reads up to tunBatch packets from a non-blocking TUN queue in
+// one wake-up.
+type tunReader struct {
+	bufs [][]byte
+	lens [tunBatch]int
+	n    int
+	err  error
+	fn   func(fd uintptr) bool
+}
+
+func (r *tunReader) read(fd uintptr) bool {
+	for r.n < len(r.bufs) {
+		b := r.bufs[r.n]
+		n, _, e := unix.Syscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		if e == unix.EAGAIN {
+			return r.n > 0
+		}
+		if e != 0 {
+			if r.n == 0 {
+				r.err = e
+			}
+			return true
+		}
+		r.lens[r.n] = int(n)
+		r.n++
+	}
+	return true
+}
+
+// txBatch lays ESP packets back to back and groups runs to the same peer
+// of equal size (the last may be shorter) into UDP GSO messages.
+type txBatch struct {
+	buf  []byte
+	used int
+	sock *udpSocket
+	d    *Device
+
+	open   bool // a message is being built from start to used
+	closed bool // its last packet was short: nothing more may join
+	start  int
+	seg    int
+	count  int
+	to     netip.AddrPort
+}
+
+func (b *txBatch) fits(n int) bool { return b.used+n <= len(b.buf) }
+
+// add accounts for the ESP packet of n bytes just written at b.used.
+func (b *txBatch) add(n int, to netip.AddrPort) {
+	if b.open && b.sock.gso && !b.closed && to == b.to && n <= b.seg &&
+		b.count < gsoMaxSegs && b.used+n-b.start <= 65000 {
+		b.count++
+		b.closed = n < b.seg
+		b.used += n
+		return
+	}
+	b.endMessage()
+	b.open, b.closed, b.start, b.seg, b.count, b.to = true, false, b.used, n, 1, to
+	b.used += n
+}
+
+func (b *txBatch) endMessage() {
+	if !b.open {
+		return
+	}
+	b.open = false
+	data := b.buf[b.start:b.used]
+	if !b.sock.queue(data, b.seg, b.to) {
+		b.send()
+		b.sock.queue(data, b.seg, b.to)
+	}
+}
+
+func (b *txBatch) send() {
+	if err := b.sock.flush(); err != nil {
+		b.d.Counters.TxErrors.Add(1)
+	}
+}
+
+// flush sends everything queued and empties the buffer.
+func (b *txBatch) flush() {
+	b.endMessage()
+	b.send()
+	b.used = 0
+}
+
+// decryptLoop is one RX worker: it receives batches of (GRO-merged)
+// datagrams, hands IKE to the IKE handler, decrypts ESP in place and
+// writes the inner packets to the TUN, merged back into TCP super-packets
+// where the flow allows.
+func (d *Device) decryptLoop(sock *udpSocket, q *os.File) {
+	defer d.wg.Done()
+	raw, err := q.SyscallConn()
+	if err != nil {
+		return
+	}
+	w := &tunWriter{}
+	w.fn = w.write
+	co := newCoalescer(func(frame []byte) error {
+		w.frame, w.err = frame, nil
+		if err := raw.Write(w.fn); err != nil {
+			return err
+		}
+		if w.err != nil {
+			d.Counters.RxErrors.Add(1)
+		}
+		return nil
+	})
+	for {
+		n, err := sock.recv()
+		if err != nil {
+			if errors.Is(err, os.ErrClosed) || d.closed.Load() {
+				return
+			}
+			continue
+		}
+		t := d.table.Load()
+		var last *SA
+		for i := 0; i < n; i++ {
+			data, segSize, from := sock.message(i)
+			for off := 0; off < len(data); off += segSize {
+				dg := data[off:min(off+segSize, len(data))]
+				if sa := d.receive(t, dg, from, co); sa != nil {
+					last = sa
+				}
+			}
+		}
+		if err := co.flush(); err != nil {
+			return
+		}
+		if last != nil {
+			last.Touch(time.Now())
+		}
+	}
+}
+
+// receive handles one UDP datagram from port 4500.
+func (d *Device) receive(t *saTable, dg []byte, from netip.AddrPort, co *coalescer) *SA {
+	switch {
+	case len(dg) == 1 && dg[0] == 0xff:
+		d.Counters.Keepalives.Add(1)
+		return nil
+	case len(dg) >= 4 && dg[0]|dg[1]|dg[2]|dg[3] == 0:
+		if h := d.ike.Load(); h != nil {
+			d.Counters.IKE.Add(1)
+			(*h)(dg[4:], from)
+		}
+		return nil
+	case len(dg) < espHeaderLen:
+		d.Counters.Truncated.Add(1)
+		return nil
+	}
+	sa := t.in[SPIOf(dg)]
+	if sa == nil {
+		d.Counters.UnknownSPI.Add(1)
+		return nil
+	}
+	inner, err := sa.Decap(dg)
+	if err != nil {
+		if errors.Is(err, ErrTruncated) {
+			d.Counters.Truncated.Add(1)
+		}
+		return sa
+	}
+	if err := co.add(inner); err != nil {
+		d.Counters.RxErrors.Add(1)
+	}
+	return sa
+}
+
+// tunWriter writes one frame to a non-blocking TUN queue.
+type tunWriter struct {
+	frame []byte
+	err   error
+	fn    func(fd uintptr) bool
+}
+
+func (w *tunWriter) write(fd uintptr) bool {
+	_, _, e := unix.Syscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&w.frame[0])), uintptr(len(w.frame)))
+	if e == unix.EAGAIN {
+		return false
+	}
+	if e != 0 {
+		w.err = syscall.Errno(e)
+	}
+	return true
+}

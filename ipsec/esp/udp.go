@@ -1,0 +1,252 @@
+package esp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// udpSocket is one ESP-in-UDP socket (RFC 3948) bound to the NAT-T port,
+// shared with IKE: a payload starting with four zero bytes (the non-ESP
+// marker, where an SPI of 0 would be) is IKE, a single 0xff byte is a
+// NAT keepalive, anything else is ESP. Several sockets may share the port
+// (SO_REUSEPORT); the kernel spreads peers across them by address hash.
+//
+// Packets move in batches: recvmmsg with UDP_GRO (the kernel merges a
+// peer's same-sized datagrams into one buffer) and sendmmsg with
+// UDP_SEGMENT (one buffer of same-sized ESP packets, cut by the kernel).
+type udpSocket struct {
+	f   *os.File
+	raw syscall.RawConn
+	gso bool // UDP_SEGMENT works
+
+	// receive side
+	rmsgs  []mmsghdr
+	riov   []unix.Iovec
+	rbufs  [][]byte
+	rnames []unix.RawSockaddrInet4
+	rctl   [][]byte
+	rn     int
+	rerr   error
+	recvFn func(fd uintptr) bool
+
+	// send side
+	smsgs  []mmsghdr
+	siov   []unix.Iovec
+	snames []unix.RawSockaddrInet4
+	sctl   [][]byte
+	sn     int // messages queued
+	sdone  int
+	serr   error
+	sendFn func(fd uintptr) bool
+}
+
+// mmsghdr is struct mmsghdr of recvmmsg(2)/sendmmsg(2).
+type mmsghdr struct {
+	hdr unix.Msghdr
+	len uint32
+	_   [4]byte
+}
+
+const (
+	udpBatch   = 16    // messages per recvmmsg / sendmmsg
+	udpBufSize = 65536 // one GRO super-datagram
+	gsoMaxSegs = 64    // UDP_MAX_SEGMENTS on older kernels
+)
+
+var cmsgSpace = unix.CmsgSpace(4)
+
+func listenUDP(addr netip.AddrPort) (*udpSocket, error) {
+	if !addr.Addr().Is4() {
+		return nil, fmt.Errorf("ESP-in-UDP on %v: only IPv4 outer addresses are implemented", addr)
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	if err != nil {
+		return nil, fmt.Errorf("UDP socket: %w", err)
+	}
+	fail := func(what string, err error) (*udpSocket, error) {
+		unix.Close(fd)
+		return nil, fmt.Errorf("UDP %v: %s: %w", addr, what, err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+		return fail("SO_REUSEPORT", err)
+	}
+	for _, opt := range []int{unix.SO_RCVBUFFORCE, unix.SO_SNDBUFFORCE} {
+		// Root may exceed rmem_max; a TSO burst is 64 KiB per flow.
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt, 8<<20)
+	}
+	s := &udpSocket{}
+	s.gso = unix.SetsockoptInt(fd, unix.IPPROTO_UDP, unix.UDP_GRO, 1) == nil
+	sa := &unix.SockaddrInet4{Port: int(addr.Port()), Addr: addr.Addr().As4()}
+	if err := unix.Bind(fd, sa); err != nil {
+		return fail("bind", err)
+	}
+	s.f = os.NewFile(uintptr(fd), fmt.Sprintf("udp:%v", addr))
+	if s.raw, err = s.f.SyscallConn(); err != nil {
+		s.f.Close()
+		return nil, err
+	}
+	s.rmsgs = make([]mmsghdr, udpBatch)
+	s.riov = make([]unix.Iovec, udpBatch)
+	s.rnames = make([]unix.RawSockaddrInet4, udpBatch)
+	s.smsgs = make([]mmsghdr, udpBatch)
+	s.siov = make([]unix.Iovec, udpBatch)
+	s.snames = make([]unix.RawSockaddrInet4, udpBatch)
+	for i := 0; i < udpBatch; i++ {
+		s.rbufs = append(s.rbufs, make([]byte, udpBufSize))
+		s.rctl = append(s.rctl, make([]byte, cmsgSpace))
+		s.sctl = append(s.sctl, make([]byte, cmsgSpace))
+	}
+	s.recvFn = s.recvmmsg
+	s.sendFn = s.sendmmsg
+	return s, nil
+}
+
+// recv fills the receive buffers and returns how many messages arrived.
+// Use datagram(i) to walk them.
+func (s *udpSocket) recv() (int, error) {
+	for i := range s.rmsgs {
+		s.riov[i].Base = &s.rbufs[i][0]
+		s.riov[i].SetLen(udpBufSize)
+		h := &s.rmsgs[i].hdr
+		h.Name = (*byte)(unsafe.Pointer(&s.rnames[i]))
+		h.Namelen = unix.SizeofSockaddrInet4
+		h.Iov = &s.riov[i]
+		h.Iovlen = 1
+		h.Control = &s.rctl[i][0]
+		h.SetControllen(cmsgSpace)
+		h.Flags = 0
+	}
+	s.rn, s.rerr = 0, nil
+	if err := s.raw.Read(s.recvFn); err != nil {
+		return 0, err
+	}
+	return s.rn, s.rerr
+}
+
+func (s *udpSocket) recvmmsg(fd uintptr) bool {
+	n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&s.rmsgs[0])), uintptr(len(s.rmsgs)), unix.MSG_DONTWAIT, 0, 0)
+	if e == unix.EAGAIN {
+		return false
+	}
+	if e != 0 {
+		s.rerr = fmt.Errorf("recvmmsg: %w", e)
+		return true
+	}
+	s.rn = int(n)
+	return true
+}
+
+// message returns the i-th received message: its bytes, the size of each
+// datagram in it (UDP GRO), and the sender.
+func (s *udpSocket) message(i int) (data []byte, segSize int, from netip.AddrPort) {
+	m := &s.rmsgs[i]
+	data = s.rbufs[i][:m.len]
+	segSize = len(data)
+	ctl := s.rctl[i][:m.hdr.Controllen]
+	for len(ctl) >= unix.SizeofCmsghdr {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&ctl[0]))
+		if h.Len < unix.SizeofCmsghdr || int(h.Len) > len(ctl) {
+			break
+		}
+		if h.Level == unix.IPPROTO_UDP && h.Type == unix.UDP_GRO && int(h.Len) >= unix.CmsgLen(2) {
+			if v := int(*(*uint16)(unsafe.Pointer(&ctl[unix.CmsgLen(0)]))); v > 0 {
+				segSize = v
+			}
+		}
+		ctl = ctl[unix.CmsgSpace(int(h.Len)-unix.CmsgLen(0)):]
+	}
+	n := &s.rnames[i]
+	port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&n.Port))[:])
+	return data, segSize, netip.AddrPortFrom(netip.AddrFrom4(n.Addr), port)
+}
+
+// queue adds one message to the send batch: data holds one packet, or
+// several of segSize bytes each (the last may be shorter) for UDP GSO.
+// It reports false when the batch is full and must be flushed first.
+func (s *udpSocket) queue(data []byte, segSize int, to netip.AddrPort) bool {
+	if s.sn == len(s.smsgs) {
+		return false
+	}
+	i := s.sn
+	s.sn++
+	n := &s.snames[i]
+	n.Family = unix.AF_INET
+	binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&n.Port))[:], to.Port())
+	n.Addr = to.Addr().As4()
+	s.siov[i].Base = &data[0]
+	s.siov[i].SetLen(len(data))
+	h := &s.smsgs[i].hdr
+	h.Name = (*byte)(unsafe.Pointer(n))
+	h.Namelen = unix.SizeofSockaddrInet4
+	h.Iov = &s.siov[i]
+	h.Iovlen = 1
+	h.Control, h.Controllen = nil, 0
+	if segSize < len(data) {
+		ctl := s.sctl[i]
+		c := (*unix.Cmsghdr)(unsafe.Pointer(&ctl[0]))
+		c.Level, c.Type = unix.IPPROTO_UDP, unix.UDP_SEGMENT
+		c.SetLen(unix.CmsgLen(2))
+		*(*uint16)(unsafe.Pointer(&ctl[unix.CmsgLen(0)])) = uint16(segSize)
+		h.Control = &ctl[0]
+		h.SetControllen(unix.CmsgSpace(2))
+	}
+	return true
+}
+
+// flush sends the queued messages.
+func (s *udpSocket) flush() error {
+	defer func() { s.sn = 0 }()
+	s.sdone = 0
+	for s.sdone < s.sn {
+		s.serr = nil
+		if err := s.raw.Write(s.sendFn); err != nil {
+			return err
+		}
+		if s.serr != nil {
+			// One bad message (an unreachable peer) must not stall the
+			// rest of the batch: skip it and go on.
+			err := s.serr
+			s.sdone++
+			if s.sdone >= s.sn {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *udpSocket) sendmmsg(fd uintptr) bool {
+	msgs := s.smsgs[s.sdone:s.sn]
+	n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), unix.MSG_DONTWAIT, 0, 0)
+	if e == unix.EAGAIN {
+		return false
+	}
+	if e != 0 {
+		s.serr = fmt.Errorf("sendmmsg: %w", e)
+		return true
+	}
+	s.sdone += int(n)
+	return true
+}
+
+// sendTo sends one datagram, for IKE and other slow-path traffic.
+func (s *udpSocket) sendTo(b []byte, to netip.AddrPort) error {
+	var err error
+	cerr := s.raw.Write(func(fd uintptr) bool {
+		err = unix.Sendto(int(fd), b, unix.MSG_DONTWAIT, &unix.SockaddrInet4{Port: int(to.Port()), Addr: to.Addr().As4()})
+		return !errors.Is(err, unix.EAGAIN)
+	})
+	if cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+func (s *udpSocket) close() error { return s.f.Close() }
