@@ -1,0 +1,239 @@
+// Package config owns flashgate's configuration: the schema as Go types with
+// their defaults, validation with field paths, the JSON and the stable text
+// forms, diffs, path edits, schema migrations, backups, and the Store that
+// keeps the running configuration, the candidate and the history in a bbolt
+// file on the card, with commit, rollback and commit-confirmed.
+//
+// Every service reads its configuration from here (through configd); nothing
+// else writes the card's config file.
+package config
+
+// Config is the whole configuration of one appliance. Lists of named things
+// (interfaces, tunnels, rules, ...) are ordered slices keyed by Name: order
+// matters for firewall rules, and paths address elements by name
+// ("tunnels.branch.remote_address").
+type Config struct {
+	System     System      `json:"system"`
+	Interfaces []Interface `json:"interfaces"`
+	Routes     []Route     `json:"routes"`
+	Firewall   Firewall    `json:"firewall"`
+	Tunnels    []Tunnel    `json:"tunnels"`
+}
+
+// Sections are the top-level parts of a Config, in the order they appear. A
+// change notice lists the sections that differ so that each service
+// reconciles only what concerns it.
+var Sections = []string{"system", "interfaces", "routes", "firewall", "tunnels"}
+
+// System is the box itself.
+type System struct {
+	Hostname string  `json:"hostname"`
+	Timezone string  `json:"timezone"` // IANA name, e.g. "Europe/Berlin"
+	Admins   []Admin `json:"admins"`
+	// ConsoleBaud overrides the board's console speed when non-zero.
+	ConsoleBaud  int          `json:"console_baud,omitempty"`
+	NTPServers   []string     `json:"ntp_servers"`
+	RemoteSyslog RemoteSyslog `json:"remote_syslog"`
+}
+
+// Admin is an account allowed on the web UI and the console.
+type Admin struct {
+	Name         string `json:"name"`
+	PasswordHash Secret `json:"password_hash"` // PHC string, see SetPassword
+}
+
+// RemoteSyslog sends the services' logs to a syslog server. An empty Host
+// turns it off.
+type RemoteSyslog struct {
+	Host     string `json:"host,omitempty"` // IP address or DNS name
+	Port     int    `json:"port,omitempty"` // default 514
+	Protocol string `json:"protocol,omitempty"`
+}
+
+// Interface roles.
+const (
+	RoleWAN = "wan"
+	RoleLAN = "lan"
+	RoleOpt = "opt"
+)
+
+// Addressing modes.
+const (
+	AddressingStatic = "static"
+	AddressingDHCP   = "dhcp"
+)
+
+// Interface is one network port, named by its kernel name (eth0).
+type Interface struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description,omitempty"`
+	Role        string   `json:"role"` // wan, lan or opt
+	Enabled     bool     `json:"enabled"`
+	Addressing  string   `json:"addressing"`    // static or dhcp
+	Addresses   []Prefix `json:"addresses"`     // static only: 192.168.1.1/24
+	MTU         int      `json:"mtu,omitempty"` // 0: the driver's default
+}
+
+// Route is a static route. Gateway, Interface or both must be given.
+type Route struct {
+	Name        string `json:"name"`
+	Enabled     bool   `json:"enabled"`
+	Destination Prefix `json:"destination"`
+	Gateway     Addr   `json:"gateway,omitzero"`
+	Interface   string `json:"interface,omitempty"`
+	Metric      int    `json:"metric,omitempty"`
+}
+
+// Firewall holds the user's rules. The built-in policy (nothing from the
+// WAN except IKE/ESP of configured peers, web UI only from the LAN, LAN out
+// with masquerade, tunnel traffic exempt from NAT) is netd's and is applied
+// around these.
+type Firewall struct {
+	Rules        []Rule        `json:"rules"`
+	NAT          NAT           `json:"nat"`
+	PortForwards []PortForward `json:"port_forwards"`
+}
+
+// Rule chains.
+const (
+	ChainInput   = "input"   // traffic to the box itself
+	ChainForward = "forward" // traffic through the box
+)
+
+// Rule actions.
+const (
+	ActionAccept = "accept"
+	ActionDrop   = "drop"
+	ActionReject = "reject"
+)
+
+// Zones a rule may name instead of an interface. "tunnel" is traffic that
+// arrived through, or will leave through, an IPsec tunnel.
+var Zones = []string{"any", RoleWAN, RoleLAN, RoleOpt, "tunnel"}
+
+// Protocols a rule or port forward may name.
+var Protocols = []string{"any", "tcp", "udp", "icmp", "icmpv6", "esp", "gre"}
+
+// Rule is one user firewall rule; rules are evaluated in list order.
+type Rule struct {
+	Name    string `json:"name"`
+	Enabled bool   `json:"enabled"`
+	Chain   string `json:"chain"` // input or forward
+	// In and Out are a zone (see Zones) or an interface name. Out is only
+	// meaningful in the forward chain. Empty means any.
+	In               string      `json:"in,omitempty"`
+	Out              string      `json:"out,omitempty"`
+	Sources          []Prefix    `json:"sources,omitempty"`
+	Destinations     []Prefix    `json:"destinations,omitempty"`
+	Protocol         string      `json:"protocol"` // see Protocols
+	SourcePorts      []PortRange `json:"source_ports,omitempty"`
+	DestinationPorts []PortRange `json:"destination_ports,omitempty"`
+	Action           string      `json:"action"` // accept, drop or reject
+	Log              bool        `json:"log,omitempty"`
+}
+
+// NAT is source NAT: masquerade out of given interfaces, except for the
+// exempted traffic (tunnel subnets are exempt without being listed).
+type NAT struct {
+	Masquerade []Masquerade   `json:"masquerade"`
+	Exemptions []NATExemption `json:"exemptions"`
+}
+
+// Masquerade rewrites the source of traffic leaving Interface to the
+// interface's address. Empty Sources means any.
+type Masquerade struct {
+	Name      string   `json:"name"`
+	Interface string   `json:"interface"`
+	Sources   []Prefix `json:"sources,omitempty"`
+}
+
+// NATExemption keeps traffic from Sources to Destinations out of masquerade.
+type NATExemption struct {
+	Name         string   `json:"name"`
+	Sources      []Prefix `json:"sources,omitempty"`
+	Destinations []Prefix `json:"destinations"`
+}
+
+// PortForward is destination NAT: connections to ExternalPorts on In are
+// sent to Destination (DestinationPort + offset into the range).
+type PortForward struct {
+	Name            string    `json:"name"`
+	Enabled         bool      `json:"enabled"`
+	In              string    `json:"in"`       // zone or interface, usually wan
+	Protocol        string    `json:"protocol"` // tcp or udp
+	ExternalPorts   PortRange `json:"external_ports"`
+	Destination     Addr      `json:"destination"`
+	DestinationPort uint16    `json:"destination_port,omitempty"` // 0: same as external
+	Sources         []Prefix  `json:"sources,omitempty"`
+	Log             bool      `json:"log,omitempty"`
+}
+
+// Tunnel start actions.
+const (
+	StartInitiate  = "initiate"   // bring it up at once and keep it up
+	StartRespond   = "respond"    // wait for the peer
+	StartOnTraffic = "on-traffic" // bring it up when traffic for it appears
+)
+
+// Data planes.
+const (
+	DataPlaneAuto      = "auto"      // kernel XFRM when the kernel has ESP, else userspace
+	DataPlaneXFRM      = "xfrm"      // kernel
+	DataPlaneUserspace = "userspace" // flashgate's ESP over TUN
+)
+
+// Tunnel is one IPsec site-to-site tunnel authenticated with a PSK.
+type Tunnel struct {
+	Name    string `json:"name"`
+	Enabled bool   `json:"enabled"`
+	// LocalAddress may be left empty: iked uses the WAN interface's address.
+	LocalAddress Addr `json:"local_address,omitzero"`
+	// RemoteAddress may be empty only when StartAction is respond: the
+	// peer is then identified by its ID alone.
+	RemoteAddress Addr `json:"remote_address,omitzero"`
+	// LocalID and RemoteID default to the addresses when empty.
+	LocalID  string `json:"local_id,omitempty"`
+	RemoteID string `json:"remote_id,omitempty"`
+	PSK      Secret `json:"psk"`
+	// Proposals in strongSwan syntax, most preferred first.
+	IKEProposals  []string `json:"ike_proposals"`
+	ESPProposals  []string `json:"esp_proposals"`
+	LocalSubnets  []Prefix `json:"local_subnets"`
+	RemoteSubnets []Prefix `json:"remote_subnets"`
+	IKELifetime   Duration `json:"ike_lifetime"`
+	ChildLifetime Duration `json:"child_lifetime"`
+	DPDInterval   Duration `json:"dpd_interval"` // 0s: no liveness checks
+	DPDTimeout    Duration `json:"dpd_timeout"`
+	StartAction   string   `json:"start_action"`
+	DataPlane     string   `json:"data_plane"`
+}
+
+// Tunnel returns the tunnel called name, or nil.
+func (c *Config) Tunnel(name string) *Tunnel {
+	for i := range c.Tunnels {
+		if c.Tunnels[i].Name == name {
+			return &c.Tunnels[i]
+		}
+	}
+	return nil
+}
+
+// Interface returns the interface called name, or nil.
+func (c *Config) Interface(name string) *Interface {
+	for i := range c.Interfaces {
+		if c.Interfaces[i].Name == name {
+			return &c.Interfaces[i]
+		}
+	}
+	return nil
+}
+
+// Admin returns the admin account called name, or nil.
+func (c *Config) Admin(name string) *Admin {
+	for i := range c.System.Admins {
+		if c.System.Admins[i].Name == name {
+			return &c.System.Admins[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,574 @@
+package config
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// The database (schema 2) holds two buckets:
+//
+//	flashgate   schema   "2"
+//	            running  revision number of the running config (8 bytes, big endian)
+//	            next     next revision number
+//	            pending  commit-confirmed state, JSON, absent when none
+//	revisions   <rev, 8 bytes big endian> -> record (see revision.go)
+//
+// The running config is the record of the running revision: a commit writes
+// one compressed record and two small keys, so a small change to a large
+// config writes a few pages. The candidate lives in memory only: the card is
+// written on commit and at no other time, and an edit that was never
+// committed does not survive a reboot (as on VyOS).
+var (
+	bucketMeta      = []byte("flashgate")
+	bucketRevisions = []byte("revisions")
+	keySchema       = []byte("schema")
+	keyRunning      = []byte("running")
+	keyNext         = []byte("next")
+	keyPending      = []byte("pending")
+)
+
+// Errors a caller may want to tell apart.
+var (
+	// ErrCandidateChanged: another writer changed the candidate after the
+	// caller read it; re-read, re-apply, retry.
+	ErrCandidateChanged = errors.New("the candidate changed since you read it")
+	ErrNoChanges        = errors.New("no changes to commit")
+	ErrNothingPending   = errors.New("no commit is waiting for confirmation")
+	ErrNoRevision       = errors.New("no such revision")
+	ErrClosed           = errors.New("config store is closed")
+)
+
+// Card is the storage the database lives on. configd's implementation
+// remounts the config partition read-write for the duration of a write and
+// read-only after it, so that the card is protected between commits.
+type Card interface {
+	BeginWrite() error
+	EndWrite() error
+}
+
+// NoCard is a Card for files on a normal writable file system (tests, host
+// use): it does nothing.
+type NoCard struct{}
+
+func (NoCard) BeginWrite() error { return nil }
+func (NoCard) EndWrite() error   { return nil }
+
+// Clock is the time source; tests replace it to step through a
+// commit-confirmed window without waiting.
+type Clock interface {
+	Now() time.Time
+	AfterFunc(d time.Duration, f func()) Timer
+}
+
+// Timer is what Clock.AfterFunc returns.
+type Timer interface{ Stop() bool }
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time                            { return time.Now() }
+func (systemClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+
+// Options configure Open. The zero value works on a writable file system.
+type Options struct {
+	Card         Card          // default NoCard
+	Clock        Clock         // default the system clock
+	HistoryLimit int           // revisions kept; default 50
+	LockTimeout  time.Duration // waiting for the database file lock; default 5s
+	// Defaults returns the configuration of a fresh database and of a
+	// factory reset; default Default.
+	Defaults func() *Config
+	// Logf reports what the store did by itself (a rollback on a missed
+	// confirmation, a database set aside). Default: discard.
+	Logf func(format string, args ...any)
+}
+
+// Store is the configuration database: the running configuration with its
+// history on the card, and the candidate being edited in memory. It is safe
+// for concurrent use; writes are serialized.
+type Store struct {
+	path string
+	opts Options
+
+	mu         sync.Mutex
+	closed     bool
+	running    *Config
+	runningRev uint64
+	candidate  *Config
+	etagBase   string
+	etagSeq    uint64
+	pending    *Pending
+	timer      Timer
+	recovered  string
+	subs       map[chan Change]struct{}
+}
+
+// Pending is a commit waiting for Confirm.
+type Pending struct {
+	Revision   uint64    `json:"revision"`    // the unconfirmed commit
+	RollbackTo uint64    `json:"rollback_to"` // restored when the deadline passes
+	Deadline   time.Time `json:"deadline"`
+	Who        string    `json:"who"`
+}
+
+// Change tells subscribers that the running configuration changed.
+type Change struct {
+	Revision uint64    `json:"revision"`
+	Sections []string  `json:"sections"` // see Sections
+	Reason   string    `json:"reason"`   // commit, rollback, confirm-timeout, factory-reset
+	Who      string    `json:"who"`
+	Message  string    `json:"message"`
+	When     time.Time `json:"when"`
+}
+
+func (c Change) String() string {
+	return fmt.Sprintf("commit %d changed %v (%s by %s)", c.Revision, c.Sections, c.Reason, c.Who)
+}
+
+// Open opens the database at path, creating it with the defaults if it does
+// not exist, migrating it if it is of an older schema, and rolling back a
+// commit whose confirmation deadline passed while the store was closed.
+//
+// A file that is not a flashgate database, is corrupt, or was written by a
+// newer firmware is never overwritten: it is renamed to
+// "<path>.set-aside-<time>", a fresh database with the defaults takes its
+// place, and Recovered says what happened. Open fails only when the file
+// cannot be locked (another process has it) or the card cannot be written.
+func Open(path string, opts Options) (*Store, error) {
+	if opts.Card == nil {
+		opts.Card = NoCard{}
+	}
+	if opts.Clock == nil {
+		opts.Clock = systemClock{}
+	}
+	if opts.HistoryLimit <= 0 {
+		opts.HistoryLimit = 50
+	}
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = 5 * time.Second
+	}
+	if opts.Defaults == nil {
+		opts.Defaults = Default
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	var rnd [4]byte
+	rand.Read(rnd[:])
+	s := &Store{path: path, opts: opts, etagBase: hex.EncodeToString(rnd[:]), subs: map[chan Change]struct{}{}}
+	if err := s.load(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// boltOptions are the same for every open: a bounded wait for the lock,
+// no freelist on disk (it is rebuilt on open, which is cheap for a file
+// this size, and it spares the card a freelist page per commit), and no
+// mmap tuning: the default grows the map with the file, which suits 128 MB
+// boards.
+func (s *Store) boltOptions(readOnly bool) *bolt.Options {
+	return &bolt.Options{Timeout: s.opts.LockTimeout, NoFreelistSync: true, ReadOnly: readOnly}
+}
+
+// dbState is what load found in the file.
+type dbState int
+
+const (
+	stateCurrent dbState = iota
+	stateEmpty           // no file, or a bbolt file without buckets
+	stateV1              // schema 1 layout
+	stateBad             // set it aside
+)
+
+func (s *Store) load() error {
+	state, why, err := s.inspect()
+	if err != nil {
+		return err
+	}
+	switch state {
+	case stateBad:
+		aside := fmt.Sprintf("%s.set-aside-%s", s.path, s.opts.Clock.Now().UTC().Format("20060102T150405Z"))
+		if err := s.cardWrite(func() error { return os.Rename(s.path, aside) }); err != nil {
+			return fmt.Errorf("config database %s is unusable (%s) and could not be set aside: %w", s.path, why, err)
+		}
+		s.recovered = fmt.Sprintf("the config database was unusable (%s); it was kept as %s and the defaults are in use", why, aside)
+		s.opts.Logf("config: %s", s.recovered)
+		fallthrough
+	case stateEmpty:
+		if err := s.initialize(); err != nil {
+			return err
+		}
+	case stateV1:
+		if err := s.migrateV1(); err != nil {
+			return err
+		}
+	}
+	if err := s.readRunning(); err != nil {
+		return err
+	}
+	s.candidate = s.running.Clone()
+	if p := s.pending; p != nil {
+		if s.opts.Clock.Now().Before(p.Deadline) {
+			s.armPending()
+			s.opts.Logf("config: revision %d must be confirmed by %s or it is rolled back", p.Revision, p.Deadline.Format(time.RFC3339))
+		} else {
+			// The deadline passed while the store was closed (a
+			// restart or a reboot inside the window): roll back now,
+			// before any service reads the unconfirmed config.
+			if _, err := s.rollbackLocked(p.RollbackTo, "flashgate", "confirm-timeout",
+				fmt.Sprintf("revision %d was not confirmed before the restart deadline: back to revision %d", p.Revision, p.RollbackTo)); err != nil {
+				return fmt.Errorf("roll back unconfirmed revision %d: %w", p.Revision, err)
+			}
+			s.opts.Logf("config: revision %d was not confirmed in time: rolled back to revision %d", p.Revision, p.RollbackTo)
+		}
+	}
+	return nil
+}
+
+// inspect opens the file read-only and classifies it. err is set only for
+// conditions that must not lead to setting the file aside (the lock is
+// held by someone else).
+func (s *Store) inspect() (state dbState, why string, err error) {
+	if _, err := os.Stat(s.path); errors.Is(err, os.ErrNotExist) {
+		return stateEmpty, "", nil
+	}
+	db, err := bolt.Open(s.path, 0o600, s.boltOptions(true))
+	if err != nil {
+		if errors.Is(err, bolterrors.ErrTimeout) {
+			return 0, "", fmt.Errorf("open config database %s: locked by another process for %v", s.path, s.opts.LockTimeout)
+		}
+		return stateBad, describeBoltError(err), nil
+	}
+	defer db.Close()
+	err = safeView(db, func(tx *bolt.Tx) error {
+		for cerr := range tx.Check() {
+			return fmt.Errorf("consistency check: %w", cerr)
+		}
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			if v1 := tx.Bucket(bucketV1); v1 != nil && string(v1.Get(keyV1Version)) == "1" {
+				state = stateV1
+				return nil
+			}
+			empty := true
+			tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
+			if empty {
+				state = stateEmpty
+				return nil
+			}
+			return errors.New("not a flashgate config database (unknown buckets)")
+		}
+		switch v := string(meta.Get(keySchema)); v {
+		case fmt.Sprint(SchemaVersion):
+		case "":
+			return errors.New("not a flashgate config database (no schema version)")
+		default:
+			return fmt.Errorf("schema version %s is not one this firmware reads (it writes %d)", v, SchemaVersion)
+		}
+		rev := getUint(meta, keyRunning)
+		if rev == 0 {
+			return errors.New("no running revision recorded")
+		}
+		if _, _, err := readRecord(tx, rev); err != nil {
+			return fmt.Errorf("running revision %d: %w", rev, err)
+		}
+		state = stateCurrent
+		return nil
+	})
+	if err != nil {
+		return stateBad, err.Error(), nil
+	}
+	return state, "", nil
+}
+
+func describeBoltError(err error) string {
+	switch {
+	case errors.Is(err, bolterrors.ErrInvalid):
+		return "not a database file, or both headers destroyed"
+	case errors.Is(err, bolterrors.ErrVersionMismatch):
+		return "database format version not supported"
+	case errors.Is(err, bolterrors.ErrChecksum):
+		return "header checksum mismatch"
+	}
+	return err.Error()
+}
+
+// safeView runs a read transaction, turning a panic inside bbolt (it panics
+// on some kinds of page corruption) into an error.
+func safeView(db *bolt.DB, fn func(tx *bolt.Tx) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("corrupt database: %v", r)
+		}
+	}()
+	return db.View(fn)
+}
+
+// cardWrite brackets fn with the card's BeginWrite and EndWrite.
+func (s *Store) cardWrite(fn func() error) error {
+	if err := s.opts.Card.BeginWrite(); err != nil {
+		return fmt.Errorf("make the card writable: %w", err)
+	}
+	err := fn()
+	if eerr := s.opts.Card.EndWrite(); eerr != nil && err == nil {
+		err = fmt.Errorf("protect the card after writing: %w", eerr)
+	}
+	return err
+}
+
+// update runs fn in one read-write transaction. The database is opened for
+// the write and closed after it: the config partition can only be remounted
+// read-only when no file on it is open for writing.
+func (s *Store) update(fn func(tx *bolt.Tx) error) error {
+	return s.cardWrite(func() error {
+		db, err := bolt.Open(s.path, 0o600, s.boltOptions(false))
+		if err != nil {
+			return fmt.Errorf("open config database %s for writing: %w", s.path, err)
+		}
+		err = db.Update(fn)
+		if cerr := db.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("close config database: %w", cerr)
+		}
+		return err
+	})
+}
+
+// view runs fn in a read transaction on a read-only open of the file.
+func (s *Store) view(fn func(tx *bolt.Tx) error) error {
+	db, err := bolt.Open(s.path, 0o600, s.boltOptions(true))
+	if err != nil {
+		return fmt.Errorf("open config database %s: %w", s.path, err)
+	}
+	defer db.Close()
+	return safeView(db, fn)
+}
+
+func putUint(b *bolt.Bucket, key []byte, v uint64) error {
+	var buf [8]byte
+	binary.BigEndian.PutUint64(buf[:], v)
+	return b.Put(key, buf[:])
+}
+
+func getUint(b *bolt.Bucket, key []byte) uint64 {
+	v := b.Get(key)
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+func revKey(rev uint64) []byte {
+	var k [8]byte
+	binary.BigEndian.PutUint64(k[:], rev)
+	return k[:]
+}
+
+// initialize writes a fresh database holding the defaults as revision 1.
+func (s *Store) initialize() error {
+	cfg := s.opts.Defaults()
+	cfg.normalize()
+	return s.update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucket(bucketMeta)
+		if err != nil {
+			return fmt.Errorf("create meta bucket: %w", err)
+		}
+		if _, err := tx.CreateBucket(bucketRevisions); err != nil {
+			return fmt.Errorf("create revisions bucket: %w", err)
+		}
+		if err := meta.Put(keySchema, []byte(fmt.Sprint(SchemaVersion))); err != nil {
+			return err
+		}
+		info := RevisionInfo{Revision: 1, Who: "flashgate", When: s.opts.Clock.Now().UTC(),
+			Message: "factory defaults", Sections: Sections, Reason: "factory-reset"}
+		return s.writeRevision(tx, meta, info, cfg)
+	})
+}
+
+// writeRevision stores cfg as revision info.Revision, makes it running,
+// advances next and trims the history, inside tx.
+func (s *Store) writeRevision(tx *bolt.Tx, meta *bolt.Bucket, info RevisionInfo, cfg *Config) error {
+	rec, err := encodeRecord(info, cfg)
+	if err != nil {
+		return err
+	}
+	revs := tx.Bucket(bucketRevisions)
+	if err := revs.Put(revKey(info.Revision), rec); err != nil {
+		return fmt.Errorf("store revision %d: %w", info.Revision, err)
+	}
+	if err := putUint(meta, keyRunning, info.Revision); err != nil {
+		return err
+	}
+	if err := putUint(meta, keyNext, info.Revision+1); err != nil {
+		return err
+	}
+	// Trim the oldest revisions beyond the limit, but never the one a
+	// pending confirmation would roll back to.
+	keep := map[uint64]bool{}
+	if p, err := readPending(meta); err == nil && p != nil {
+		keep[p.RollbackTo] = true
+	}
+	n := revs.Stats().KeyN
+	c := revs.Cursor()
+	for k, _ := c.First(); k != nil && n > s.opts.HistoryLimit; k, _ = c.Next() {
+		if keep[binary.BigEndian.Uint64(k)] {
+			continue
+		}
+		if err := c.Delete(); err != nil {
+			return fmt.Errorf("trim history: %w", err)
+		}
+		n--
+	}
+	return nil
+}
+
+func readPending(meta *bolt.Bucket) (*Pending, error) {
+	v := meta.Get(keyPending)
+	if v == nil {
+		return nil, nil
+	}
+	var p Pending
+	if err := decodeStrict(v, &p); err != nil {
+		return nil, fmt.Errorf("pending confirmation: %w", err)
+	}
+	return &p, nil
+}
+
+// readRunning loads the running config and the pending confirmation.
+func (s *Store) readRunning() error {
+	return s.view(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		rev := getUint(meta, keyRunning)
+		_, cfg, err := readRecord(tx, rev)
+		if err != nil {
+			return fmt.Errorf("read running revision %d: %w", rev, err)
+		}
+		p, err := readPending(meta)
+		if err != nil {
+			return err
+		}
+		s.running, s.runningRev, s.pending = cfg, rev, p
+		return nil
+	})
+}
+
+// Recovered says why the database was set aside and replaced by the
+// defaults when the store was opened, or "" if it was not. The console
+// prints it.
+func (s *Store) Recovered() string { return s.recovered }
+
+// Path is the database file.
+func (s *Store) Path() string { return s.path }
+
+// Close stops the confirmation timer and ends all subscriptions. A pending
+// confirmation stays in the database and is honored by the next Open.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	for ch := range s.subs {
+		close(ch)
+		delete(s.subs, ch)
+	}
+	return nil
+}
+
+// Running returns a copy of the running configuration and its revision.
+func (s *Store) Running() (*Config, uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.running.Clone(), s.runningRev
+}
+
+// Pending returns the commit waiting for confirmation, or nil.
+func (s *Store) Pending() *Pending {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending == nil {
+		return nil
+	}
+	p := *s.pending
+	return &p
+}
+
+// Subscribe returns a channel that receives a Change after every change of
+// the running configuration, and a function to end the subscription. A
+// subscriber that falls 16 changes behind has its channel closed: it should
+// re-read the running config and subscribe again.
+func (s *Store) Subscribe() (<-chan Change, func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := make(chan Change, 16)
+	if s.closed {
+		close(ch)
+		return ch, func() {}
+	}
+	s.subs[ch] = struct{}{}
+	return ch, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if _, ok := s.subs[ch]; ok {
+			delete(s.subs, ch)
+			close(ch)
+		}
+	}
+}
+
+func (s *Store) notifyLocked(c Change) {
+	for ch := range s.subs {
+		select {
+		case ch <- c:
+		default:
+			delete(s.subs, ch)
+			close(ch)
+		}
+	}
+}
+
+// History returns the recorded revisions, newest first.
+func (s *Store) History() ([]RevisionInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []RevisionInfo
+	err := s.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketRevisions).ForEach(func(k, v []byte) error {
+			info, err := decodeRecordInfo(v)
+			if err != nil {
+				return fmt.Errorf("revision %d: %w", binary.BigEndian.Uint64(k), err)
+			}
+			out = append(out, info)
+			return nil
+		})
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Revision > out[j].Revision })
+	return out, err
+}
+
+// Revision returns the configuration of revision rev as it was committed.
+func (s *Store) Revision(rev uint64) (*Config, RevisionInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var cfg *Config
+	var info RevisionInfo
+	err := s.view(func(tx *bolt.Tx) error {
+		var err error
+		info, cfg, err = readRecord(tx, rev)
+		return err
+	})
+	return cfg, info, err
+}

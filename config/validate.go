@@ -1,0 +1,496 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// FieldError is one problem with one field. Path uses the element names of
+// lists: "tunnels[branch].remote_subnets[0]".
+type FieldError struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+func (e FieldError) Error() string { return e.Path + ": " + e.Message }
+
+// ValidationErrors is every problem Validate found, in schema order.
+type ValidationErrors []FieldError
+
+func (v ValidationErrors) Error() string {
+	lines := make([]string, len(v))
+	for i, e := range v {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Limits enforced by Validate.
+const (
+	MinPSKLen = 16  // shorter PSKs are guessable offline from one captured exchange
+	MaxPSKLen = 256 //
+	MaxIDLen  = 255 //
+)
+
+var (
+	nameRE     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$`)
+	ifnameRE   = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,14}$`) // IFNAMSIZ-1; no dots: paths use them
+	hostLabel  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
+	timezoneRE = regexp.MustCompile(`^[A-Za-z0-9_+-]+(/[A-Za-z0-9_+-]+)*$`)
+	validBauds = []int{9600, 19200, 38400, 57600, 115200}
+)
+
+type validator struct {
+	errs ValidationErrors
+	c    *Config
+}
+
+func (v *validator) add(path, format string, args ...any) {
+	v.errs = append(v.errs, FieldError{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+// Validate checks c and returns every problem found as ValidationErrors, or
+// nil. It checks each field and then the whole: duplicate names,
+// references to interfaces that do not exist, overlapping tunnel subnets,
+// conflicting port forwards.
+func (c *Config) Validate() error {
+	v := &validator{c: c}
+	v.system(&c.System)
+	v.interfaces()
+	v.routes()
+	v.firewall()
+	v.tunnels()
+	if len(v.errs) == 0 {
+		return nil
+	}
+	return v.errs
+}
+
+func validHostname(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(s, ".") {
+		if !hostLabel.MatchString(l) {
+			return false
+		}
+	}
+	return true
+}
+
+// validHost accepts an IP address or a DNS name.
+func validHost(s string) bool {
+	if _, err := netip.ParseAddr(s); err == nil {
+		return true
+	}
+	return validHostname(s)
+}
+
+// names checks that each element has a valid, unique name and calls fn with
+// the element's path.
+func names[T any](v *validator, list string, elems []T, name func(*T) string, re *regexp.Regexp, fn func(path string, e *T)) {
+	seen := map[string]bool{}
+	for i := range elems {
+		n := name(&elems[i])
+		path := fmt.Sprintf("%s[%s]", list, n)
+		switch {
+		case !re.MatchString(n):
+			path = fmt.Sprintf("%s[%d]", list, i)
+			v.add(path+".name", "%q is not a valid name (letters, digits, - and _; at most %d characters)", n, maxNameLen(re))
+		case seen[n]:
+			v.add(path+".name", "duplicate name %q", n)
+		}
+		seen[n] = true
+		fn(path, &elems[i])
+	}
+}
+
+func maxNameLen(re *regexp.Regexp) int {
+	if re == ifnameRE {
+		return 15
+	}
+	return 32
+}
+
+func (v *validator) system(s *System) {
+	if !validHostname(s.Hostname) {
+		v.add("system.hostname", "%q is not a valid host name", s.Hostname)
+	}
+	if !timezoneRE.MatchString(s.Timezone) || strings.Contains(s.Timezone, "..") {
+		v.add("system.timezone", "%q is not a time zone name (like UTC or Europe/Berlin)", s.Timezone)
+	}
+	names(v, "system.admins", s.Admins, func(a *Admin) string { return a.Name }, nameRE, func(path string, a *Admin) {
+		if !a.PasswordHash.IsSet() {
+			v.add(path+".password_hash", "account has no password")
+		} else if _, err := parsePHC(a.PasswordHash.Reveal()); err != nil {
+			v.add(path+".password_hash", "not a password hash this firmware can check (%v)", err)
+		}
+	})
+	if s.ConsoleBaud != 0 && !slices.Contains(validBauds, s.ConsoleBaud) {
+		v.add("system.console_baud", "%d is not a console speed (one of %v, or 0 for the board's)", s.ConsoleBaud, validBauds)
+	}
+	for i, n := range s.NTPServers {
+		if !validHost(n) {
+			v.add(fmt.Sprintf("system.ntp_servers[%d]", i), "%q is not a host name or IP address", n)
+		}
+	}
+	rs := s.RemoteSyslog
+	if rs.Host != "" && !validHost(rs.Host) {
+		v.add("system.remote_syslog.host", "%q is not a host name or IP address", rs.Host)
+	}
+	if rs.Port < 0 || rs.Port > 65535 {
+		v.add("system.remote_syslog.port", "%d is not a port (1-65535)", rs.Port)
+	}
+	if rs.Protocol != "" && rs.Protocol != "udp" && rs.Protocol != "tcp" {
+		v.add("system.remote_syslog.protocol", "%q is not udp or tcp", rs.Protocol)
+	}
+}
+
+// checkNetworks reports malformed networks and, when masked is true,
+// networks with host bits set (a subnet, not an interface address).
+func (v *validator) checkNetworks(path string, ps []Prefix, masked bool) {
+	for i, p := range ps {
+		ep := fmt.Sprintf("%s[%d]", path, i)
+		v.checkNetwork(ep, p, masked)
+	}
+}
+
+func (v *validator) checkNetwork(path string, p Prefix, masked bool) bool {
+	if err := p.check(); err != nil {
+		v.add(path, "%v", err)
+		return false
+	}
+	if !p.IsValid() {
+		v.add(path, "missing network")
+		return false
+	}
+	if masked && p.Masked() != p.Prefix {
+		v.add(path, "%s has host bits set; did you mean %s?", p, p.Masked())
+		return false
+	}
+	return true
+}
+
+func (v *validator) checkAddr(path string, a Addr, required bool) bool {
+	if err := a.check(); err != nil {
+		v.add(path, "%v", err)
+		return false
+	}
+	if !a.IsValid() {
+		if required {
+			v.add(path, "missing address")
+		}
+		return false
+	}
+	return true
+}
+
+func (v *validator) interfaces() {
+	type owned struct {
+		path string
+		p    netip.Prefix
+	}
+	var nets []owned
+	names(v, "interfaces", v.c.Interfaces, func(i *Interface) string { return i.Name }, ifnameRE, func(path string, ifc *Interface) {
+		if slices.Contains(Zones, ifc.Name) {
+			v.add(path+".name", "%q is a zone name; interfaces use their kernel names (eth0)", ifc.Name)
+		}
+		if ifc.Role != RoleWAN && ifc.Role != RoleLAN && ifc.Role != RoleOpt {
+			v.add(path+".role", "%q is not a role (wan, lan or opt)", ifc.Role)
+		}
+		switch ifc.Addressing {
+		case AddressingStatic:
+		case AddressingDHCP:
+			if len(ifc.Addresses) > 0 {
+				v.add(path+".addresses", "addresses are set but addressing is dhcp")
+			}
+		default:
+			v.add(path+".addressing", "%q is not static or dhcp", ifc.Addressing)
+		}
+		for i, a := range ifc.Addresses {
+			ap := fmt.Sprintf("%s.addresses[%d]", path, i)
+			if !v.checkNetwork(ap, a, false) {
+				continue
+			}
+			if a.Addr() == a.Masked().Addr() && a.Bits() < a.Addr().BitLen()-1 {
+				v.add(ap, "%s is a network address, not an address on it", a)
+				continue
+			}
+			for _, o := range nets {
+				if o.p.Overlaps(a.Prefix) {
+					v.add(ap, "%s overlaps %s (%s)", a, o.path, o.p)
+				}
+			}
+			nets = append(nets, owned{ap, a.Prefix})
+		}
+		if ifc.MTU != 0 && (ifc.MTU < 576 || ifc.MTU > 9216) {
+			v.add(path+".mtu", "%d is out of range (576-9216, or 0 for the driver's default)", ifc.MTU)
+		}
+	})
+}
+
+// checkIfRef checks that name is an existing interface, or a zone when
+// zones is true. Empty is allowed (any).
+func (v *validator) checkIfRef(path, name string, zones bool) {
+	if name == "" || v.c.Interface(name) != nil {
+		return
+	}
+	if zones && slices.Contains(Zones, name) {
+		return
+	}
+	if zones {
+		v.add(path, "unknown interface or zone %q", name)
+	} else {
+		v.add(path, "unknown interface %q", name)
+	}
+}
+
+func (v *validator) routes() {
+	names(v, "routes", v.c.Routes, func(r *Route) string { return r.Name }, nameRE, func(path string, r *Route) {
+		dstOK := v.checkNetwork(path+".destination", r.Destination, true)
+		gwOK := v.checkAddr(path+".gateway", r.Gateway, false)
+		v.checkIfRef(path+".interface", r.Interface, false)
+		if !r.Gateway.IsSet() && r.Interface == "" {
+			v.add(path, "needs a gateway, an interface or both")
+		}
+		if dstOK && gwOK && r.Gateway.Is4() != r.Destination.Addr().Is4() {
+			v.add(path+".gateway", "%s is not of the same address family as %s", r.Gateway, r.Destination)
+		}
+		if r.Metric < 0 || r.Metric > 65535 {
+			v.add(path+".metric", "%d is out of range (0-65535)", r.Metric)
+		}
+	})
+}
+
+func portsAllowed(proto string) bool { return proto == "tcp" || proto == "udp" }
+
+func (v *validator) checkPorts(path string, ps []PortRange) {
+	for i, p := range ps {
+		if err := p.check(); err != nil {
+			v.add(fmt.Sprintf("%s[%d]", path, i), "%v", err)
+		}
+	}
+}
+
+func (v *validator) firewall() {
+	fw := &v.c.Firewall
+	names(v, "firewall.rules", fw.Rules, func(r *Rule) string { return r.Name }, nameRE, func(path string, r *Rule) {
+		switch r.Chain {
+		case ChainInput:
+			if r.Out != "" {
+				v.add(path+".out", "only forward rules have an outgoing interface")
+			}
+		case ChainForward:
+		default:
+			v.add(path+".chain", "%q is not input or forward", r.Chain)
+		}
+		v.checkIfRef(path+".in", r.In, true)
+		v.checkIfRef(path+".out", r.Out, true)
+		v.checkNetworks(path+".sources", r.Sources, true)
+		v.checkNetworks(path+".destinations", r.Destinations, true)
+		if !slices.Contains(Protocols, r.Protocol) {
+			v.add(path+".protocol", "%q is not a protocol (%s)", r.Protocol, strings.Join(Protocols, ", "))
+		}
+		if (len(r.SourcePorts) > 0 || len(r.DestinationPorts) > 0) && !portsAllowed(r.Protocol) {
+			v.add(path+".protocol", "ports are given but protocol is %q; ports need tcp or udp", r.Protocol)
+		}
+		v.checkPorts(path+".source_ports", r.SourcePorts)
+		v.checkPorts(path+".destination_ports", r.DestinationPorts)
+		if r.Action != ActionAccept && r.Action != ActionDrop && r.Action != ActionReject {
+			v.add(path+".action", "%q is not accept, drop or reject", r.Action)
+		}
+	})
+	names(v, "firewall.nat.masquerade", fw.NAT.Masquerade, func(m *Masquerade) string { return m.Name }, nameRE, func(path string, m *Masquerade) {
+		if m.Interface == "" {
+			v.add(path+".interface", "missing interface")
+		}
+		v.checkIfRef(path+".interface", m.Interface, false)
+		v.checkNetworks(path+".sources", m.Sources, true)
+	})
+	names(v, "firewall.nat.exemptions", fw.NAT.Exemptions, func(e *NATExemption) string { return e.Name }, nameRE, func(path string, e *NATExemption) {
+		v.checkNetworks(path+".sources", e.Sources, true)
+		if len(e.Destinations) == 0 {
+			v.add(path+".destinations", "at least one destination network is needed")
+		}
+		v.checkNetworks(path+".destinations", e.Destinations, true)
+	})
+	type fwd struct {
+		path  string
+		in    string
+		proto string
+		ports PortRange
+	}
+	var seen []fwd
+	names(v, "firewall.port_forwards", fw.PortForwards, func(p *PortForward) string { return p.Name }, nameRE, func(path string, p *PortForward) {
+		if p.In == "" {
+			v.add(path+".in", "missing interface or zone")
+		}
+		v.checkIfRef(path+".in", p.In, true)
+		if !portsAllowed(p.Protocol) {
+			v.add(path+".protocol", "%q is not tcp or udp", p.Protocol)
+		}
+		portsOK := true
+		if err := p.ExternalPorts.check(); err != nil {
+			v.add(path+".external_ports", "%v", err)
+			portsOK = false
+		} else if !p.ExternalPorts.IsSet() {
+			v.add(path+".external_ports", "missing port")
+			portsOK = false
+		}
+		v.checkAddr(path+".destination", p.Destination, true)
+		if portsOK && p.DestinationPort != 0 && int(p.DestinationPort)+p.ExternalPorts.Len()-1 > 65535 {
+			v.add(path+".destination_port", "%d plus the %d ports of the range runs past 65535", p.DestinationPort, p.ExternalPorts.Len())
+		}
+		v.checkNetworks(path+".sources", p.Sources, true)
+		if !portsOK || !p.Enabled {
+			return
+		}
+		if p.Protocol == "udp" && (p.In == RoleWAN || v.isRole(p.In, RoleWAN)) &&
+			(p.ExternalPorts.Overlaps(Port(500)) || p.ExternalPorts.Overlaps(Port(4500))) {
+			v.add(path+".external_ports", "udp 500 and 4500 on the WAN are IKE's; forwarding them would cut the tunnels")
+		}
+		for _, o := range seen {
+			if o.proto == p.Protocol && v.sameIngress(o.in, p.In) && o.ports.Overlaps(p.ExternalPorts) {
+				v.add(path+".external_ports", "%s %s on %s conflicts with %s (%s %s on %s)",
+					p.Protocol, p.ExternalPorts, p.In, o.path, o.proto, o.ports, o.in)
+			}
+		}
+		seen = append(seen, fwd{path, p.In, p.Protocol, p.ExternalPorts})
+	})
+}
+
+func (v *validator) isRole(ifname, role string) bool {
+	i := v.c.Interface(ifname)
+	return i != nil && i.Role == role
+}
+
+// sameIngress reports whether traffic arriving on a can also be arriving on
+// b: equal names, "any", or a zone and an interface of that role.
+func (v *validator) sameIngress(a, b string) bool {
+	return a == b || a == "any" || b == "any" || v.isRole(a, b) || v.isRole(b, a)
+}
+
+func (v *validator) tunnels() {
+	type owned struct {
+		path string
+		p    netip.Prefix
+	}
+	var remote []owned
+	var local []owned
+	for _, ifc := range v.c.Interfaces {
+		for i, a := range ifc.Addresses {
+			if a.check() == nil && a.IsValid() {
+				local = append(local, owned{fmt.Sprintf("interfaces[%s].addresses[%d]", ifc.Name, i), a.Masked()})
+			}
+		}
+	}
+	names(v, "tunnels", v.c.Tunnels, func(t *Tunnel) string { return t.Name }, nameRE, func(path string, t *Tunnel) {
+		v.checkAddr(path+".local_address", t.LocalAddress, false)
+		remoteOK := v.checkAddr(path+".remote_address", t.RemoteAddress, false)
+		if !t.RemoteAddress.IsSet() && t.StartAction != StartRespond {
+			v.add(path+".remote_address", "missing address (only a tunnel that only responds may leave it empty)")
+		}
+		if remoteOK && t.LocalAddress.IsValid() && t.LocalAddress.Is4() != t.RemoteAddress.Is4() {
+			v.add(path+".local_address", "%s and remote address %s are of different address families", t.LocalAddress, t.RemoteAddress)
+		}
+		for _, id := range []struct{ field, val string }{{"local_id", t.LocalID}, {"remote_id", t.RemoteID}} {
+			if len(id.val) > MaxIDLen || strings.ContainsFunc(id.val, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+				v.add(path+"."+id.field, "must be at most %d printable characters", MaxIDLen)
+			}
+		}
+		switch n := len(t.PSK.Reveal()); {
+		case n == 0:
+			v.add(path+".psk", "missing pre-shared key")
+		case n < MinPSKLen:
+			v.add(path+".psk", "pre-shared key too short: %d characters, at least %d (a random one is best)", n, MinPSKLen)
+		case n > MaxPSKLen:
+			v.add(path+".psk", "pre-shared key too long: at most %d characters", MaxPSKLen)
+		}
+		v.proposals(path+".ike_proposals", t.IKEProposals, CheckIKEProposal)
+		v.proposals(path+".esp_proposals", t.ESPProposals, CheckESPProposal)
+		if len(t.LocalSubnets) == 0 {
+			v.add(path+".local_subnets", "at least one local subnet is needed")
+		}
+		if len(t.RemoteSubnets) == 0 {
+			v.add(path+".remote_subnets", "at least one remote subnet is needed")
+		}
+		var mine []owned
+		for i, p := range t.LocalSubnets {
+			lp := fmt.Sprintf("%s.local_subnets[%d]", path, i)
+			if v.checkNetwork(lp, p, true) {
+				mine = append(mine, owned{lp, p.Prefix})
+			}
+		}
+		for i, p := range t.RemoteSubnets {
+			rp := fmt.Sprintf("%s.remote_subnets[%d]", path, i)
+			if !v.checkNetwork(rp, p, true) {
+				continue
+			}
+			for _, o := range mine {
+				if o.p.Overlaps(p.Prefix) {
+					v.add(rp, "%s overlaps this tunnel's own %s (%s)", p, o.path, o.p)
+				}
+			}
+			if t.Enabled {
+				for _, o := range remote {
+					if o.p.Overlaps(p.Prefix) {
+						v.add(rp, "%s overlaps %s (%s); traffic could not tell the tunnels apart", p, o.path, o.p)
+					}
+				}
+				for _, o := range local {
+					if o.p.Overlaps(p.Prefix) {
+						v.add(rp, "%s overlaps the directly connected network %s (%s)", p, o.path, o.p)
+					}
+				}
+				remote = append(remote, owned{rp, p.Prefix})
+			}
+		}
+		v.lifetime(path+".ike_lifetime", t.IKELifetime)
+		v.lifetime(path+".child_lifetime", t.ChildLifetime)
+		if v.checkDuration(path+".dpd_interval", t.DPDInterval) && v.checkDuration(path+".dpd_timeout", t.DPDTimeout) &&
+			t.DPDInterval.Duration > 0 && t.DPDTimeout.Duration < t.DPDInterval.Duration {
+			v.add(path+".dpd_timeout", "%s is shorter than the DPD interval %s", t.DPDTimeout, t.DPDInterval)
+		}
+		switch t.StartAction {
+		case StartInitiate, StartRespond, StartOnTraffic:
+		default:
+			v.add(path+".start_action", "%q is not initiate, respond or on-traffic", t.StartAction)
+		}
+		switch t.DataPlane {
+		case DataPlaneAuto, DataPlaneXFRM, DataPlaneUserspace:
+		default:
+			v.add(path+".data_plane", "%q is not auto, xfrm or userspace", t.DataPlane)
+		}
+	})
+}
+
+func (v *validator) proposals(path string, ps []string, check func(string) error) {
+	if len(ps) == 0 {
+		v.add(path, "at least one proposal is needed")
+	}
+	for i, p := range ps {
+		if err := check(p); err != nil {
+			v.add(fmt.Sprintf("%s[%d]", path, i), "%v", err)
+		}
+	}
+}
+
+func (v *validator) checkDuration(path string, d Duration) bool {
+	if err := d.check(); err != nil {
+		v.add(path, "%v", err)
+		return false
+	}
+	return true
+}
+
+func (v *validator) lifetime(path string, d Duration) {
+	if !v.checkDuration(path, d) {
+		return
+	}
+	if d.Seconds() < 10 || d.Hours() > 24 {
+		v.add(path, "%s is out of range (10s to 24h)", d)
+	}
+}
