@@ -48,7 +48,7 @@ func epiaC3() Board {
 		Signs: Signs{
 			DMIVendor: "VIA",
 			DMINames:  []string{"EPIA"},
-			CPU:       CPUSigns{Vendor: "CentaurHauls", Family: 6, Models: []int{9}, NoFlags: []string{"sse2"}},
+			CPU:       CPUSigns{Alone: true, Vendor: "CentaurHauls", Family: 6, Models: []int{9}, NoFlags: []string{"sse2"}},
 		},
 	}
 }
@@ -81,7 +81,7 @@ func epiaC7() Board {
 		Signs: Signs{
 			DMIVendor: "VIA",
 			DMINames:  []string{"EPIA"},
-			CPU:       CPUSigns{Vendor: "CentaurHauls", Family: 6, Models: []int{10, 13}, Flags: []string{"sse2"}, NoFlags: []string{"lm"}},
+			CPU:       CPUSigns{Alone: true, Vendor: "CentaurHauls", Family: 6, Models: []int{10, 13}, Flags: []string{"sse2"}, NoFlags: []string{"lm"}},
 		},
 	}
 }

@@ -15,7 +15,7 @@ const (
 
 // geodeLXCPU matches a Geode LX in /proc/cpuinfo: AMD family 5 model 10,
 // which has MMX and CMOV but no SSE.
-var geodeLXCPU = CPUSigns{Vendor: "AuthenticAMD", Family: 5, Models: []int{10}, Flags: []string{"mmx"}, NoFlags: []string{"sse2"}}
+var geodeLXCPU = CPUSigns{Alone: true, Vendor: "AuthenticAMD", Family: 5, Models: []int{10}, Flags: []string{"mmx"}, NoFlags: []string{"sse2"}}
 
 // geodeLXModules returns the module groups of a Geode LX + CS5536 board
 // with nicDriver for its Ethernet ports and leds for its LED driver chain.

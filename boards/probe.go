@@ -341,7 +341,7 @@ func score(sys system, b Board) candidate {
 	if e, ok := matchPCI(sys, s); ok {
 		raise(scorePCI+2*len(s.PCI), Likely, e)
 	}
-	if e, n, ok := matchCPU(sys, s.CPU); ok {
+	if e, n, ok := matchCPU(sys, s.CPU); ok && (s.CPU.Alone || c.score > 0) {
 		raise(scoreCPU+n, Weak, e)
 	}
 	return c

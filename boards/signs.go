@@ -29,6 +29,13 @@ type Signs struct {
 
 // CPUSigns match the first processor in /proc/cpuinfo.
 type CPUSigns struct {
+	// Alone says the CPU suggests the board by itself (a VIA C3 is on an
+	// EPIA-type board), if only weakly. Otherwise the CPU signs only
+	// count for a board that a DMI, ROM or PCI sign already matched: the
+	// qemu boards differ from each other in the lm flag, but a 64-bit
+	// CPU is no sign of qemu.
+	Alone bool
+
 	Vendor  string   // vendor_id, e.g. "CentaurHauls"
 	Family  int      // "cpu family"; 0 matches any
 	Models  []int    // "model"; empty matches any

@@ -36,7 +36,7 @@ func net4501() Board {
 		Signs: Signs{
 			ROM: [][]string{{"comBIOS", "net4501"}, {"Soekris Engineering", "net4501"}},
 			PCI: []string{pciElanSC520},
-			CPU: CPUSigns{Vendor: "AuthenticAMD", Family: 4, NoFlags: []string{"mmx"}},
+			CPU: CPUSigns{Alone: true, Vendor: "AuthenticAMD", Family: 4, NoFlags: []string{"mmx"}},
 		},
 	}
 }
@@ -84,7 +84,7 @@ func net4801() Board {
 			// WRAP boards share the SC1100 and DP83816; three ports and
 			// the ROM tell them apart.
 			PCI: []string{pciSC1100Bridge, pciDP8381x, pciDP8381x, pciDP8381x},
-			CPU: CPUSigns{Vendor: "Geode by NSC", Family: 5, Flags: []string{"mmx"}, NoFlags: []string{"sse"}},
+			CPU: CPUSigns{Alone: true, Vendor: "Geode by NSC", Family: 5, Flags: []string{"mmx"}, NoFlags: []string{"sse"}},
 		},
 	}
 }
@@ -170,7 +170,7 @@ func net6501() Board {
 		Signs: Signs{
 			ROM: [][]string{{"comBIOS", "net6501"}, {"Soekris Engineering", "net6501"}},
 			PCI: []string{pciAtomE6xxLPC, pci82574L, pci82574L, pci82574L, pci82574L},
-			CPU: CPUSigns{Vendor: "GenuineIntel", Family: 6, Models: []int{38}, Flags: []string{"sse2"}},
+			CPU: CPUSigns{Alone: true, Vendor: "GenuineIntel", Family: 6, Models: []int{38}, Flags: []string{"sse2"}},
 		},
 	}
 }
