@@ -1,0 +1,170 @@
+package pid1
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// moduleIndex is what depmod wrote for one kernel: for each module, its
+// file and the modules it needs.
+type moduleIndex struct {
+	dir     string            // /lib/modules/<release>
+	path    map[string]string // module name -> file, relative to dir or absolute
+	deps    map[string][]string
+	builtin map[string]bool
+}
+
+// moduleName normalizes a module or file name the way the kernel does:
+// "kernel/drivers/net/via-rhine.ko.xz" and "via_rhine" are both "via_rhine".
+func moduleName(s string) string {
+	s = filepath.Base(s)
+	if i := strings.Index(s, ".ko"); i >= 0 {
+		s = s[:i]
+	}
+	return strings.ReplaceAll(s, "-", "_")
+}
+
+// parseModulesDep reads modules.dep: "path.ko: dep1.ko dep2.ko" per line.
+func parseModulesDep(r io.Reader) (path map[string]string, deps map[string][]string, err error) {
+	path, deps = map[string]string{}, map[string][]string{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		file, rest, ok := strings.Cut(line, ":")
+		if !ok || file == "" || !strings.Contains(file, ".ko") {
+			return nil, nil, fmt.Errorf("modules.dep line %d: %q is not \"module.ko: deps\"", n, line)
+		}
+		name := moduleName(file)
+		path[name] = file
+		for _, d := range strings.Fields(rest) {
+			deps[name] = append(deps[name], moduleName(d))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, nil, fmt.Errorf("modules.dep: %w", err)
+	}
+	return path, deps, nil
+}
+
+// loadModuleIndex reads modules.dep and modules.builtin from dir.
+func loadModuleIndex(dir string) (*moduleIndex, error) {
+	f, err := os.Open(filepath.Join(dir, "modules.dep"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	path, deps, err := parseModulesDep(f)
+	if err != nil {
+		return nil, err
+	}
+	idx := &moduleIndex{dir: dir, path: path, deps: deps, builtin: map[string]bool{}}
+	if b, err := os.ReadFile(filepath.Join(dir, "modules.builtin")); err == nil {
+		for _, l := range strings.Fields(string(b)) {
+			idx.builtin[moduleName(l)] = true
+		}
+	}
+	return idx, nil
+}
+
+// loadOrder returns the files to insert, dependencies first, for the given
+// modules in their given order (the board lists softdeps explicitly, in the
+// order they must load). Built-in modules are skipped; a module missing from
+// the index is reported in missing and the others still load.
+func (idx *moduleIndex) loadOrder(modules []string) (files []string, missing []string) {
+	done := map[string]bool{}
+	var visit func(name string, stack []string)
+	visit = func(name string, stack []string) {
+		if done[name] || idx.builtin[name] {
+			return
+		}
+		if slicesContains(stack, name) { // a cycle depmod would reject; do not recurse forever
+			return
+		}
+		file, ok := idx.path[name]
+		if !ok {
+			done[name] = true
+			missing = append(missing, name)
+			return
+		}
+		// modules.dep lists the whole closure; loading each dependency
+		// through its own entry gives a correct order whatever the order
+		// of the list.
+		for _, d := range idx.deps[name] {
+			visit(d, append(stack, name))
+		}
+		done[name] = true
+		if !filepath.IsAbs(file) {
+			file = filepath.Join(idx.dir, file)
+		}
+		files = append(files, file)
+	}
+	for _, m := range modules {
+		visit(moduleName(m), nil)
+	}
+	return files, missing
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// insertModule loads one module file with finit_module(2). Compressed
+// files are handed to the kernel to decompress.
+func insertModule(file string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	flags := 0
+	if strings.HasSuffix(file, ".xz") || strings.HasSuffix(file, ".zst") || strings.HasSuffix(file, ".gz") {
+		flags |= unix.MODULE_INIT_COMPRESSED_FILE
+	}
+	err = unix.FinitModule(int(f.Fd()), "", flags)
+	if errors.Is(err, unix.EEXIST) {
+		return nil // already loaded
+	}
+	return err
+}
+
+// loadModules loads the board's modules in order. A module that fails is
+// one log line; the rest still load, since a missing crypto driver must not
+// keep the NICs down.
+func loadModules(dir string, modules []string, insert func(string) error, logf func(string, ...any)) (loaded int) {
+	if len(modules) == 0 {
+		return 0
+	}
+	idx, err := loadModuleIndex(dir)
+	if err != nil {
+		logf("modules: %v; no modules loaded (is the board's module closure in the initramfs?)", err)
+		return 0
+	}
+	files, missing := idx.loadOrder(modules)
+	for _, m := range missing {
+		logf("module %s: not in %s/modules.dep", m, dir)
+	}
+	for _, f := range files {
+		if err := insert(f); err != nil {
+			logf("module %s: %v", moduleName(f), err)
+			continue
+		}
+		loaded++
+	}
+	return loaded
+}
