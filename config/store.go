@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -171,13 +172,14 @@ func Open(path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// boltOptions are the same for every open: a bounded wait for the lock,
-// no freelist on disk (it is rebuilt on open, which is cheap for a file
-// this size, and it spares the card a freelist page per commit), and no
-// mmap tuning: the default grows the map with the file, which suits 128 MB
-// boards.
+// boltOptions are the same for every open: a bounded wait for the lock and
+// no mmap tuning (the default grows the map with the file, which suits
+// 128 MB boards). The freelist is kept on disk (NoFreelistSync off) although
+// that costs a page per commit: without it bbolt rebuilds the freelist by
+// walking the tree in a goroutine of its own that panics, uncatchably, on a
+// damaged page, and a damaged file must be set aside, not crash configd.
 func (s *Store) boltOptions(readOnly bool) *bolt.Options {
-	return &bolt.Options{Timeout: s.opts.LockTimeout, NoFreelistSync: true, ReadOnly: readOnly}
+	return &bolt.Options{Timeout: s.opts.LockTimeout, ReadOnly: readOnly}
 }
 
 // dbState is what load found in the file.
@@ -417,13 +419,13 @@ func (s *Store) writeRevision(tx *bolt.Tx, meta *bolt.Bucket, info RevisionInfo,
 	if p, err := readPending(meta); err == nil && p != nil {
 		keep[p.RollbackTo] = true
 	}
-	n := revs.Stats().KeyN
-	c := revs.Cursor()
-	for k, _ := c.First(); k != nil && n > s.opts.HistoryLimit; k, _ = c.Next() {
-		if keep[binary.BigEndian.Uint64(k)] {
+	var keys [][]byte
+	revs.ForEach(func(k, _ []byte) error { keys = append(keys, bytes.Clone(k)); return nil })
+	for n := len(keys); n > s.opts.HistoryLimit && len(keys) > 0; keys = keys[1:] {
+		if keep[binary.BigEndian.Uint64(keys[0])] {
 			continue
 		}
-		if err := c.Delete(); err != nil {
+		if err := revs.Delete(keys[0]); err != nil {
 			return fmt.Errorf("trim history: %w", err)
 		}
 		n--
