@@ -204,3 +204,99 @@ func BenchmarkTunnelTCP(b *testing.B) {
 		}
 	}
 }
+
+// TestTunnelRekey replaces the CHILD_SA pair on both gateways while a TCP
+// transfer runs, the way iked rekeys (new pair first, old one deleted
+// after): the transfer must complete intact and the new SAs carry traffic.
+func TestTunnelRekey(t *testing.T) {
+	tc := transforms[0]
+	tn := newTunnel(t, tc)
+	s := tn.s
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		time.Sleep(50 * time.Millisecond)
+		newKey := func(seed byte) []byte { return seqBytes(tc.encBytes, seed) }
+		mk := func(spi uint32, in bool, src, dst netip.Addr, l, r netip.Prefix, seed byte) *ipsec.ChildSA {
+			return &ipsec.ChildSA{ReqID: 1, SPI: spi, Inbound: in, Src: src, Dst: dst, EncapSrcPort: 4500, EncapDstPort: 4500,
+				Transform: tc.t, EncKey: newKey(seed), LocalTS: []netip.Prefix{l}, RemoteTS: []netip.Prefix{r}}
+		}
+		if err := tn.b.AddPair(mk(0xa0000002, true, s.GwAWAN, s.GwBWAN, s.LANB, s.LANA, 11),
+			mk(0xb0000002, false, s.GwBWAN, s.GwAWAN, s.LANB, s.LANA, 12)); err != nil {
+			t.Error(err)
+		}
+		if err := tn.a.AddPair(mk(0xb0000002, true, s.GwBWAN, s.GwAWAN, s.LANA, s.LANB, 12),
+			mk(0xa0000002, false, s.GwAWAN, s.GwBWAN, s.LANA, s.LANB, 11)); err != nil {
+			t.Error(err)
+		}
+		time.Sleep(20 * time.Millisecond) // packets in flight on the old SAs
+		if err := tn.a.DeletePair(spiBtoA); err != nil {
+			t.Error(err)
+		}
+		if err := tn.b.DeletePair(spiAtoB); err != nil {
+			t.Error(err)
+		}
+	}()
+	tcpTransfer(t, s, 256<<20)
+	<-done
+	if _, err := tn.a.Stats(spiAtoB); err == nil {
+		t.Error("old outbound SA still installed after DeletePair")
+	}
+	st, err := tn.b.Stats(0xa0000002)
+	if err != nil || st.Packets == 0 {
+		t.Fatalf("new inbound SA on B: %+v, %v; want traffic on it", st, err)
+	}
+	if err := testnet.Ping(s.HostA, s.HostBIP, 2); err != nil {
+		t.Fatalf("ping after rekey: %v", err)
+	}
+}
+
+// TestLifetimes checks that time limits reach iked through Expires, that
+// a hard limit stops the SA and that DeletePair then removes it.
+func TestLifetimes(t *testing.T) {
+	testnet.RequireRoot(t)
+	ns := testnet.NewNS(t, testnet.Prefix()+"-lt")
+	var d *Device
+	if err := ns.Do(func() (err error) { d, err = NewDevice(Config{TUN: "fgesp0", Workers: 1}); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	tc := transforms[0]
+	in := &ipsec.ChildSA{SPI: 0x1234, Inbound: true, Transform: tc.t, EncKey: seqBytes(tc.encBytes, 1),
+		Src: netip.MustParseAddr("10.9.0.2"), Dst: netip.MustParseAddr("10.9.0.1"),
+		SoftLifetime: 50 * time.Millisecond, HardLifetime: 150 * time.Millisecond}
+	out := &ipsec.ChildSA{SPI: 0x5678, Transform: tc.t, EncKey: seqBytes(tc.encBytes, 2),
+		Src: in.Dst, Dst: in.Src, EncapSrcPort: 4500, EncapDstPort: 4500,
+		RemoteTS: []netip.Prefix{netip.MustParsePrefix("10.99.0.0/16")}}
+	if err := d.AddPair(in, out); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.AddPair(in, out); err == nil {
+		t.Error("AddPair accepted a duplicate inbound SPI")
+	}
+	for _, want := range []ipsec.Expire{{SPI: 0x1234}, {SPI: 0x1234, Hard: true}} {
+		select {
+		case e := <-d.Expires():
+			if e != want {
+				t.Fatalf("expire %+v, want %+v", e, want)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("no expire event, want %+v", want)
+		}
+	}
+	if !d.lookupSPI(0x5678).dead.Load() {
+		t.Error("outbound SA still alive after the hard lifetime")
+	}
+	if err := d.DeletePair(0x1234); err != nil {
+		t.Fatal(err)
+	}
+	if in.EncKey[0] != 0 || out.EncKey[5] != 0 {
+		t.Error("keys not zeroed by DeletePair")
+	}
+	if _, err := d.Stats(0x5678); err == nil {
+		t.Error("Stats of a deleted SA succeeded")
+	}
+	if err := d.DeletePair(0x1234); err == nil {
+		t.Error("DeletePair of a deleted SA succeeded")
+	}
+}
