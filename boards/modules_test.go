@@ -5,16 +5,47 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
+// sharedKernels caches the unmodified kernel trees, which several tests
+// read: building one writes four thousand files.
+var sharedKernels sync.Map // version -> directory
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	sharedKernels.Range(func(_, dir any) bool {
+		os.RemoveAll(filepath.Dir(dir.(string)))
+		return true
+	})
+	os.Exit(code)
+}
+
 // kernelFixture rebuilds a /lib/modules/<version> tree of empty .ko files
 // from testdata/kernel/<version>/modules.list (the file names in the real
-// Debian package) and returns its path.
+// Debian package) and returns its path. Trees without dropped modules are
+// shared between tests and must not be changed.
 func kernelFixture(t *testing.T, version string, drop ...string) string {
 	t.Helper()
+	if len(drop) == 0 {
+		if dir, ok := sharedKernels.Load(version); ok {
+			return dir.(string)
+		}
+		tmp, err := os.MkdirTemp("", "flashgate-boards-kernel-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := buildKernelFixture(t, filepath.Join(tmp, version), version, nil)
+		sharedKernels.Store(version, dir)
+		return dir
+	}
+	return buildKernelFixture(t, filepath.Join(t.TempDir(), version), version, drop)
+}
+
+func buildKernelFixture(t *testing.T, dir, version string, drop []string) string {
+	t.Helper()
 	src := filepath.Join("testdata", "kernel", version)
-	dir := filepath.Join(t.TempDir(), version)
 	if err := os.MkdirAll(filepath.Join(dir, "kernel"), 0o755); err != nil {
 		t.Fatal(err)
 	}
