@@ -36,6 +36,10 @@ type Config struct {
 	// Workers is the number of TUN queues and UDP sockets, each with its
 	// own goroutine per direction. Default GOMAXPROCS.
 	Workers int
+	// NoRawESP leaves out the raw IP protocol 50 sockets, which carry SAs
+	// whose EncapDstPort is 0 (peers without NAT-T). Without them such
+	// SAs are refused.
+	NoRawESP bool
 }
 
 // DeviceCounters are drops and events that belong to no SA.
@@ -58,7 +62,8 @@ type Device struct {
 	tun   *tunDevice
 	nl    *netlink.Handle // bound to the namespace the Device was made in
 	link  netlink.Link
-	socks []*udpSocket
+	socks []*udpSocket // ESP-in-UDP and IKE, one per worker
+	raws  []*udpSocket // raw ESP, one per worker; only raws[0] receives
 
 	table atomic.Pointer[saTable]
 	ike   atomic.Pointer[func(pkt []byte, from netip.AddrPort)]
@@ -121,7 +126,7 @@ func NewDevice(cfg Config) (*Device, error) {
 		return nil, err
 	}
 	fail := func(err error) (*Device, error) {
-		for _, s := range d.socks {
+		for _, s := range append(d.socks, d.raws...) {
 			s.close()
 		}
 		d.tun.close()
@@ -143,11 +148,26 @@ func NewDevice(cfg Config) (*Device, error) {
 			return fail(err)
 		}
 		d.socks = append(d.socks, s)
+		if !cfg.NoRawESP {
+			r, err := listenRawESP(cfg.Listen.Addr(), i == 0)
+			if err != nil {
+				return fail(err)
+			}
+			d.raws = append(d.raws, r)
+		}
 	}
 	for i := 0; i < cfg.Workers; i++ {
+		var raw *udpSocket
+		if !cfg.NoRawESP {
+			raw = d.raws[i]
+		}
 		d.wg.Add(2)
-		go d.encryptLoop(d.tun.queues[i], d.socks[i])
+		go d.encryptLoop(d.tun.queues[i], d.socks[i], raw)
 		go d.decryptLoop(d.socks[i], d.tun.queues[i])
+	}
+	if !cfg.NoRawESP {
+		d.wg.Add(1)
+		go d.decryptLoop(d.raws[0], d.tun.queues[0])
 	}
 	return d, nil
 }
@@ -187,8 +207,8 @@ func (d *Device) AddPair(in, out *ipsec.ChildSA) error {
 	if !in.Inbound || out.Inbound {
 		return fmt.Errorf("AddPair %08x/%08x: directions swapped", in.SPI, out.SPI)
 	}
-	if out.EncapDstPort == 0 {
-		return fmt.Errorf("AddPair %08x/%08x: raw ESP is not implemented, use UDP encapsulation", in.SPI, out.SPI)
+	if out.EncapDstPort == 0 && len(d.raws) == 0 {
+		return fmt.Errorf("AddPair %08x/%08x: raw ESP is disabled (Config.NoRawESP)", in.SPI, out.SPI)
 	}
 	if !out.Dst.Is4() {
 		return fmt.Errorf("AddPair %08x/%08x: outer address %v: only IPv4 is implemented", in.SPI, out.SPI, out.Dst)
@@ -352,7 +372,7 @@ func (d *Device) Close() error {
 		return nil
 	}
 	var errs []error
-	for _, s := range d.socks {
+	for _, s := range append(d.socks, d.raws...) {
 		errs = append(errs, s.close())
 	}
 	errs = append(errs, d.tun.close())
@@ -424,9 +444,9 @@ const (
 // in place in a buffer where the ESP packets of one peer lie back to back,
 // and hands them to the kernel with one sendmmsg, each run of same-sized
 // packets as one UDP GSO message.
-func (d *Device) encryptLoop(q *os.File, sock *udpSocket) {
+func (d *Device) encryptLoop(q *os.File, sock, raw *udpSocket) {
 	defer d.wg.Done()
-	raw, err := q.SyscallConn()
+	rc, err := q.SyscallConn()
 	if err != nil {
 		return
 	}
@@ -435,12 +455,12 @@ func (d *Device) encryptLoop(q *os.File, sock *udpSocket) {
 		r.bufs = append(r.bufs, make([]byte, vnetHdrLen+65535))
 	}
 	r.fn = r.read
-	tx := &txBatch{buf: make([]byte, txBufSize), sock: sock, d: d}
+	tx := &txBatch{buf: make([]byte, txBufSize), udp: sock, raw: raw, d: d}
 	var seg segmenter
 	var h vnetHdr
 	for {
 		r.n, r.err = 0, nil
-		if err := raw.Read(r.fn); err != nil || r.err != nil {
+		if err := rc.Read(r.fn); err != nil || r.err != nil {
 			return // the TUN was closed
 		}
 		t := d.table.Load()
@@ -520,10 +540,10 @@ func (r *tunReader) read(fd uintptr) bool {
 // txBatch lays ESP packets back to back and groups runs to the same peer
 // of equal size (the last may be shorter) into UDP GSO messages.
 type txBatch struct {
-	buf  []byte
-	used int
-	sock *udpSocket
-	d    *Device
+	buf      []byte
+	used     int
+	udp, raw *udpSocket
+	d        *Device
 
 	open   bool // a message is being built from start to used
 	closed bool // its last packet was short: nothing more may join
@@ -537,7 +557,7 @@ func (b *txBatch) fits(n int) bool { return b.used+n <= len(b.buf) }
 
 // add accounts for the ESP packet of n bytes just written at b.used.
 func (b *txBatch) add(n int, to netip.AddrPort) {
-	if b.open && b.sock.gso && !b.closed && to == b.to && n <= b.seg &&
+	if b.open && b.udp.gso && to.Port() != 0 && !b.closed && to == b.to && n <= b.seg &&
 		b.count < gsoMaxSegs && b.used+n-b.start <= 65000 {
 		b.count++
 		b.closed = n < b.seg
@@ -555,14 +575,25 @@ func (b *txBatch) endMessage() {
 	}
 	b.open = false
 	data := b.buf[b.start:b.used]
-	if !b.sock.queue(data, b.seg, b.to) {
-		b.send()
-		b.sock.queue(data, b.seg, b.to)
+	sock := b.udp
+	if b.to.Port() == 0 {
+		sock = b.raw
+	}
+	if !sock.queue(data, b.seg, b.to) {
+		b.sendOn(sock)
+		sock.queue(data, b.seg, b.to)
 	}
 }
 
 func (b *txBatch) send() {
-	if err := b.sock.flush(); err != nil {
+	b.sendOn(b.udp)
+	if b.raw != nil {
+		b.sendOn(b.raw)
+	}
+}
+
+func (b *txBatch) sendOn(s *udpSocket) {
+	if err := s.flush(); err != nil {
 		b.d.Counters.TxErrors.Add(1)
 	}
 }
@@ -624,13 +655,14 @@ func (d *Device) decryptLoop(sock *udpSocket, q *os.File) {
 	}
 }
 
-// receive handles one UDP datagram from port 4500.
+// receive handles one datagram from port 4500 or one raw ESP packet.
 func (d *Device) receive(t *saTable, dg []byte, from netip.AddrPort, co *coalescer) *SA {
+	udp := from.Port() != 0 // raw ESP has no port, and no IKE or keepalives
 	switch {
-	case len(dg) == 1 && dg[0] == 0xff:
+	case udp && len(dg) == 1 && dg[0] == 0xff:
 		d.Counters.Keepalives.Add(1)
 		return nil
-	case len(dg) >= 4 && dg[0]|dg[1]|dg[2]|dg[3] == 0:
+	case udp && len(dg) >= 4 && dg[0]|dg[1]|dg[2]|dg[3] == 0:
 		if h := d.ike.Load(); h != nil {
 			d.Counters.IKE.Add(1)
 			(*h)(dg[4:], from)

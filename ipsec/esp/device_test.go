@@ -34,7 +34,10 @@ const (
 	spiBtoA = 0xb0000001
 )
 
-func newTunnel(t testing.TB, tc transformCase) *tunnel {
+func newTunnel(t testing.TB, tc transformCase) *tunnel { return newTunnelPort(t, tc, 4500) }
+
+// newTunnelPort is newTunnel with ESP in UDP to port, or raw ESP for 0.
+func newTunnelPort(t testing.TB, tc transformCase, port uint16) *tunnel {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("namespace test: not in -short mode")
@@ -60,7 +63,7 @@ func newTunnel(t testing.TB, tc transformCase) *tunnel {
 	key := func(n int, seed byte) []byte { return seqBytes(n, seed) }
 	child := func(spi uint32, inbound bool, src, dst netip.Addr, lts, rts netip.Prefix, seed byte) *ipsec.ChildSA {
 		c := &ipsec.ChildSA{ReqID: 1, SPI: spi, Inbound: inbound, Src: src, Dst: dst,
-			EncapSrcPort: 4500, EncapDstPort: 4500, Transform: tc.t, EncKey: key(tc.encBytes, seed),
+			EncapSrcPort: port, EncapDstPort: port, Transform: tc.t, EncKey: key(tc.encBytes, seed),
 			LocalTS: []netip.Prefix{lts}, RemoteTS: []netip.Prefix{rts}, ReplayWindow: 1024}
 		if tc.intBytes > 0 {
 			c.IntegKey = key(tc.intBytes, seed+100)
@@ -82,9 +85,18 @@ func newTunnel(t testing.TB, tc transformCase) *tunnel {
 }
 
 func TestTunnelPingAndTCP(t *testing.T) {
-	for _, tc := range []transformCase{transforms[0], transforms[3], transforms[5]} {
-		t.Run(tc.name, func(t *testing.T) {
-			tn := newTunnel(t, tc)
+	cases := []struct {
+		tc   transformCase
+		port uint16
+	}{{transforms[0], 4500}, {transforms[3], 4500}, {transforms[5], 4500}, {transforms[0], 0}}
+	for _, c := range cases {
+		tc := c.tc
+		name := tc.name
+		if c.port == 0 {
+			name += "/raw-esp"
+		}
+		t.Run(name, func(t *testing.T) {
+			tn := newTunnelPort(t, tc, c.port)
 			s := tn.s
 			if err := testnet.Ping(s.HostA, s.HostBIP, 3); err != nil {
 				t.Fatalf("ping hostA -> hostB through the tunnel: %v", err)

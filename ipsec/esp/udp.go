@@ -22,9 +22,10 @@ import (
 // peer's same-sized datagrams into one buffer) and sendmmsg with
 // UDP_SEGMENT (one buffer of same-sized ESP packets, cut by the kernel).
 type udpSocket struct {
-	f   *os.File
-	raw syscall.RawConn
-	gso bool // UDP_SEGMENT works
+	f      *os.File
+	raw    syscall.RawConn
+	gso    bool // UDP_SEGMENT works
+	rawESP bool // an IP protocol 50 socket: datagrams start with the IPv4 header
 
 	// receive side
 	rmsgs  []mmsghdr
@@ -87,10 +88,51 @@ func listenUDP(addr netip.AddrPort) (*udpSocket, error) {
 	if err := unix.Bind(fd, sa); err != nil {
 		return fail("bind", err)
 	}
-	s.f = os.NewFile(uintptr(fd), fmt.Sprintf("udp:%v", addr))
+	if err := s.init(fd, fmt.Sprintf("udp:%v", addr)); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// listenRawESP opens a raw IP protocol 50 socket for peers that send ESP
+// without UDP encapsulation (no NAT on the path). Every raw socket gets a
+// copy of every ESP packet, so only one of a Device's raw sockets receives;
+// the others, made with receive false, drop everything with a socket filter
+// and only send.
+func listenRawESP(addr netip.Addr, receive bool) (*udpSocket, error) {
+	if !addr.Is4() {
+		return nil, fmt.Errorf("raw ESP on %v: only IPv4 outer addresses are implemented", addr)
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_ESP)
+	if err != nil {
+		return nil, fmt.Errorf("raw ESP socket: %w", err)
+	}
+	if !receive {
+		dropAll := []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: 0}}
+		prog := unix.SockFprog{Len: 1, Filter: &dropAll[0]}
+		if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &prog); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("raw ESP socket: filter: %w", err)
+		}
+	}
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20)
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: addr.As4()}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("raw ESP %v: bind: %w", addr, err)
+	}
+	s := &udpSocket{rawESP: true}
+	if err := s.init(fd, fmt.Sprintf("esp:%v", addr)); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *udpSocket) init(fd int, name string) error {
+	s.f = os.NewFile(uintptr(fd), name)
+	var err error
 	if s.raw, err = s.f.SyscallConn(); err != nil {
 		s.f.Close()
-		return nil, err
+		return err
 	}
 	s.rmsgs = make([]mmsghdr, udpBatch)
 	s.riov = make([]unix.Iovec, udpBatch)
@@ -105,7 +147,7 @@ func listenUDP(addr netip.AddrPort) (*udpSocket, error) {
 	}
 	s.recvFn = s.recvmmsg
 	s.sendFn = s.sendmmsg
-	return s, nil
+	return nil
 }
 
 // recv fills the receive buffers and returns how many messages arrived.
@@ -164,6 +206,18 @@ func (s *udpSocket) message(i int) (data []byte, segSize int, from netip.AddrPor
 	}
 	n := &s.rnames[i]
 	port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&n.Port))[:])
+	if s.rawESP {
+		// IPv4 raw sockets deliver the IP header; options included.
+		hl := 0
+		if len(data) > 0 {
+			hl = int(data[0]&0xf) * 4
+		}
+		if hl < 20 || hl > len(data) {
+			hl = len(data)
+		}
+		data = data[hl:]
+		segSize, port = max(len(data), 1), 0
+	}
 	return data, segSize, netip.AddrPortFrom(netip.AddrFrom4(n.Addr), port)
 }
 
