@@ -1,45 +1,269 @@
-// Package pid1 is the appliance's init: it mounts the kernel file systems,
-// identifies the board, loads its modules, mounts the config partition,
-// runs the supervisor, reaps zombies and powers the box off or reboots it.
-// It must never exit.
+// Package pid1 is the appliance's init. It mounts the kernel file systems,
+// identifies the board, loads its modules, mounts the config partition
+// read-only, opens the hardware watchdog, runs the supervisor, reaps every
+// zombie, and on reboot, poweroff or ctrl-alt-del stops everything in order
+// and calls reboot(2).
+//
+// The supervisor runs inside PID 1 rather than as a child: there is then
+// exactly one reaper (wait4(-1) in PID 1 sees services and orphans alike, so
+// the supervisor never races init for an exit status), one Go runtime in RAM
+// instead of two (the ALIX has 256 MiB and the target for both is 8 MB), and
+// no channel between init and supervisor that could fail. A supervisor
+// child would buy isolation only from its own crashes, which PID 1 would
+// have to handle by restarting it anyway; instead every goroutine of the
+// supervisor recovers its panics.
+//
+// PID 1 must never exit: the kernel panics (and with panic=10 reboots) if it
+// does. Each boot step recovers from a panic and the box comes up without
+// what failed, saying so on the console.
 package pid1
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/signal"
+	"runtime/debug"
+	"strconv"
 	"strings"
-	"syscall"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/flashgate/flashgate/boards"
+	"github.com/flashgate/flashgate/firmware/bootparam"
+	"github.com/flashgate/flashgate/firmware/supervisor"
+	"golang.org/x/sys/unix"
 )
 
-// Main is PID 1's entry point. It never returns when running as PID 1.
+// DefaultHostname is used until the config store supplies one.
+const DefaultHostname = "flashgate"
+
+type initProc struct {
+	params   bootparam.Params
+	board    boardChoice
+	cfgDev   string
+	watchdog *supervisor.Watchdog
+	sup      *supervisor.Supervisor
+	power    chan supervisor.PowerAction
+	stopping atomic.Bool
+
+	mu      sync.Mutex
+	bootLog []string // messages printed before the supervisor existed
+}
+
+// Main is PID 1's entry point. Run as PID 1 it never returns.
 func Main(args []string) int {
-	mount("proc", "/proc", "proc", 0, "")
-	mount("sysfs", "/sys", "sysfs", 0, "")
-	mount("devtmpfs", "/dev", "devtmpfs", 0, "")
-	cmdline, _ := os.ReadFile("/proc/cmdline")
-	version, board := "unknown", "unknown"
-	for _, f := range strings.Fields(string(cmdline)) {
-		if v, ok := strings.CutPrefix(f, "flashgate.version="); ok {
-			version = v
-		}
-		if v, ok := strings.CutPrefix(f, "flashgate.board="); ok {
-			board = v
-		}
+	if os.Getpid() != 1 {
+		fmt.Fprintf(os.Stderr, "flashgate init: this is pid %d, not 1: refusing to take over this system (`flashgate supervisor` runs the services without booting)\n", os.Getpid())
+		return 1
 	}
-	fmt.Printf("flashgate init: pid 1, version %s\n", version)
-	fmt.Printf("flashgate init: board %s\n", board)
-	for {
-		var ws syscall.WaitStatus
-		if _, err := syscall.Wait4(-1, &ws, 0, nil); err != nil {
-			time.Sleep(time.Second)
+	in := &initProc{power: make(chan supervisor.PowerAction, 1)}
+	in.boot()
+	in.loop()
+	return 0 // not reached
+}
+
+// logf prints a PID 1 message on the console and keeps it in the
+// supervisor's log.
+func (in *initProc) logf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	fmt.Fprintf(os.Stdout, "flashgate init: %s\n", msg)
+	in.mu.Lock()
+	if in.sup == nil {
+		in.bootLog = append(in.bootLog, msg)
+	}
+	in.mu.Unlock()
+}
+
+// step runs one boot step, turning a panic into a console message so the
+// remaining steps still run.
+func (in *initProc) step(name string, f func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			in.logf("%s: panic: %v; continuing without it\n%s", name, r, debug.Stack())
 		}
+	}()
+	f()
+}
+
+func (in *initProc) boot() {
+	in.step("mount", func() {
+		mountAll(earlyMounts, in.logf)
+		ensureConsole()
+	})
+	in.step("kernel command line", func() {
+		p, err := bootparam.Read()
+		if err != nil {
+			in.logf("kernel command line: %v", err)
+		}
+		in.params = p
+	})
+	version := in.params.Version
+	if version == "" {
+		version = "unknown"
+	}
+	in.logf("pid 1, version %s", version)
+	in.step("hostname", func() {
+		if err := unix.Sethostname([]byte(DefaultHostname)); err != nil {
+			in.logf("hostname: %v", err)
+		}
+	})
+	in.step("loopback", func() {
+		if err := loopbackUp(); err != nil {
+			in.logf("%v", err)
+		}
+	})
+	in.step("board", func() {
+		in.board = chooseBoard(in.params.Board, func() (boards.Result, error) { return boards.Probe("/") })
+		in.logf("%s", in.board.Marker)
+		for _, u := range in.board.Board.Unconfirmed {
+			in.logf("board %s, unconfirmed: %s", in.board.Board.Name, u)
+		}
+	})
+	in.step("ctrl-alt-del", func() {
+		// The kernel then sends SIGINT to PID 1 instead of rebooting
+		// at once, so ctrl-alt-del gets an orderly reboot.
+		if err := unix.Reboot(unix.LINUX_REBOOT_CMD_CAD_OFF); err != nil {
+			in.logf("ctrl-alt-del: %v", err)
+		}
+	})
+	in.step("modules", func() {
+		mods := in.board.Board.AllModules()
+		if len(mods) == 0 {
+			return
+		}
+		var uts unix.Utsname
+		unix.Uname(&uts)
+		dir := "/lib/modules/" + unix.ByteSliceToString(uts.Release[:])
+		n := loadModules(dir, mods, insertModule, in.logf)
+		in.logf("modules: %d loaded for %s", n, in.board.Board.Name)
+	})
+	in.step("config partition", func() {
+		dev, err := mountConfig(in.logf)
+		if err != nil {
+			in.logf("config partition: %v; running from RAM defaults, nothing will be saved", err)
+			return
+		}
+		in.cfgDev = dev
+		in.logf("config partition %s mounted read-only on /cfg", dev)
+	})
+	in.step("watchdog", func() {
+		in.watchdog = openWatchdog(in.board.Board.Watchdog, in.logf)
+	})
+	in.step("supervisor", in.startSupervisor)
+	if up, err := os.ReadFile("/proc/uptime"); err == nil {
+		secs, _, _ := strings.Cut(string(up), " ")
+		in.logf("up %s s after the kernel started", secs)
 	}
 }
 
-func mount(src, target, fstype string, flags uintptr, data string) {
-	os.MkdirAll(target, 0o755)
-	if err := syscall.Mount(src, target, fstype, flags, data); err != nil && err != syscall.EBUSY {
-		fmt.Printf("flashgate init: mount %s: %v\n", target, err)
+func (in *initProc) startSupervisor() {
+	c := consoleSpec{
+		Device:  in.board.Board.Console.Device,
+		Baud:    in.board.Board.Console.Baud,
+		Board:   in.board.Board.Name,
+		Version: in.params.Version,
 	}
+	if c.Device == "" { // unknown board: the console the kernel uses
+		c.Device, c.Baud = in.params.ConsoleDevice, in.params.ConsoleBaud
+	}
+	if c.Device == "" || isVirtualConsole(c.Device) {
+		c.Device = "ttyS0" // the appliances have no screen; serial is the best guess
+	}
+	if c.Baud == 0 {
+		c.Baud = 115200
+	}
+	sup, err := supervisor.New(supervisor.Config{
+		Services:    serviceTable(firmwareBinary(), c),
+		Logf:        in.logf,
+		Watchdog:    in.watchdog,
+		PetInterval: petInterval,
+		Power:       in.requestPower,
+	})
+	if err != nil {
+		in.logf("supervisor: %v; no services run", err)
+		return
+	}
+	in.mu.Lock()
+	for _, l := range in.bootLog {
+		sup.Note("init: " + l)
+	}
+	in.bootLog = nil
+	in.sup = sup
+	in.mu.Unlock()
+	ctx := context.Background()
+	if err := sup.Serve(ctx, supervisor.SocketPath); err != nil {
+		in.logf("supervisor API: %v; `flashgate status` will not work", err)
+	}
+	if err := sup.FollowKernelLog(ctx, "/dev/kmsg"); err != nil {
+		in.logf("%v", err)
+	}
+	go in.runSupervisor(ctx)
+}
+
+// runSupervisor keeps the supervision loop running; it returns only if the
+// loop panics, and then it is started again.
+func (in *initProc) runSupervisor(ctx context.Context) {
+	for {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					in.logf("supervisor: panic: %v; restarting its loop\n%s", r, debug.Stack())
+				}
+			}()
+			in.sup.Run(ctx)
+		}()
+		time.Sleep(time.Second)
+	}
+}
+
+func (in *initProc) requestPower(a supervisor.PowerAction) error {
+	if !in.stopping.CompareAndSwap(false, true) {
+		return errors.New("a shutdown is already in progress")
+	}
+	in.power <- a // buffered: the main loop takes it
+	return nil
+}
+
+// loop waits for a power request from the API or a signal: SIGINT
+// (ctrl-alt-del) and SIGTERM reboot, SIGUSR2 and SIGPWR power off, as
+// other inits do.
+func (in *initProc) loop() {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGUSR2, unix.SIGPWR)
+	for {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					in.logf("main loop: panic: %v\n%s", r, debug.Stack())
+				}
+			}()
+			for {
+				select {
+				case a := <-in.power:
+					in.shutdown(a)
+				case sig := <-sigs:
+					a := supervisor.Reboot
+					if sig == unix.SIGUSR2 || sig == unix.SIGPWR {
+						a = supervisor.PowerOff
+					}
+					in.logf("%v: %s", sig, a)
+					if in.requestPower(a) != nil {
+						in.logf("%v ignored: a shutdown is already in progress", sig)
+					}
+				}
+			}
+		}()
+		time.Sleep(time.Second)
+	}
+}
+
+// isVirtualConsole reports whether dev is a VGA virtual console: tty0,
+// tty1, ... (not ttyS0).
+func isVirtualConsole(dev string) bool {
+	n, ok := strings.CutPrefix(dev, "tty")
+	_, err := strconv.Atoi(n)
+	return ok && err == nil
 }

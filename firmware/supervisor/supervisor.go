@@ -455,3 +455,9 @@ func (s *Supervisor) Shutdown(killWait time.Duration) {
 		}
 	}
 }
+
+// Note adds a line to the supervisor's own log without printing it: PID 1
+// replays what it printed during boot, before the supervisor existed.
+func (s *Supervisor) Note(text string) {
+	s.self.Append(Line{Time: time.Now(), Stream: "supervisor", Text: text})
+}

@@ -1,0 +1,60 @@
+package pid1
+
+import (
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/flashgate/flashgate/firmware/supervisor"
+)
+
+// consoleSpec is the console getty's device and what its banner shows.
+type consoleSpec struct {
+	Device  string // "ttyS0"; "" for no console getty
+	Baud    int
+	Board   string
+	Version string
+}
+
+// serviceTable is what PID 1 supervises, in start order (see
+// supervisor.Service: a service may depend only on services declared before
+// it). It declares only services whose code exists in the binary, so the
+// status table never lists something that cannot run.
+//
+// The intended order is configd, netd, iked, webui, console. To add a
+// service: give its package a Main(args []string) int, add it to the
+// subcommand table in firmware/flashgate, and declare it here after the
+// services it needs, e.g.
+//
+//	{Name: "netd", Path: exe, Args: []string{"netd"}, After: []string{"configd"}},
+//
+// The console does not depend on the others: a box whose configd crashes
+// must still give its admin a login.
+func serviceTable(exe string, c consoleSpec) []supervisor.Service {
+	var table []supervisor.Service
+	if c.Device != "" {
+		table = append(table, supervisor.Service{
+			Name: "console",
+			Path: exe,
+			Args: []string{"console", "-device", c.Device, "-baud", strconv.Itoa(c.Baud),
+				"-board", c.Board, "-version", c.Version},
+			Env:         []string{"PATH=/bbin:/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/", "TERM=vt100"},
+			Restart:     supervisor.RestartAlways,
+			StopTimeout: 2 * time.Second,
+		})
+	}
+	return table
+}
+
+// firmwareBinary is the path services are started from: the busybox
+// symlink on the appliance, this executable elsewhere.
+func firmwareBinary() string {
+	const onAppliance = "/bbin/flashgate"
+	if _, err := os.Stat(onAppliance); err == nil {
+		return onAppliance
+	}
+	if exe, err := os.Executable(); err == nil {
+		return exe
+	}
+	return onAppliance
+}

@@ -1,0 +1,68 @@
+package pid1
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/flashgate/flashgate/firmware/supervisor"
+	"golang.org/x/sys/unix"
+)
+
+// SupervisorMain is `flashgate supervisor`: the same service table and API
+// as on the appliance, without booting anything — for development, and for
+// measuring the supervisor's memory on a host. It becomes a child subreaper
+// so orphans come back to it as they do to PID 1, and on SIGTERM or SIGINT
+// it stops the services in reverse order and exits.
+func SupervisorMain(args []string) int {
+	fs := flag.NewFlagSet("supervisor", flag.ContinueOnError)
+	sock := fs.String("socket", supervisor.SocketPath, "API socket")
+	console := fs.String("console", "", "console device for a getty (e.g. ttyS0); none if empty")
+	baud := fs.Int("baud", 115200, "console speed")
+	board := fs.String("board", "", "board name shown on the console banner")
+	version := fs.String("version", "", "version shown on the console banner")
+	kmsg := fs.Bool("kmsg", false, "copy /dev/kmsg into the kernel log ring")
+	if fs.Parse(args) != nil {
+		return 2
+	}
+	logf := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "flashgate supervisor: "+format+"\n", a...) }
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		logf("cannot become a subreaper (%v): orphans will not be reaped here", err)
+	}
+	sup, err := supervisor.New(supervisor.Config{
+		Services: serviceTable(firmwareBinary(), consoleSpec{Device: *console, Baud: *baud, Board: *board, Version: *version}),
+		Logf:     logf,
+	})
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := sup.Serve(ctx, *sock); err != nil {
+		logf("%v", err)
+		return 1
+	}
+	if *kmsg {
+		if err := sup.FollowKernelLog(ctx, "/dev/kmsg"); err != nil {
+			logf("%v", err)
+		}
+	}
+	done := make(chan struct{})
+	go func() { sup.Run(ctx); close(done) }()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT)
+	sig := <-sigs
+	logf("%v: stopping services", sig)
+	sup.Shutdown(killWait)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+	}
+	os.Remove(*sock)
+	return 0
+}
