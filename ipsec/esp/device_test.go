@@ -312,3 +312,68 @@ func TestLifetimes(t *testing.T) {
 		t.Error("DeletePair of a deleted SA succeeded")
 	}
 }
+
+// TestIKEHook checks the sharing of port 4500: IKE (non-ESP marker) goes
+// to the handler without the marker, SendIKE adds it, and keepalives,
+// runts and unknown SPIs are counted and dropped.
+func TestIKEHook(t *testing.T) {
+	testnet.RequireRoot(t)
+	ns := testnet.NewNS(t, testnet.Prefix()+"-ik")
+	var d *Device
+	var peer *net.UDPConn
+	if err := ns.Do(func() (err error) {
+		if d, err = NewDevice(Config{TUN: "fgesp0", Workers: 2}); err != nil {
+			return err
+		}
+		peer, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	defer peer.Close()
+	type ike struct {
+		pkt  []byte
+		from netip.AddrPort
+	}
+	got := make(chan ike, 4)
+	d.SetIKEHandler(func(pkt []byte, from netip.AddrPort) { got <- ike{bytes.Clone(pkt), from} })
+
+	port4500 := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 4500}
+	send := func(b []byte) {
+		if _, err := peer.WriteToUDP(b, port4500); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send([]byte{0xff})                                  // NAT keepalive
+	send([]byte{0, 0, 1})                               // runt
+	send([]byte{0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 1, 2}) // ESP, unknown SPI
+	send(append([]byte{0, 0, 0, 0}, "IKE_SA_INIT"...))
+	select {
+	case m := <-got:
+		if string(m.pkt) != "IKE_SA_INIT" || m.from.Port() != uint16(peer.LocalAddr().(*net.UDPAddr).Port) {
+			t.Fatalf("IKE handler got %q from %v", m.pkt, m.from)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("IKE message not handed to the handler")
+	}
+	c := &d.Counters
+	if c.Keepalives.Load() != 1 || c.Truncated.Load() != 1 || c.UnknownSPI.Load() != 1 || c.IKE.Load() != 1 {
+		t.Errorf("counters: keepalives %d, truncated %d, unknown SPI %d, IKE %d; want 1 each",
+			c.Keepalives.Load(), c.Truncated.Load(), c.UnknownSPI.Load(), c.IKE.Load())
+	}
+
+	to := peer.LocalAddr().(*net.UDPAddr).AddrPort()
+	if err := d.SendIKE([]byte("IKE_AUTH"), to); err != nil {
+		t.Fatal(err)
+	}
+	peer.SetReadDeadline(time.Now().Add(2 * time.Second))
+	buf := make([]byte, 100)
+	n, from, err := peer.ReadFromUDP(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(buf[:n]) != "\x00\x00\x00\x00IKE_AUTH" || from.Port != 4500 {
+		t.Fatalf("SendIKE delivered %q from port %d, want the marker and IKE_AUTH from 4500", buf[:n], from.Port)
+	}
+}
