@@ -1,0 +1,196 @@
+package images
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flashgate/flashgate/boards"
+)
+
+// Builder builds card images.
+type Builder struct {
+	RepoRoot string    // root of the flashgate module (go.mod, firmware/)
+	OutDir   string    // images are written here
+	CacheDir string    // kernel packages and tools; default OutDir/cache
+	AptOpts  []string  // extra apt "-o" settings (tests point apt at a dead proxy)
+	Epoch    time.Time // every timestamp in the image; see SourceDateEpoch
+	Log      io.Writer // progress, or nil
+}
+
+// ImagePath is where Build writes the image of board at version.
+func (b *Builder) ImagePath(board, version string) string {
+	return filepath.Join(b.OutDir, fmt.Sprintf("flashgate-%s-%s.img", board, version))
+}
+
+var versionPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$`)
+
+// slotOverhead is what the boot partition holds besides the firmware:
+// ldlinux.sys, ldlinux.c32, syslinux.cfg and FAT metadata, rounded up.
+const slotOverhead = 256 * 1024
+
+// ErrDoesNotFit is returned (wrapped, with the numbers) when a board's
+// firmware does not fit its smallest supported card.
+var ErrDoesNotFit = errors.New("firmware does not fit the card")
+
+// Build builds the card image for board and returns what went into it. On
+// error no image file is left behind.
+func (b *Builder) Build(ctx context.Context, board boards.Board, version string) (*Report, error) {
+	if board.Unsupported != "" {
+		return nil, fmt.Errorf("board %s is not supported: %s", board.Name, board.Unsupported)
+	}
+	if !versionPattern.MatchString(version) {
+		return nil, fmt.Errorf("version %q: use letters, digits and . _ + - only (it goes into a file name and the kernel command line)", version)
+	}
+	if err := CheckBuildTools(); err != nil {
+		return nil, err
+	}
+	layout, err := PlanLayout(board.MinCardMB)
+	if err != nil {
+		return nil, fmt.Errorf("board %s: %w", board.Name, err)
+	}
+	cfg, err := SyslinuxConfig(board, version)
+	if err != nil {
+		return nil, fmt.Errorf("board %s: %w", board.Name, err)
+	}
+	epoch := b.Epoch
+	if epoch.IsZero() {
+		epoch = SourceDateEpoch(b.RepoRoot)
+	}
+	outDir, err := filepath.Abs(b.OutDir)
+	if err != nil {
+		return nil, err
+	}
+	cache := b.CacheDir
+	if cache == "" {
+		cache = filepath.Join(outDir, "cache")
+	}
+	// modprobe prints absolute paths, and u-root runs in another directory.
+	if cache, err = filepath.Abs(cache); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return nil, err
+	}
+
+	src := &KernelSource{CacheDir: cache, AptOpts: b.AptOpts, Log: b.Log}
+	kernel, err := src.Fetch(ctx, board.KernelFlavour)
+	if err != nil {
+		return nil, err
+	}
+	closure, err := kernel.Closure(ctx, board.AllModules())
+	if err != nil {
+		return nil, fmt.Errorf("board %s: %w", board.Name, err)
+	}
+
+	work, err := os.MkdirTemp(outDir, ".build-"+board.Name+"-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+
+	modRoot := filepath.Join(work, "modroot")
+	modBytes, err := kernel.Stage(ctx, closure, modRoot)
+	if err != nil {
+		return nil, err
+	}
+	initrd := filepath.Join(work, "initrd.xz")
+	ir := &Initramfs{RepoRoot: b.RepoRoot, CacheDir: cache, GOARCH: board.GOARCH, GO386: board.GO386,
+		ModulesDir: modRoot, Log: b.logf}
+	xzBytes, cpioBytes, err := ir.Build(ctx, initrd)
+	if err != nil {
+		return nil, err
+	}
+	kfi, err := os.Stat(kernel.Vmlinuz)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{
+		Board: board.Name, Version: version, Image: b.ImagePath(board.Name, version),
+		Kernel:      fmt.Sprintf("%s %s", kernel.Package, kernel.Version),
+		KernelBytes: kfi.Size(), Modules: closure.Modules, ModulesBytes: modBytes,
+		CPIOBytes: cpioBytes, InitramfsXZ: xzBytes,
+		BootBytes: layout.BootBytes, ConfigBytes: layout.ConfigBytes, CardBytes: layout.CardBytes,
+		MinCardMB: board.MinCardMB,
+	}
+	if need := rep.FirmwareBytes() + slotOverhead; need > layout.BootBytes {
+		return nil, fmt.Errorf("%w: %s firmware is %d bytes (kernel %d + initramfs %d) plus %d for syslinux, but a %d MB card leaves %d bytes for the boot partition",
+			ErrDoesNotFit, board.Name, rep.FirmwareBytes(), rep.KernelBytes, rep.InitramfsXZ, slotOverhead, board.MinCardMB, layout.BootBytes)
+	}
+
+	cfgFile := filepath.Join(work, "syslinux.cfg")
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
+		return nil, err
+	}
+	card := &cardBuild{Image: filepath.Join(work, "card.img"), Layout: layout,
+		IDs: deriveCardIDs(board.Name, version), Epoch: epoch, Work: work}
+	b.logf("laying out the card (%d MiB)", layout.CardBytes/mib)
+	if err := card.create(ctx, []bootFile{
+		{Src: cfgFile, Dst: "/syslinux.cfg"},
+		{Src: kernel.Vmlinuz, Dst: slotAKernel},
+		{Src: initrd, Dst: slotAInitramfs},
+	}); err != nil {
+		return nil, err
+	}
+	if rep.BootFreeBytes, err = card.bootFreeBytes(ctx); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(card.Image, rep.Image); err != nil {
+		return nil, fmt.Errorf("move the image into place: %w", err)
+	}
+	return rep, nil
+}
+
+func (b *Builder) logf(format string, args ...any) {
+	if b.Log != nil {
+		fmt.Fprintf(b.Log, format+"\n", args...)
+	}
+}
+
+// fatEpochFloor is the earliest time FAT can store (1980-01-01), plus a day
+// so that no time zone arithmetic can push it below.
+var fatEpochFloor = time.Date(1980, 1, 2, 0, 0, 0, 0, time.UTC)
+
+// SourceDateEpoch is the time stamped on everything in an image:
+// $SOURCE_DATE_EPOCH if set (the reproducible-builds convention), else the
+// time of the last commit of the tree at repoRoot, else a fixed date.
+func SourceDateEpoch(repoRoot string) time.Time {
+	t := fatEpochFloor
+	if s := os.Getenv("SOURCE_DATE_EPOCH"); s != "" {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			t = time.Unix(n, 0).UTC()
+		}
+	} else if out, err := (command{Dir: repoRoot}).run(context.Background(), "git", "log", "-1", "--format=%ct"); err == nil {
+		if n, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64); err == nil {
+			t = time.Unix(n, 0).UTC()
+		}
+	}
+	if t.Before(fatEpochFloor) {
+		t = fatEpochFloor
+	}
+	return t
+}
+
+// FindRepoRoot walks up from dir to the directory holding the flashgate
+// go.mod.
+func FindRepoRoot(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && strings.Contains(string(b), "module github.com/flashgate/flashgate\n") {
+			return d, nil
+		}
+		if d == filepath.Dir(d) {
+			return "", fmt.Errorf("%s is not inside the flashgate source tree (no go.mod of github.com/flashgate/flashgate above it)", dir)
+		}
+	}
+}

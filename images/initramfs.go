@@ -1,0 +1,154 @@
+package images
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// FirmwarePackage is the appliance's multi-call binary. On the box it is
+// /bbin/flashgate in the u-root busybox, and /init links to it.
+const FirmwarePackage = "github.com/flashgate/flashgate/firmware/flashgate"
+
+// ExpertCommands are the u-root core commands shipped for the expert shell:
+// enough to look around, move files and poke at the network, nothing more.
+// gosh is built with the goshsmall tag (no line-editor dependencies).
+var ExpertCommands = []string{
+	"gosh", "ls", "cat", "cp", "mv", "rm", "mkdir", "dmesg", "ps", "kill",
+	"mount", "umount", "ip", "ping", "free", "df", "uname",
+}
+
+const urootModule = "github.com/u-root/u-root"
+
+// Initramfs describes an initramfs to build.
+type Initramfs struct {
+	RepoRoot   string // the flashgate module, whose go.mod pins u-root
+	CacheDir   string // the u-root tool is built here once per version
+	GOARCH     string
+	GO386      string
+	ModulesDir string // a directory holding lib/modules/<release>/, or ""
+	Log        func(format string, args ...any)
+}
+
+// Build writes the xz-compressed initramfs to out and returns its size and
+// the size of the uncompressed cpio archive.
+func (r *Initramfs) Build(ctx context.Context, out string) (xzBytes, cpioBytes int64, err error) {
+	if err := r.checkFirmwareSource(); err != nil {
+		return 0, 0, err
+	}
+	urootBin, err := r.urootTool(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	work, err := os.MkdirTemp(filepath.Dir(out), ".initramfs-")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer os.RemoveAll(work)
+	cpio := filepath.Join(work, "initramfs.cpio")
+	args := []string{
+		"-build=bb",
+		"-go-build-tags=goshsmall",
+		"-format=cpio",
+		"-o", cpio,
+		"-tmp-dir", work,
+		// PID 1 is our own supervising init: no u-root init and no
+		// uinit, so nothing ever loops a shell on the console.
+		"-initcmd=flashgate",
+		"-uinitcmd=",
+		"-defaultsh=gosh",
+		"-skip-ldd",
+	}
+	if r.ModulesDir != "" {
+		args = append(args, "-files", filepath.Join(r.ModulesDir, "lib")+":lib")
+	}
+	args = append(args, FirmwarePackage)
+	for _, c := range ExpertCommands {
+		args = append(args, urootModule+"/cmds/core/"+c)
+	}
+	env := []string{"GOOS=linux", "GOARCH=" + r.GOARCH, "CGO_ENABLED=0"}
+	if r.GO386 != "" {
+		env = append(env, "GO386="+r.GO386)
+	}
+	if r.GOARCH == "amd64" {
+		env = append(env, "GOAMD64=v1")
+	}
+	r.logf("building the u-root busybox (%s) for GOARCH=%s GO386=%s", FirmwarePackage, r.GOARCH, r.GO386)
+	if _, err := (command{Dir: r.RepoRoot, Env: env}).run(ctx, urootBin, args...); err != nil {
+		return 0, 0, fmt.Errorf("build the initramfs with u-root: %w", err)
+	}
+	fi, err := os.Stat(cpio)
+	if err != nil {
+		return 0, 0, fmt.Errorf("u-root wrote no archive: %w", err)
+	}
+	if err := compressXZ(ctx, cpio, out); err != nil {
+		return 0, 0, err
+	}
+	xfi, err := os.Stat(out)
+	if err != nil {
+		return 0, 0, err
+	}
+	return xfi.Size(), fi.Size(), nil
+}
+
+func (r *Initramfs) logf(format string, args ...any) {
+	if r.Log != nil {
+		r.Log(format, args...)
+	}
+}
+
+// checkFirmwareSource fails early, in plain words, when the appliance's
+// main package is not in the tree, rather than deep inside u-root.
+func (r *Initramfs) checkFirmwareSource() error {
+	dir := filepath.Join(r.RepoRoot, strings.TrimPrefix(FirmwarePackage, "github.com/flashgate/flashgate/"))
+	goFiles, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+	if len(goFiles) == 0 {
+		return fmt.Errorf("the appliance binary %s is missing (no Go files in %s)", FirmwarePackage, dir)
+	}
+	return nil
+}
+
+// urootTool builds the u-root command at the version go.mod requires, so the
+// initramfs tooling is pinned with the rest of the dependencies and nothing
+// needs installing separately.
+func (r *Initramfs) urootTool(ctx context.Context) (string, error) {
+	goBin := tool(toolGo)
+	out, err := (command{Dir: r.RepoRoot}).run(ctx, goBin, "list", "-m", "-f", "{{.Version}}", urootModule)
+	if err != nil {
+		return "", fmt.Errorf("find the u-root version in go.mod: %w", err)
+	}
+	version := strings.TrimSpace(string(out))
+	bin := filepath.Join(r.CacheDir, "bin", "u-root-"+version)
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	r.logf("building u-root %s", version)
+	tmp := bin + ".tmp"
+	if _, err := (command{Dir: r.RepoRoot, Env: []string{"GOOS=", "GOARCH=", "CGO_ENABLED=0"}}).run(ctx, goBin, "build", "-o", tmp, urootModule); err != nil {
+		return "", fmt.Errorf("build u-root %s: %w", version, err)
+	}
+	return bin, os.Rename(tmp, bin)
+}
+
+// compressXZ compresses src into dst for the kernel's initramfs decoder,
+// which accepts only the CRC32 integrity check. The x86 BCJ filter makes the
+// Go binary and the modules compress better, and the decoder supports it.
+// Single-threaded, so the output is the same for the same input.
+func compressXZ(ctx context.Context, src, dst string) error {
+	f, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	args := []string{"--check=crc32", "--x86", "--lzma2=preset=9e,dict=16MiB", "--threads=1", "--stdout", src}
+	out, err := command{}.run(ctx, tool(toolXZ), args...)
+	if err != nil {
+		return fmt.Errorf("compress the initramfs: %w", err)
+	}
+	if _, err := f.Write(out); err != nil {
+		return err
+	}
+	return f.Close()
+}

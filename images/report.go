@@ -1,0 +1,66 @@
+package images
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// Report is what a build put on the card, in bytes.
+type Report struct {
+	Board   string
+	Version string
+	Image   string // path of the card image
+
+	Kernel        string // kernel package and release
+	KernelBytes   int64  // vmlinuz (already compressed by the kernel build)
+	Modules       []Module
+	ModulesBytes  int64 // module files, uncompressed, inside the initramfs
+	CPIOBytes     int64 // initramfs before compression
+	InitramfsXZ   int64 // initramfs as stored on the card
+	BootBytes     int64 // boot partition size
+	BootFreeBytes int64 // free on the boot partition after slot A
+	ConfigBytes   int64 // config partition size
+	CardBytes     int64 // image size
+	MinCardMB     int   // the board's smallest supported card
+}
+
+// FirmwareBytes is one firmware slot: kernel plus initramfs.
+func (r *Report) FirmwareBytes() int64 { return r.KernelBytes + r.InitramfsXZ }
+
+// SlotBFits reports whether a second slot of the same size fits in the free
+// space of the boot partition (for A/B upgrades).
+func (r *Report) SlotBFits() bool { return r.BootFreeBytes >= r.FirmwareBytes() }
+
+// Write prints the report for humans.
+func (r *Report) Write(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	row := func(what string, n int64, note string) {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t %s\n", what, n, human(n), note)
+	}
+	fmt.Fprintf(w, "flashgate %s for %s (%s)\n", r.Version, r.Board, r.Kernel)
+	row("kernel", r.KernelBytes, "vmlinuz")
+	row("modules", r.ModulesBytes, fmt.Sprintf("%d files, uncompressed, in the initramfs", len(r.Modules)))
+	row("initramfs", r.InitramfsXZ, fmt.Sprintf("xz (%s as cpio)", human(r.CPIOBytes)))
+	row("firmware", r.FirmwareBytes(), "kernel + initramfs, one slot")
+	slotB := "room for slot B"
+	if !r.SlotBFits() {
+		slotB = "NO room for a slot B of this size"
+	}
+	row("boot free", r.BootFreeBytes, fmt.Sprintf("of %s on p1; %s", human(r.BootBytes), slotB))
+	row("config", r.ConfigBytes, "p2, ext2 fgconfig")
+	row("card", r.CardBytes, fmt.Sprintf("image, for cards of %d MB and up", r.MinCardMB))
+	tw.Flush()
+	fmt.Fprintln(w, r.Image)
+}
+
+func human(n int64) string {
+	switch {
+	case n >= 10*mib:
+		return fmt.Sprintf("%.1f MiB", float64(n)/mib)
+	case n >= mib:
+		return fmt.Sprintf("%.2f MiB", float64(n)/mib)
+	default:
+		return fmt.Sprintf("%.1f KiB", float64(n)/1024)
+	}
+}
