@@ -1,0 +1,65 @@
+package ipsec
+
+import "time"
+
+// TunnelState is the one-word state of a configured tunnel.
+type TunnelState string
+
+const (
+	StateDown       TunnelState = "down"       // not up, and not trying (disabled, respond-only, on-traffic idle)
+	StateConnecting TunnelState = "connecting" // IKE in progress
+	StateUp         TunnelState = "up"         // IKE_SA and at least one CHILD_SA established
+	StateFailed     TunnelState = "failed"     // the last attempt failed; Reason says why, a retry is scheduled
+)
+
+// TunnelStatus is what iked reports for one configured tunnel, on its local
+// API (/run/flashgate/iked.sock, GET /v1/tunnels) and through the web UI's
+// JSON API. It is the contract between iked, the web UI and the console.
+type TunnelStatus struct {
+	Name      string      `json:"name"`
+	State     TunnelState `json:"state"`
+	Reason    string      `json:"reason,omitempty"` // plain language, set when not up: "peer answered NO_PROPOSAL_CHOSEN: ..."
+	Since     time.Time   `json:"since"`            // when State last changed
+	DataPlane string      `json:"data_plane"`       // "xfrm" or "userspace"
+	Driver    string      `json:"driver,omitempty"` // kernel crypto driver doing the ESP work, e.g. "cbc-aes-geode"
+
+	LocalAddr  string `json:"local_addr"`
+	RemoteAddr string `json:"remote_addr"` // address:port the peer is reached at (4500 after NAT-T float)
+
+	IKE      *IKESAStatus    `json:"ike_sa,omitempty"`
+	Children []ChildSAStatus `json:"child_sas,omitempty"`
+	Events   []TunnelEvent   `json:"events,omitempty"` // most recent last, bounded
+}
+
+// IKESAStatus describes the established IKE_SA of a tunnel.
+type IKESAStatus struct {
+	InitiatorSPI string        `json:"initiator_spi"` // hex
+	ResponderSPI string        `json:"responder_spi"`
+	Initiator    bool          `json:"initiator"` // we initiated it
+	Proposal     string        `json:"proposal"`  // strongSwan syntax, e.g. "aes128gcm16-prfsha256-ecp256"
+	NATT         bool          `json:"nat_t"`     // ESP and IKE on UDP 4500
+	Established  time.Time     `json:"established"`
+	RekeyIn      time.Duration `json:"rekey_in"`
+}
+
+// ChildSAStatus describes one CHILD_SA pair.
+type ChildSAStatus struct {
+	InboundSPI  string        `json:"inbound_spi"` // hex, 8 digits
+	OutboundSPI string        `json:"outbound_spi"`
+	Proposal    string        `json:"proposal"` // e.g. "aes128gcm16"
+	LocalTS     []string      `json:"local_ts"`
+	RemoteTS    []string      `json:"remote_ts"`
+	BytesIn     uint64        `json:"bytes_in"`
+	BytesOut    uint64        `json:"bytes_out"`
+	PacketsIn   uint64        `json:"packets_in"`
+	PacketsOut  uint64        `json:"packets_out"`
+	Drops       uint64        `json:"drops"` // replay + authentication failures + malformed
+	Established time.Time     `json:"established"`
+	RekeyIn     time.Duration `json:"rekey_in"`
+}
+
+// TunnelEvent is one line of a tunnel's recent history.
+type TunnelEvent struct {
+	Time    time.Time `json:"time"`
+	Message string    `json:"message"`
+}
