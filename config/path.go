@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Paths address one value of a Config with the JSON field names, element
@@ -95,6 +96,9 @@ func (c *Config) Delete(path string) error {
 func splitPath(path string) ([]string, error) {
 	if len(path) > maxPathLen {
 		return nil, &PathError{path[:32] + "...", fmt.Errorf("path longer than %d characters", maxPathLen)}
+	}
+	if !utf8.ValidString(path) {
+		return nil, &PathError{strings.ToValidUTF8(path, "?"), fmt.Errorf("path is not valid UTF-8")}
 	}
 	segs := strings.Split(path, ".")
 	for _, s := range segs {
@@ -210,6 +214,9 @@ func setValue(v reflect.Value, values []string) error {
 
 // parseLeaf parses s into the leaf v strictly.
 func parseLeaf(v reflect.Value, s string) error {
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("value is not valid UTF-8")
+	}
 	switch p := v.Addr().Interface().(type) {
 	case *string:
 		*p = s

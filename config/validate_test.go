@@ -90,7 +90,10 @@ func TestValidate(t *testing.T) {
 		}, "firewall.port_forwards[web].destination_port", "runs past 65535"},
 		{"masquerade unknown interface", func(c *Config) { c.Firewall.NAT.Masquerade[0].Interface = "ppp0" },
 			"firewall.nat.masquerade[lan-out-eth0].interface", `unknown interface "ppp0"`},
-		{"interface overlap", func(c *Config) { c.Interfaces[0].Addressing = AddressingStatic; c.Interfaces[0].Addresses = []Prefix{MustPrefix("10.0.200.1/24")} },
+		{"interface overlap", func(c *Config) {
+			c.Interfaces[0].Addressing = AddressingStatic
+			c.Interfaces[0].Addresses = []Prefix{MustPrefix("10.0.200.1/24")}
+		},
 			"interfaces[eth1].addresses[0]", "overlaps interfaces[eth0].addresses[0]"},
 		{"dhcp with addresses", func(c *Config) { c.Interfaces[0].Addresses = []Prefix{MustPrefix("198.51.100.2/24")} },
 			"interfaces[eth0].addresses", "addressing is dhcp"},

@@ -1,0 +1,95 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestTextForm(t *testing.T) {
+	c := sampleConfig(1)
+	c.Interfaces[1].Description = "office LAN"
+	text := c.Text()
+	for _, want := range []string{
+		"set system hostname hub\n",
+		"set system admins admin\n",
+		"set system admins admin password_hash <redacted>\n",
+		"set interfaces eth1 description \"office LAN\"\n",
+		"set interfaces eth1 addresses 10.0.0.1/16\n",
+		"set tunnels site00\n",
+		"set tunnels site00 remote_address 192.0.2.1\n",
+		"set tunnels site00 psk <redacted>\n",
+		"set tunnels site00 ike_proposals aes128gcm16-prfsha256-ecp256\n",
+		"set tunnels site00 ike_proposals aes256-sha256-modp2048\n",
+		"set tunnels site00 remote_subnets 10.1.0.0/16\n",
+		"set firewall port_forwards web external_ports 443\n",
+		"set firewall rules ssh-from-lan destination_ports 22\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text form lacks %q", want)
+		}
+	}
+	if strings.Contains(text, "psk-for-site") || strings.Contains(text, "$argon2id") {
+		t.Errorf("text form shows a secret:\n%s", text)
+	}
+	if c.Text() != c.Clone().Text() {
+		t.Error("text form of a clone differs")
+	}
+}
+
+func TestSecretsStayOutOfFormatting(t *testing.T) {
+	c := sampleConfig(1)
+	for _, s := range []string{
+		c.Tunnels[0].PSK.String(),
+		strings.Join(strings.Fields(sprintf("%v %+v %#v %s", c.Tunnels[0], c.Tunnels[0], c.Tunnels[0].PSK, c.Tunnels[0].PSK)), " "),
+	} {
+		if strings.Contains(s, "psk-for-site") {
+			t.Errorf("secret leaked into %q", s)
+		}
+	}
+}
+
+func TestDiff(t *testing.T) {
+	a := sampleConfig(3)
+	b := a.Clone()
+	b.Tunnels[1].RemoteAddress = MustAddr("198.51.100.7")
+	b.Tunnels[2].PSK = NewSecret("a-new-and-long-psk-value")
+	b.Firewall.Rules[0], b.Firewall.Rules[1] = b.Firewall.Rules[1], b.Firewall.Rules[0]
+	got := DiffText(a, b)
+	for _, want := range []string{
+		"- set tunnels site01 remote_address 192.0.2.2\n+ set tunnels site01 remote_address 198.51.100.7\n",
+		"- set tunnels site02 psk <redacted>\n+ set tunnels site02 psk <redacted>\n",
+		"- set firewall rules ssh-from-lan\n", // reordered rules show: order is meaning
+		"+ set firewall rules ssh-from-lan\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("diff lacks %q; diff:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "a-new-and-long") || strings.Contains(got, "psk-for-site") {
+		t.Errorf("diff shows a secret:\n%s", got)
+	}
+	if d := Diff(a, a.Clone()); len(d) != 0 {
+		t.Errorf("diff of equal configs: %v", d)
+	}
+	// Adding a tunnel shows only its lines.
+	c := a.Clone()
+	nt := NewTunnel("new")
+	c.Tunnels = append(c.Tunnels, nt)
+	for _, d := range Diff(a, c) {
+		if d.Op != '+' || d.Line.Path[0] != "tunnels" || d.Line.Path[1] != "new" {
+			t.Errorf("adding a tunnel produced %q", d)
+		}
+	}
+}
+
+func TestChangedSections(t *testing.T) {
+	a := sampleConfig(1)
+	b := a.Clone()
+	b.Tunnels[0].Enabled = false
+	b.Routes = nil
+	b.normalize()
+	got := strings.Join(ChangedSections(a, b), ",")
+	if got != "routes,tunnels" {
+		t.Errorf("ChangedSections = %s, want routes,tunnels", got)
+	}
+}
