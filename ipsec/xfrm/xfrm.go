@@ -1,0 +1,362 @@
+// Package xfrm is the kernel data plane: it installs the CHILD_SAs iked
+// negotiates as XFRM states and policies over netlink, so that the kernel's
+// ESP carries the traffic and the board's crypto engine (whatever driver the
+// crypto API picks) does the work. It owns the SAs and policies it installs,
+// the translation of negotiated transforms into kernel algorithms, and the
+// kernel's expire and acquire events; Probe tells iked whether the kernel has
+// ESP at all, so it can fall back to the userspace plane (ipsec/esp).
+//
+// ESP-in-UDP (NAT-T) needs, besides the SA's encapsulation, a UDP socket on
+// port 4500 with the UDP_ENCAP option: iked owns that socket (it also
+// carries IKE), and sets the option with SetESPInUDP.
+package xfrm
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/flashgate/flashgate/ipsec"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// Options configure a Plane.
+type Options struct {
+	// Netns is the network namespace to work in; zero value or
+	// netns.None() means the caller's. Tests use their own namespaces.
+	Netns netns.NsHandle
+}
+
+// pair is one installed CHILD_SA.
+type pair struct {
+	in, out   *ipsec.ChildSA
+	inSA      saKey
+	outSA     saKey
+	policies  []policy
+	installed time.Time
+}
+
+type saKey struct {
+	dst netip.Addr
+	spi uint32
+}
+
+// Plane implements ipsec.DataPlane with kernel XFRM.
+type Plane struct {
+	l    layout
+	conn *conn
+	ns   netns.NsHandle
+
+	mu    sync.Mutex
+	pairs map[uint32]*pair // by inbound SPI
+	sas   map[uint32]saKey // every SPI we installed, in or out
+	traps map[uint32][]policy
+
+	events   *monitor
+	done     chan struct{} // closed by Close: unblocks event delivery
+	expires  chan ipsec.Expire
+	acquires chan Acquire
+}
+
+var _ ipsec.DataPlane = (*Plane)(nil)
+
+// New opens the netlink sockets (requests, and the expire/acquire events)
+// in the namespace of opts.
+func New(opts Options) (*Plane, error) {
+	ns := opts.Netns
+	if ns == 0 {
+		ns = netns.None()
+	}
+	c, err := dial(ns)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plane{
+		l: native, conn: c, ns: ns,
+		pairs:    map[uint32]*pair{},
+		sas:      map[uint32]saKey{},
+		traps:    map[uint32][]policy{},
+		done:     make(chan struct{}),
+		expires:  make(chan ipsec.Expire, 64),
+		acquires: make(chan Acquire, 64),
+	}
+	p.events, err = startMonitor(ns, p.l, p.onExpire, p.onAcquire)
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Name implements ipsec.DataPlane.
+func (p *Plane) Name() string { return "xfrm" }
+
+// AddPair installs the inbound SA, then the outbound SA, then the policies
+// (updating them if a rekey already installed them), so that no packet is
+// steered to an SA that does not exist yet. On failure, what was installed
+// is removed again.
+func (p *Plane) AddPair(in, out *ipsec.ChildSA) error {
+	if !in.Inbound || out.Inbound {
+		return fmt.Errorf("xfrm add pair %08x/%08x: directions swapped", in.SPI, out.SPI)
+	}
+	if in.Src != out.Dst || in.Dst != out.Src {
+		return fmt.Errorf("xfrm add pair %08x/%08x: inbound %v->%v is not the reverse of outbound %v->%v", in.SPI, out.SPI, in.Src, in.Dst, out.Src, out.Dst)
+	}
+	inSt, err := buildState(in)
+	if err != nil {
+		return fmt.Errorf("xfrm add pair: %w", err)
+	}
+	outSt, err := buildState(out)
+	if err != nil {
+		return fmt.Errorf("xfrm add pair: %w", err)
+	}
+	pols, err := buildPolicies(in, out)
+	if err != nil {
+		return fmt.Errorf("xfrm add pair: %w", err)
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, dup := p.pairs[in.SPI]; dup {
+		return fmt.Errorf("xfrm add pair: inbound SPI %08x already installed", in.SPI)
+	}
+	if err := p.addSA(inSt); err != nil {
+		return err
+	}
+	if err := p.addSA(outSt); err != nil {
+		p.delSA(saKey{(inSt.Dst), inSt.SPI})
+		return err
+	}
+	for i := range pols {
+		if err := p.updatePolicy(&pols[i]); err != nil {
+			if !p.reqidInUse(in.ReqID) {
+				for j := range i {
+					p.delPolicy(&pols[j])
+				}
+			}
+			p.delSA(saKey{(inSt.Dst), inSt.SPI})
+			p.delSA(saKey{(outSt.Dst), outSt.SPI})
+			return err
+		}
+	}
+	pr := &pair{
+		in: in, out: out,
+		inSA:      saKey{(inSt.Dst), inSt.SPI},
+		outSA:     saKey{(outSt.Dst), outSt.SPI},
+		policies:  pols,
+		installed: time.Now(),
+	}
+	p.pairs[in.SPI] = pr
+	p.sas[in.SPI] = pr.inSA
+	p.sas[out.SPI] = pr.outSA
+	return nil
+}
+
+func (p *Plane) addSA(st *state) error {
+	msg := p.l.encodeNewSA(st)
+	_, err := p.conn.request(msgNewSA, true, msg)
+	clear(msg)
+	if err != nil {
+		return fmt.Errorf("xfrm add SA %08x %v->%v: %w", st.SPI, st.Src, st.Dst, err)
+	}
+	return nil
+}
+
+func (p *Plane) delSA(k saKey) error {
+	_, err := p.conn.request(msgDelSA, true, encodeUsersaID(k.dst, k.spi))
+	if err != nil && !errors.Is(err, unix.ESRCH) { // ESRCH: already gone (hard expire)
+		return fmt.Errorf("xfrm delete SA %08x: %w", k.spi, err)
+	}
+	return nil
+}
+
+func (p *Plane) updatePolicy(pol *policy) error {
+	if _, err := p.conn.request(msgUpdPolicy, true, p.l.encodePolicy(pol)); err != nil {
+		return fmt.Errorf("xfrm policy %s %v->%v reqid %d: %w", dirName(pol.Dir), pol.Sel.Src, pol.Sel.Dst, pol.ReqID, err)
+	}
+	return nil
+}
+
+func (p *Plane) delPolicy(pol *policy) error {
+	_, err := p.conn.request(msgDelPolicy, true, encodePolicyID(pol))
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("xfrm delete policy %s %v->%v: %w", dirName(pol.Dir), pol.Sel.Src, pol.Sel.Dst, err)
+	}
+	return nil
+}
+
+func dirName(d uint8) string {
+	switch d {
+	case policyIn:
+		return "in"
+	case policyOut:
+		return "out"
+	case policyFwd:
+		return "fwd"
+	}
+	return fmt.Sprintf("dir%d", d)
+}
+
+// reqidInUse reports whether another installed pair or a trap still needs
+// the policies of reqid. Called with p.mu held.
+func (p *Plane) reqidInUse(reqid uint32) bool {
+	for _, pr := range p.pairs {
+		if pr.in.ReqID == reqid {
+			return true
+		}
+	}
+	_, trapped := p.traps[reqid]
+	return trapped
+}
+
+// DeletePair removes both SAs of the pair with the given inbound SPI, and
+// its policies unless a newer pair (a rekey) or a trap of the same reqid
+// still uses them. The pair's keys are zeroed.
+func (p *Plane) DeletePair(inboundSPI uint32) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pr, ok := p.pairs[inboundSPI]
+	if !ok {
+		return fmt.Errorf("xfrm delete pair: no pair with inbound SPI %08x", inboundSPI)
+	}
+	delete(p.pairs, inboundSPI)
+	delete(p.sas, pr.in.SPI)
+	delete(p.sas, pr.out.SPI)
+	var errs []error
+	if !p.reqidInUse(pr.in.ReqID) {
+		for i := range pr.policies {
+			errs = append(errs, p.delPolicy(&pr.policies[i]))
+		}
+	}
+	errs = append(errs, p.delSA(pr.outSA), p.delSA(pr.inSA))
+	pr.in.Zero()
+	pr.out.Zero()
+	return errors.Join(errs...)
+}
+
+// Stats reads the kernel's counters of one SA (either direction).
+func (p *Plane) Stats(spi uint32) (ipsec.SAStats, error) {
+	p.mu.Lock()
+	k, ok := p.sas[spi]
+	p.mu.Unlock()
+	if !ok {
+		return ipsec.SAStats{}, fmt.Errorf("xfrm stats: SPI %08x not installed by us", spi)
+	}
+	replies, err := p.conn.request(msgGetSA, false, encodeUsersaID(k.dst, spi))
+	if err != nil {
+		return ipsec.SAStats{}, fmt.Errorf("xfrm stats SA %08x: %w", spi, err)
+	}
+	if len(replies) == 0 {
+		return ipsec.SAStats{}, fmt.Errorf("xfrm stats SA %08x: empty answer", spi)
+	}
+	info, err := p.l.decodeUsersaInfo(replies[0])
+	if err != nil {
+		return ipsec.SAStats{}, fmt.Errorf("xfrm stats SA %08x: %w", spi, err)
+	}
+	st := ipsec.SAStats{
+		Bytes: info.Bytes, Packets: info.Packets,
+		ReplayDrops: uint64(info.ReplayDrops), AuthFailures: uint64(info.IntegrityFailed),
+	}
+	if info.UseTime != 0 {
+		st.LastUsed = time.Unix(int64(info.UseTime), 0)
+	}
+	return st, nil
+}
+
+// Expires implements ipsec.DataPlane: soft and hard expiries of the SAs
+// installed through this Plane, as the kernel reports them.
+func (p *Plane) Expires() <-chan ipsec.Expire { return p.expires }
+
+// Acquires delivers the kernel's requests for SAs on trapped policies.
+func (p *Plane) Acquires() <-chan Acquire { return p.acquires }
+
+// Close stops the event monitor and closes the sockets. Installed SAs and
+// policies stay in the kernel: iked decides whether a restart keeps them.
+func (p *Plane) Close() error {
+	close(p.done)
+	p.events.stop()
+	p.conn.close()
+	return nil
+}
+
+func (p *Plane) onExpire(e expireMsg) {
+	p.mu.Lock()
+	_, ours := p.sas[e.SA.SPI]
+	p.mu.Unlock()
+	if !ours {
+		return
+	}
+	// Block rather than drop: a lost soft expire is a missed rekey. While
+	// we block, the kernel queues events in the socket buffer.
+	select {
+	case p.expires <- ipsec.Expire{SPI: e.SA.SPI, Hard: e.Hard}:
+	case <-p.done:
+	}
+}
+
+func (p *Plane) onAcquire(a Acquire) {
+	p.mu.Lock()
+	_, ours := p.traps[a.ReqID]
+	p.mu.Unlock()
+	if !ours {
+		return
+	}
+	select {
+	case p.acquires <- a:
+	case <-p.done:
+	}
+}
+
+// Trap installs the outbound policies of a tunnel that is negotiated on
+// traffic: no SA exists yet, so the kernel holds the first packet and sends
+// an acquire for reqid, delivered on Acquires. AddPair later installs the
+// full set of policies for the same reqid over the trap.
+func (p *Plane) Trap(reqid uint32, local, remote netip.Addr, localTS, remoteTS []netip.Prefix) error {
+	if reqid == 0 {
+		return fmt.Errorf("xfrm trap: reqid 0")
+	}
+	out := &ipsec.ChildSA{ReqID: reqid, Src: local, Dst: remote, LocalTS: localTS, RemoteTS: remoteTS}
+	in := &ipsec.ChildSA{ReqID: reqid, Src: remote, Dst: local, Inbound: true}
+	all, err := buildPolicies(in, out)
+	if err != nil {
+		return fmt.Errorf("xfrm trap reqid %d: %w", reqid, err)
+	}
+	var pols []policy
+	for _, pol := range all {
+		if pol.Dir == policyOut {
+			pols = append(pols, pol)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := range pols {
+		if err := p.updatePolicy(&pols[i]); err != nil {
+			return fmt.Errorf("xfrm trap reqid %d: %w", reqid, err)
+		}
+	}
+	p.traps[reqid] = pols
+	return nil
+}
+
+// Untrap removes a trap. Policies an installed pair of the same reqid uses
+// stay.
+func (p *Plane) Untrap(reqid uint32) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pols, ok := p.traps[reqid]
+	if !ok {
+		return fmt.Errorf("xfrm untrap: no trap for reqid %d", reqid)
+	}
+	delete(p.traps, reqid)
+	if p.reqidInUse(reqid) {
+		return nil
+	}
+	var errs []error
+	for i := range pols {
+		errs = append(errs, p.delPolicy(&pols[i]))
+	}
+	return errors.Join(errs...)
+}
