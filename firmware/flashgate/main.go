@@ -3,7 +3,8 @@
 //
 // Running as PID 1 (or invoked as "init") it brings the box up; otherwise the
 // first argument names a subcommand. Each subcommand is a package's
-// Main(args) int, so adding a service is one line in the table below.
+// Main(args) int, so adding a service is one line in the table below (and
+// one in firmware/pid1's service table).
 package main
 
 import (
@@ -12,13 +13,26 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/flashgate/flashgate/firmware/console"
 	"github.com/flashgate/flashgate/firmware/pid1"
+	"github.com/flashgate/flashgate/firmware/supervisor"
 )
 
-// subcommands maps a subcommand name to its entry point. args excludes the
+// subcommands maps a subcommand name to its entry point; args excludes the
 // subcommand name itself.
-var subcommands = map[string]func(args []string) int{
-	"init": pid1.Main,
+var subcommands = map[string]struct {
+	main func(args []string) int
+	help string
+}{
+	"init":       {pid1.Main, "boot the appliance (only as PID 1)"},
+	"supervisor": {pid1.SupervisorMain, "run the services without booting (development, measurements)"},
+	"console":    {console.Main, "serial console login (started by the supervisor)"},
+	"status":     {supervisor.StatusMain, "services and PID 1 as a table"},
+	"service":    {supervisor.ServiceMain, "restart|stop NAME"},
+	"logs":       {supervisor.LogsMain, "show a service's log, the kernel's or the supervisor's"},
+	"reboot":     {supervisor.PowerMain(supervisor.Reboot), "stop everything in order and reboot"},
+	"poweroff":   {supervisor.PowerMain(supervisor.PowerOff), "stop everything in order and power off"},
+	"watchdog":   {supervisor.WatchdogMain, "stop-petting: test hook, lets the watchdog reset the board"},
 }
 
 func main() {
@@ -29,13 +43,13 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
-	run, ok := subcommands[os.Args[1]]
+	cmd, ok := subcommands[os.Args[1]]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "flashgate: unknown command %q\n", os.Args[1])
 		usage()
 		os.Exit(2)
 	}
-	os.Exit(run(os.Args[2:]))
+	os.Exit(cmd.main(os.Args[2:]))
 }
 
 func usage() {
@@ -44,5 +58,8 @@ func usage() {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	fmt.Fprintf(os.Stderr, "usage: flashgate <command> [args]\ncommands: %v\n", names)
+	fmt.Fprintln(os.Stderr, "usage: flashgate COMMAND [args]")
+	for _, n := range names {
+		fmt.Fprintf(os.Stderr, "  %-11s %s\n", n, subcommands[n].help)
+	}
 }

@@ -1,0 +1,283 @@
+// Package console is the serial console getty: it takes the board's
+// console line at its baud, makes the admin set a password on first boot
+// (there is no default password), shows a banner and a login prompt, and
+// after a login runs the expert shell until the CLI exists. It runs as a
+// supervised service: `flashgate console -device ttyS0 -baud 115200`.
+package console
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"golang.org/x/term"
+)
+
+// Shells are tried in order after a login: u-root's gosh (the image
+// ships it), then whatever sh a development system has.
+var defaultShells = []string{"/bbin/gosh", "/bbin/elvish", "/bin/sh"}
+
+// maxFailures is how many wrong passwords a getty takes before it exits;
+// the supervisor restarts it, with backoff, which slows guessing further.
+const maxFailures = 3
+
+// Main is `flashgate console`.
+func Main(args []string) int {
+	fs := flag.NewFlagSet("console", flag.ContinueOnError)
+	device := fs.String("device", "ttyS0", "console device, under /dev unless absolute")
+	baud := fs.Int("baud", 115200, "line speed")
+	board := fs.String("board", "", "board name for the banner")
+	version := fs.String("version", "", "firmware version for the banner")
+	accountsDir := fs.String("accounts", "/run/flashgate/accounts", "where the admin password hash is kept (RAM)")
+	shells := fs.String("shell", strings.Join(defaultShells, ","), "shells to try after login, comma-separated")
+	failDelay := fs.Duration("fail-delay", 3*time.Second, "pause after a wrong password")
+	cost := fs.Int("bcrypt-cost", 0, "bcrypt cost for new passwords (0: default)")
+	if fs.Parse(args) != nil {
+		return 2
+	}
+	// Messages for the log ring go to the supervisor's pipe, which is
+	// stderr until the terminal takes fds 0-2.
+	logger := log.New(os.Stderr, "", 0)
+	path := *device
+	if !filepath.IsAbs(path) {
+		path = "/dev/" + path
+	}
+	tty, err := takeTTY(path, *baud)
+	if err != nil {
+		logger.Printf("console %s: %v", path, err)
+		return 1
+	}
+	logOut, err := unix.Dup(2)
+	if err == nil {
+		logger.SetOutput(os.NewFile(uintptr(logOut), "log"))
+	}
+	for i := 0; i < 3; i++ {
+		unix.Dup2(int(tty.Fd()), i)
+	}
+	logger.Printf("console on %s at %d baud", path, *baud)
+
+	acc := NewRAMAccounts(*accountsDir, *cost)
+	logger.Printf("accounts: the admin password hash is kept in %s (RAM) and is lost at reboot until configd stores accounts", *accountsDir)
+	s := &session{
+		tty:       tty,
+		accounts:  acc,
+		board:     *board,
+		version:   *version,
+		shells:    strings.Split(*shells, ","),
+		failDelay: *failDelay,
+		logf:      logger.Printf,
+	}
+	// A ^C at the prompt must not kill the getty, and the shell must get
+	// ^C with its default action: a handler (not SIG_IGN, which exec
+	// would pass on) does both.
+	signal.Notify(make(chan os.Signal, 1), unix.SIGINT, unix.SIGQUIT, unix.SIGTSTP)
+	err = s.run()
+	if errors.Is(err, io.EOF) {
+		return 0 // hang-up or ^D: the supervisor starts a fresh getty
+	}
+	if err != nil {
+		logger.Printf("console: %v", err)
+		return 1
+	}
+	return 0
+}
+
+// takeTTY opens the console line, makes it our controlling terminal and
+// sets its speed and modes.
+func takeTTY(path string, baud int) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	tty := os.NewFile(uintptr(fd), path)
+	// The supervisor starts services as session leaders; run by hand we
+	// make our own session.
+	if _, err := unix.Setsid(); err != nil && !errors.Is(err, unix.EPERM) {
+		tty.Close()
+		return nil, fmt.Errorf("setsid: %w", err)
+	}
+	// 1: take the line even if another session (an old getty's shell)
+	// still has it; we are root.
+	if err := unix.IoctlSetInt(fd, unix.TIOCSCTTY, 1); err != nil {
+		tty.Close()
+		return nil, fmt.Errorf("make controlling terminal: %w", err)
+	}
+	if err := configureTTY(fd, baud); err != nil {
+		tty.Close()
+		return nil, err
+	}
+	unix.IoctlSetPointerInt(fd, unix.TIOCSPGRP, unix.Getpgrp())
+	return tty, nil
+}
+
+// session is the dialogue on one terminal.
+type session struct {
+	tty       *os.File
+	accounts  Accounts
+	board     string
+	version   string
+	shells    []string
+	failDelay time.Duration
+	logf      func(string, ...any)
+}
+
+// run loops: first-boot password, banner, login, shell, until maxFailures
+// wrong passwords or end of input.
+func (s *session) run() error {
+	failures := 0
+	for {
+		if !s.accounts.HasAdmin() {
+			if err := s.firstBoot(); err != nil {
+				return err
+			}
+		}
+		s.printf("\n%s\n", Banner(s.board, s.version))
+		user, err := s.readLine(hostname() + " login: ")
+		if err != nil {
+			return err
+		}
+		if user == "" {
+			continue
+		}
+		pass, err := s.readPassword("Password: ")
+		if err != nil {
+			return err
+		}
+		ok := s.accounts.Verify(user, pass)
+		clear(pass)
+		if !ok {
+			failures++
+			s.logf("console: failed login for %q (%d of %d)", sanitize(user), failures, maxFailures)
+			time.Sleep(s.failDelay)
+			s.printf("Login incorrect\n")
+			if failures >= maxFailures {
+				return fmt.Errorf("%d failed logins; the supervisor restarts the console", failures)
+			}
+			continue
+		}
+		failures = 0
+		s.logf("console: %s logged in", user)
+		s.shell(user)
+		s.logf("console: %s logged out", user)
+	}
+}
+
+// firstBoot asks for the admin password until one is stored. If it cannot
+// be stored (a full /run) it says so and goes on to the login prompt, where
+// no login can succeed, rather than hide the console.
+func (s *session) firstBoot() error {
+	s.printf("\nNo admin password is set.\n")
+	for {
+		pass, err := s.readPassword("New admin password: ")
+		if err != nil {
+			return err
+		}
+		if err := CheckPassword(pass); err != nil {
+			clear(pass)
+			s.printf("That password is %v.\n", err)
+			continue
+		}
+		again, err := s.readPassword("Repeat password: ")
+		if err != nil {
+			clear(pass)
+			return err
+		}
+		same := string(pass) == string(again)
+		clear(again)
+		if !same {
+			clear(pass)
+			s.printf("The passwords do not match.\n")
+			continue
+		}
+		err = s.accounts.SetPassword(AdminUser, pass)
+		clear(pass)
+		if err != nil {
+			s.printf("Could not store the password: %v\n", err)
+			s.logf("console: could not store the admin password: %v", err)
+			return nil
+		}
+		s.printf("Admin password set. It is kept in RAM only: this firmware does not save accounts yet,\nso you will be asked again after a reboot.\n")
+		s.logf("console: admin password set (RAM only)")
+		return nil
+	}
+}
+
+// shell runs the first shell that exists with the terminal, and waits.
+func (s *session) shell(user string) {
+	for _, sh := range s.shells {
+		if _, err := os.Stat(sh); err != nil {
+			continue
+		}
+		s.printf("Expert shell (%s). The flashgate CLI is not built yet; `flashgate status` shows the services.\n", sh)
+		cmd := exec.Command(sh)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = s.tty, s.tty, s.tty
+		cmd.Dir = "/"
+		cmd.Env = []string{"PATH=/bbin:/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/", "TERM=vt100", "USER=" + user, "LOGNAME=" + user}
+		if err := cmd.Run(); err != nil {
+			s.logf("console: shell %s: %v", sh, err)
+		}
+		return
+	}
+	s.printf("No shell in this image (looked for %s).\n", strings.Join(s.shells, ", "))
+}
+
+func (s *session) printf(format string, args ...any) {
+	fmt.Fprintf(s.tty, format, args...)
+}
+
+// readLine prints prompt and reads one line in cooked mode, byte by byte so
+// that nothing typed ahead (a password) is consumed with it.
+func (s *session) readLine(prompt string) (string, error) {
+	s.printf("%s", prompt)
+	var line []byte
+	b := make([]byte, 1)
+	for len(line) < 256 {
+		n, err := s.tty.Read(b)
+		if n == 0 || err != nil {
+			if err == nil {
+				err = io.EOF
+			}
+			return "", err
+		}
+		if b[0] == '\n' {
+			break
+		}
+		line = append(line, b[0])
+	}
+	return strings.TrimSpace(string(line)), nil
+}
+
+// readPassword prompts and reads without echo.
+func (s *session) readPassword(prompt string) ([]byte, error) {
+	s.printf("%s", prompt)
+	pass, err := term.ReadPassword(int(s.tty.Fd()))
+	s.printf("\n")
+	return pass, err
+}
+
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "flashgate"
+	}
+	return h
+}
+
+// sanitize makes a user name safe for a log line.
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, s)
+}
