@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-	"golang.org/x/term"
 )
 
 // Shells are tried in order after a login: u-root's gosh (the image
@@ -256,12 +255,41 @@ func (s *session) readLine(prompt string) (string, error) {
 	return strings.TrimSpace(string(line)), nil
 }
 
-// readPassword prompts and reads without echo.
+// readPassword reads a line with echo off. Echo goes off before the
+// prompt is printed, so a password typed ahead of the prompt is not shown.
 func (s *session) readPassword(prompt string) ([]byte, error) {
+	fd := int(s.tty.Fd())
+	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return nil, fmt.Errorf("read password: %w", err)
+	}
+	quiet := *old
+	quiet.Lflag = quiet.Lflag&^unix.ECHO | unix.ICANON | unix.ISIG
+	quiet.Iflag |= unix.ICRNL
+	if err := unix.IoctlSetTermios(fd, unix.TCSETS, &quiet); err != nil {
+		return nil, fmt.Errorf("read password: %w", err)
+	}
+	defer unix.IoctlSetTermios(fd, unix.TCSETS, old)
 	s.printf("%s", prompt)
-	pass, err := term.ReadPassword(int(s.tty.Fd()))
-	s.printf("\n")
-	return pass, err
+	defer s.printf("\n")                      // the user's newline was not echoed
+	pass := make([]byte, 0, MaxPasswordLen+1) // no reallocation leaves copies behind
+	b := make([]byte, 1)
+	for {
+		n, err := s.tty.Read(b)
+		if n == 0 || err != nil {
+			clear(pass)
+			if err == nil {
+				err = io.EOF
+			}
+			return nil, err
+		}
+		if b[0] == '\n' {
+			return pass, nil
+		}
+		if len(pass) <= MaxPasswordLen { // longer is refused by CheckPassword anyway
+			pass = append(pass, b[0])
+		}
+	}
 }
 
 func hostname() string {
