@@ -12,7 +12,7 @@ import (
 func sampleConfig(n int) *Config {
 	c := Default()
 	c.System.Hostname = "hub"
-	c.System.Admins = []Admin{{Name: "admin", PasswordHash: NewSecret(testHash)}}
+	c.System.Admins = []Admin{{Name: "admin", PasswordHash: NewSecret(testHash())}}
 	c.Interfaces[1].Addresses = []Prefix{MustPrefix("10.0.0.1/16")}
 	c.Routes = []Route{{Name: "mgmt", Enabled: true, Destination: MustPrefix("172.16.0.0/12"), Gateway: MustAddr("10.0.0.254"), Interface: "eth1"}}
 	c.Firewall.Rules = []Rule{
@@ -33,15 +33,16 @@ func sampleConfig(n int) *Config {
 	return c
 }
 
-// testHash is the argon2id hash of "correct horse" (made once, so that
-// tests do not pay for hashing).
-var testHash = func() string {
+// testHash is the argon2id hash of "correct horse", made once and only when
+// needed, so that tests (and the power-loss helper processes) do not pay
+// for hashing.
+var testHash = sync.OnceValue(func() string {
 	h, err := HashPassword("correct horse")
 	if err != nil {
 		panic(err)
 	}
 	return h
-}()
+})
 
 // fakeClock is a Clock that moves only when the test says so.
 type fakeClock struct {
