@@ -1,0 +1,84 @@
+package netd
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Reconciler applies Desired states one after another, each time changing
+// only what differs from the last one applied.
+type Reconciler struct {
+	NFT     *NFTables
+	Netlink *Netlink
+
+	mu      sync.Mutex
+	current *Desired // last state applied (nil before the first)
+	specs   []Spec   // the firewall now in the kernel
+	result  ApplyResult
+}
+
+// ApplyResult is what the last Apply did, for the status API.
+type ApplyResult struct {
+	At               time.Time `json:"at"`
+	FirewallReplaced bool      `json:"firewall_replaced"`
+	Rules            int       `json:"rules"`
+	Error            string    `json:"error,omitempty"`
+	// NetworkError is what could not be configured on the links
+	// (a missing NIC, an unreachable gateway); the firewall is still
+	// in force and the next Apply retries.
+	NetworkError string `json:"network_error,omitempty"`
+}
+
+// Apply validates d and, if it is sound, makes the kernel match it. An
+// invalid d changes nothing and returns a *ValidationError.
+//
+// The firewall goes first: a new interface or address comes up already
+// protected. The firewall is rebuilt only when its rules changed; it is
+// replaced as a whole in one atomic batch, and established connections pass
+// because their accept comes first and conntrack outlives the table.
+func (r *Reconciler) Apply(d *Desired) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := d.Validate(); err != nil {
+		r.result.Error = err.Error()
+		return err
+	}
+	res := ApplyResult{At: time.Now()}
+	specs := Build(&d.Firewall)
+	res.Rules = len(specs)
+	if r.current == nil || !slices.Equal(specStrings(specs), specStrings(r.specs)) {
+		if err := r.NFT.Apply(specs); err != nil {
+			res.Error = err.Error()
+			r.result = res
+			return err
+		}
+		r.specs = specs
+		res.FirewallReplaced = true
+	}
+	if r.Netlink != nil {
+		if err := r.Netlink.Reconcile(d); err != nil {
+			res.NetworkError = err.Error()
+			r.current, r.result = d, res
+			return fmt.Errorf("network: %w", err)
+		}
+	}
+	r.current, r.result = d, res
+	return nil
+}
+
+// Current returns the last state applied and what that apply did.
+func (r *Reconciler) Current() (*Desired, []Spec, ApplyResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.current, r.specs, r.result
+}
+
+func specStrings(specs []Spec) []string {
+	out := make([]string, len(specs))
+	for i, s := range specs {
+		out[i] = s.String()
+	}
+	return out
+}
