@@ -60,6 +60,10 @@ func probeIn(ns netns.NsHandle) error {
 		return fmt.Errorf("%w: adding an ESP SA failed with %v (esp4 not built in or loaded)", ErrNoESP, err)
 	case errors.Is(err, unix.ENOSYS):
 		return fmt.Errorf("%w: the crypto API has no cbc(aes) or hmac(sha256) for ESP: %v", ErrNoESP, err)
+	case errors.Is(err, unix.EOPNOTSUPP):
+		// The kernel refuses XFRM messages from a 32-bit process on a
+		// 64-bit kernel unless CONFIG_XFRM_USER_COMPAT translates them.
+		return fmt.Errorf("%w: XFRM refused our messages (%v): a 32-bit flashgate on a 64-bit kernel needs xfrm_compat", ErrNoESP, err)
 	case errors.Is(err, unix.EEXIST):
 		// A probe SA left behind by an earlier, killed probe in our own
 		// namespace: ESP works. Fall through to delete it.
