@@ -126,6 +126,8 @@ func (h *Header) append(b []byte) []byte {
 type Message struct {
 	Header
 	Payloads []Payload
+
+	encoded []byte // the bytes it was decoded from, for AUTH's signed octets
 }
 
 // DecodeMessage parses an IKE message: the header and the payload chain.
@@ -141,7 +143,7 @@ func DecodeMessage(b []byte) (*Message, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%v message %d: %w", h.Exchange, h.MessageID, err)
 	}
-	return &Message{Header: h, Payloads: ps}, nil
+	return &Message{Header: h, Payloads: ps, encoded: b[:h.Length]}, nil
 }
 
 // Encode serialises the message, filling in the next-payload chain and all

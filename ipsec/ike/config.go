@@ -1,0 +1,192 @@
+package ike
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Identity is an IKE identity (the content of IDi/IDr).
+type Identity struct {
+	Type IDType
+	Data []byte
+}
+
+// ParseIdentity reads an identity the way strongSwan does: an IP address is
+// ID_IPV4_ADDR/ID_IPV6_ADDR, "user@host" is ID_RFC822_ADDR, "@name" forces
+// ID_FQDN, "@#hex" is ID_KEY_ID, anything else is ID_FQDN.
+func ParseIdentity(s string) (Identity, error) {
+	if s == "" {
+		return Identity{}, fmt.Errorf("empty identity")
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		if a.Is4() {
+			return Identity{IDIPv4, a.AsSlice()}, nil
+		}
+		return Identity{IDIPv6, a.AsSlice()}, nil
+	}
+	if strings.HasPrefix(s, "@#") {
+		var b []byte
+		if _, err := fmt.Sscanf(s[2:], "%x", &b); err != nil {
+			return Identity{}, fmt.Errorf("identity %q: bad key id: %w", s, err)
+		}
+		return Identity{IDKeyID, b}, nil
+	}
+	if strings.HasPrefix(s, "@") {
+		return Identity{IDFQDN, []byte(s[1:])}, nil
+	}
+	if strings.Contains(s, "@") {
+		return Identity{IDRFC822, []byte(s)}, nil
+	}
+	return Identity{IDFQDN, []byte(s)}, nil
+}
+
+func (id Identity) String() string {
+	switch id.Type {
+	case IDIPv4, IDIPv6:
+		if a, ok := netip.AddrFromSlice(id.Data); ok {
+			return a.String()
+		}
+	case IDFQDN, IDRFC822:
+		return string(id.Data)
+	case IDKeyID:
+		return fmt.Sprintf("@#%x", id.Data)
+	}
+	return fmt.Sprintf("id(%d:%x)", id.Type, id.Data)
+}
+
+// IsZero reports whether no identity is set.
+func (id Identity) IsZero() bool { return id.Type == 0 && len(id.Data) == 0 }
+
+func (id Identity) equal(p *ID) bool {
+	return p != nil && p.IDType == id.Type && bytes.Equal(p.Data, id.Data)
+}
+
+func (id Identity) payload(responder bool) *ID {
+	return &ID{Responder: responder, IDType: id.Type, Data: id.Data}
+}
+
+// PeerConfig is one tunnel: who the peer is, how to authenticate, what to
+// offer and accept, and the timers. The engine never modifies it; give a
+// changed tunnel a new PeerConfig.
+type PeerConfig struct {
+	Name string
+
+	// Local is our address and IKE port (500); Remote is the peer's.
+	Local, Remote netip.AddrPort
+	// RemoteNATTPort is the peer's NAT-T port we float to (default 4500).
+	RemoteNATTPort uint16
+
+	LocalID, RemoteID Identity // RemoteID zero: accept any identity
+	PSK               []byte
+
+	IKEProposals, ESPProposals []Proposal // empty: the defaults
+	Ranking                    Ranking    // nil: configured order
+
+	LocalTS, RemoteTS []netip.Prefix
+
+	// ForceEncap sends ESP in UDP even without a NAT, by faking our NAT
+	// detection hash (strongSwan's encap = yes).
+	ForceEncap bool
+
+	// IKELifetime and ChildLifetime are the times after which the SAs are
+	// rekeyed (minus up to 10% jitter); 0 disables rekeying.
+	IKELifetime, ChildLifetime time.Duration
+	// DPDDelay is the idle time after which we check the peer is alive; 0 = never.
+	DPDDelay time.Duration
+	// KeepaliveInterval is the NAT keepalive interval when we are behind a NAT.
+	KeepaliveInterval time.Duration
+	// RetransmitTimeout is the first retransmission timeout, doubled each
+	// time, and RetransmitTries how many times a request is sent in all.
+	RetransmitTimeout time.Duration
+	RetransmitTries   int
+
+	ReplayWindow uint32
+}
+
+func (c *PeerConfig) ikeProposals() []Proposal {
+	p := slices.Clone(c.IKEProposals) // callers may edit their copy
+	if len(p) == 0 {
+		p = DefaultIKEProposals()
+	}
+	if c.Ranking != nil {
+		p = c.Ranking(p)
+	}
+	return p
+}
+
+func (c *PeerConfig) espProposals() []Proposal {
+	p := slices.Clone(c.ESPProposals) // callers may edit their copy
+	if len(p) == 0 {
+		p = DefaultESPProposals()
+	}
+	if c.Ranking != nil {
+		p = c.Ranking(p)
+	}
+	return p
+}
+
+func (c *PeerConfig) retransmitTimeout() time.Duration {
+	if c.RetransmitTimeout > 0 {
+		return c.RetransmitTimeout
+	}
+	return 500 * time.Millisecond
+}
+
+func (c *PeerConfig) retransmitTries() int {
+	if c.RetransmitTries > 0 {
+		return c.RetransmitTries
+	}
+	return 5
+}
+
+func (c *PeerConfig) keepalive() time.Duration {
+	if c.KeepaliveInterval > 0 {
+		return c.KeepaliveInterval
+	}
+	return 20 * time.Second
+}
+
+func (c *PeerConfig) replayWindow() uint32 {
+	if c.ReplayWindow > 0 {
+		return c.ReplayWindow
+	}
+	return 1024
+}
+
+func (c *PeerConfig) nattPort() uint16 {
+	if c.RemoteNATTPort != 0 {
+		return c.RemoteNATTPort
+	}
+	return 4500
+}
+
+func selectorsOf(ps []netip.Prefix) []Selector {
+	s := make([]Selector, len(ps))
+	for i, p := range ps {
+		s[i] = SelectorFromPrefix(p)
+	}
+	return s
+}
+
+func prefixesOf(ss []Selector) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range ss {
+		out = append(out, s.Prefixes()...)
+	}
+	return out
+}
+
+func selectorsString(ss []Selector) string {
+	if len(ss) == 0 {
+		return "nothing"
+	}
+	s := make([]string, len(ss))
+	for i, x := range ss {
+		s[i] = x.String()
+	}
+	return strings.Join(s, ",")
+}

@@ -1,0 +1,231 @@
+package ike
+
+import (
+	"errors"
+	"net/netip"
+)
+
+// exchange is one request of ours: build makes its payloads when it is
+// sent (so it sees the state at that moment), onResponse handles the
+// answer's payloads, onAbort releases what build reserved if the exchange
+// never completes.
+type exchange struct {
+	typ        ExchangeType
+	build      func() []Payload
+	onResponse func(ps []Payload)
+	onAbort    func()
+}
+
+// startExchange queues a request; RFC 7296 2.3 with a window of 1: one in
+// flight at a time.
+func (sa *IKESA) startExchange(ex *exchange) {
+	sa.queue = append(sa.queue, ex)
+	sa.sendNext()
+}
+
+func (sa *IKESA) sendNext() {
+	for sa.out == nil && len(sa.queue) > 0 && sa.keys != nil {
+		ex := sa.queue[0]
+		sa.queue = sa.queue[1:]
+		ps := ex.build()
+		if ps == nil {
+			// Nothing to do any more (e.g. the child went away). An empty
+			// INFORMATIONAL is a non-nil empty slice.
+			if ex.onAbort != nil {
+				ex.onAbort()
+			}
+			continue
+		}
+		msgID := sa.nextMsgID
+		pkt, err := sa.keys.out.seal(sa.header(ex.typ, msgID, false), ps)
+		if err != nil {
+			if ex.onAbort != nil {
+				ex.onAbort()
+			}
+			continue
+		}
+		sa.nextMsgID++
+		now := sa.ep.now()
+		sa.out = &pending{ex: ex, exchange: ex.typ, msgID: msgID, pkt: pkt, first: now,
+			next: now.Add(sa.cfg.retransmitTimeout()), tries: 1}
+		sa.send(pkt)
+	}
+}
+
+// respond seals and sends the response to request m, caching it for
+// retransmitted copies of the request.
+func (sa *IKESA) respond(m *Message, ps []Payload) {
+	pkt, err := sa.keys.out.seal(sa.header(m.Exchange, m.MessageID, true), ps)
+	if err != nil {
+		return
+	}
+	sa.lastResp = pkt
+	sa.peerMsgID = m.MessageID + 1
+	sa.send(pkt)
+}
+
+// handle processes one message for this SA (under sa.mu).
+func (sa *IKESA) handle(pkt []byte, m *Message, local, remote netip.AddrPort) {
+	if sa.state == StateDead {
+		sa.ep.Stats.UnknownSPI.Add(1)
+		return
+	}
+	if m.Exchange == IKE_SA_INIT {
+		if m.IsResponse() && sa.state == StateInitSent && sa.out != nil && m.MessageID == 0 {
+			sa.lastRecv = sa.ep.now()
+			sa.handleInitResponse(m)
+			return
+		}
+		sa.ep.Stats.OutOfWindow.Add(1)
+		return
+	}
+	if sa.keys == nil || sa.state == StateInitSent {
+		sa.ep.Stats.OutOfWindow.Add(1)
+		return
+	}
+	// Cheap window checks before any cryptography.
+	if m.IsResponse() {
+		if sa.out == nil || m.MessageID != sa.out.msgID || m.Exchange != sa.out.exchange {
+			sa.ep.Stats.OutOfWindow.Add(1)
+			return
+		}
+	} else if m.MessageID != sa.peerMsgID && !(m.MessageID+1 == sa.peerMsgID && sa.lastResp != nil) {
+		sa.ep.Stats.OutOfWindow.Add(1)
+		return
+	}
+	if len(m.Payloads) == 0 {
+		sa.ep.Stats.Malformed.Add(1)
+		return
+	}
+	sk, ok := m.Payloads[len(m.Payloads)-1].(*Encrypted)
+	if !ok {
+		sa.ep.Stats.Malformed.Add(1)
+		return
+	}
+	inner, err := sa.keys.in.open(pkt, m.Header, sk)
+	if err != nil {
+		var uc *UnsupportedCriticalError
+		switch {
+		case errors.Is(err, errICV):
+			sa.ep.Stats.BadICV.Add(1)
+		case errors.As(err, &uc) && !m.IsResponse() && m.MessageID == sa.peerMsgID:
+			sa.ep.Stats.UnsupportedCritical.Add(1)
+			sa.respond(m, []Payload{&Notify{NotifyType: UNSUPPORTED_CRITICAL_PAYLOAD, Data: []byte{byte(uc.Type)}}})
+		default:
+			sa.ep.Stats.Malformed.Add(1)
+		}
+		return
+	}
+	// Authenticated from here on.
+	sa.lastRecv = sa.ep.now()
+	sa.float(local, remote)
+	if m.IsResponse() {
+		p := sa.out
+		sa.out = nil
+		if p.ex.onResponse != nil {
+			p.ex.onResponse(inner)
+		}
+		if sa.state == StateDeleting && p.exchange == INFORMATIONAL && len(sa.queue) == 0 {
+			sa.die(sa.lastErr)
+			return
+		}
+		sa.sendNext()
+		return
+	}
+	if m.MessageID+1 == sa.peerMsgID {
+		sa.ep.Stats.RetransmitsAnswered.Add(1)
+		sa.send(sa.lastResp)
+		return
+	}
+	sa.handleRequest(m, inner)
+	sa.sendNext()
+}
+
+// float follows the peer to the NAT-T port and through NAT mapping
+// changes (RFC 7296 2.23), on authenticated messages only.
+func (sa *IKESA) float(local, remote netip.AddrPort) {
+	if local.Port() != sa.ep.cfg.NATTPort {
+		return
+	}
+	if sa.local.Port() != sa.ep.cfg.NATTPort {
+		sa.local = local
+		sa.remote = remote
+		return
+	}
+	if sa.natRemote && remote != sa.remote {
+		sa.remote = remote
+	}
+}
+
+func (sa *IKESA) handleRequest(m *Message, ps []Payload) {
+	switch {
+	case m.Exchange == IKE_AUTH && sa.state == StateHalfOpen:
+		sa.handleAuthRequest(m, ps)
+	case m.Exchange == INFORMATIONAL:
+		sa.handleInformational(m, ps)
+	case m.Exchange == CREATE_CHILD_SA && sa.state == StateEstablished:
+		sa.handleCreateChild(m, ps)
+	case m.Exchange == CREATE_CHILD_SA:
+		// Rekeyed or being deleted: RFC 7296 2.25 says TEMPORARY_FAILURE.
+		sa.respond(m, []Payload{&Notify{NotifyType: TEMPORARY_FAILURE}})
+	default:
+		sa.ep.Stats.OutOfWindow.Add(1)
+	}
+}
+
+// handleInformational answers DELETEs, liveness checks and notices.
+func (sa *IKESA) handleInformational(m *Message, ps []Payload) {
+	var answer []Payload
+	var deleteIKE bool
+	for _, p := range ps {
+		switch p := p.(type) {
+		case *Delete:
+			switch p.Protocol {
+			case ProtoIKE:
+				deleteIKE = true
+			case ProtoESP:
+				var ours [][]byte
+				for _, spi := range p.SPIs {
+					if len(spi) != 4 {
+						continue
+					}
+					if c := sa.childByOutSPI(be32(spi)); c != nil {
+						ours = append(ours, be32bytes(c.inSPI))
+						sa.removeChild(c, sa.childDeleteReason(c))
+					}
+				}
+				if len(ours) > 0 {
+					answer = append(answer, &Delete{Protocol: ProtoESP, SPISize: 4, SPIs: ours})
+				}
+			}
+		case *Notify:
+			if p.NotifyType == AUTHENTICATION_FAILED && sa.state != StateHalfOpen {
+				// The initiator did not accept our AUTH (RFC 7296 2.21.2).
+				sa.respond(m, nil)
+				sa.fail(&Failure{Reason: ReasonAuthenticationFailed, ByPeer: true, Peer: sa.remote, Exchange: INFORMATIONAL,
+					Detail: "we are " + sa.cfg.LocalID.String()})
+				return
+			}
+		}
+	}
+	if answer == nil {
+		answer = []Payload{}
+	}
+	sa.respond(m, answer)
+	if deleteIKE {
+		var reason error
+		if sa.state != StateRekeyed {
+			reason = &Failure{Reason: ReasonPeerDeleted, Peer: sa.remote, Detail: "IKE SA"}
+		}
+		sa.die(reason)
+	}
+}
+
+// childDeleteReason: a child the peer deletes after replacing it is no
+// news; any other is.
+func (sa *IKESA) childDeleteReason(c *child) error {
+	if c.state == childRekeyed || c.state == childDeleting {
+		return nil
+	}
+	return &Failure{Reason: ReasonPeerDeleted, Peer: sa.remote, Detail: "CHILD_SA " + spiString(c.inSPI)}
+}

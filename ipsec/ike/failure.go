@@ -1,0 +1,96 @@
+package ike
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+)
+
+// Reason classifies why an SA failed or went away, for the tunnel status.
+type Reason int
+
+const (
+	ReasonNoProposalChosen Reason = iota + 1
+	ReasonAuthenticationFailed
+	ReasonTSUnacceptable
+	ReasonPeerTimeout
+	ReasonPeerDeleted
+	ReasonPeerRestarted
+	ReasonProtocol // any other error notify or malformed exchange
+)
+
+func (r Reason) String() string {
+	switch r {
+	case ReasonNoProposalChosen:
+		return "NO_PROPOSAL_CHOSEN"
+	case ReasonAuthenticationFailed:
+		return "AUTHENTICATION_FAILED"
+	case ReasonTSUnacceptable:
+		return "TS_UNACCEPTABLE"
+	case ReasonPeerTimeout:
+		return "PEER_TIMEOUT"
+	case ReasonPeerDeleted:
+		return "PEER_DELETED"
+	case ReasonPeerRestarted:
+		return "PEER_RESTARTED"
+	case ReasonProtocol:
+		return "PROTOCOL_ERROR"
+	}
+	return "UNKNOWN"
+}
+
+// Failure is a failed negotiation or a lost SA, with what is needed to say
+// in plain words what went wrong. ByPeer is true when the peer reported it
+// in a notify, false when we decided it.
+type Failure struct {
+	Reason   Reason
+	ByPeer   bool
+	Peer     netip.AddrPort
+	Exchange ExchangeType
+	Notify   NotifyType // the notify received or sent, if any
+
+	OurProposals, PeerProposals []Proposal
+
+	// Traffic selectors from our point of view: what we are configured
+	// with and (when we are the responder) what the peer proposed for its
+	// side (PeerLocalTS) and ours (PeerRemoteTS).
+	OurLocalTS, OurRemoteTS   []Selector
+	PeerLocalTS, PeerRemoteTS []Selector
+
+	Tries int
+	After time.Duration
+
+	Detail string
+}
+
+func (f *Failure) Error() string {
+	switch f.Reason {
+	case ReasonNoProposalChosen:
+		if f.ByPeer {
+			return fmt.Sprintf("peer %v answered NO_PROPOSAL_CHOSEN to %v: we offered %s", f.Peer, f.Exchange, ProposalsString(f.OurProposals))
+		}
+		return fmt.Sprintf("NO_PROPOSAL_CHOSEN in %v from %v: peer offered %s, we accept %s", f.Exchange, f.Peer, ProposalsString(f.PeerProposals), ProposalsString(f.OurProposals))
+	case ReasonAuthenticationFailed:
+		if f.ByPeer {
+			return fmt.Sprintf("peer %v answered AUTHENTICATION_FAILED: it rejected our pre-shared key or our identity (%s)", f.Peer, f.Detail)
+		}
+		return fmt.Sprintf("AUTHENTICATION_FAILED for peer %v: %s", f.Peer, f.Detail)
+	case ReasonTSUnacceptable:
+		if f.ByPeer {
+			return fmt.Sprintf("peer %v answered TS_UNACCEPTABLE to %v: we proposed local %s, remote %s", f.Peer, f.Exchange,
+				selectorsString(f.OurLocalTS), selectorsString(f.OurRemoteTS))
+		}
+		return fmt.Sprintf("TS_UNACCEPTABLE in %v from %v: peer proposed its side %s and ours %s; we are configured with local %s, remote %s",
+			f.Exchange, f.Peer, selectorsString(f.PeerLocalTS), selectorsString(f.PeerRemoteTS), selectorsString(f.OurLocalTS), selectorsString(f.OurRemoteTS))
+	case ReasonPeerTimeout:
+		return fmt.Sprintf("no answer from peer %v to %v after %d tries in %v", f.Peer, f.Exchange, f.Tries, f.After.Round(time.Millisecond))
+	case ReasonPeerDeleted:
+		return fmt.Sprintf("peer %v deleted the %s", f.Peer, f.Detail)
+	case ReasonPeerRestarted:
+		return fmt.Sprintf("peer %v restarted (it sent INITIAL_CONTACT on a new IKE SA)", f.Peer)
+	}
+	if f.ByPeer {
+		return fmt.Sprintf("peer %v answered %v to %v: %s", f.Peer, f.Notify, f.Exchange, f.Detail)
+	}
+	return fmt.Sprintf("%v with %v failed: %s", f.Exchange, f.Peer, f.Detail)
+}

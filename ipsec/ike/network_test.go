@@ -1,0 +1,868 @@
+package ike
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/ipsec"
+)
+
+// fakeClock is the injected clock of the tests.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+type datagram struct {
+	pkt      []byte
+	from, to netip.AddrPort
+}
+
+// testNet is an honest in-memory network: datagrams queue in order and are
+// delivered by run, to the endpoint owning the destination address. The
+// NAT-T port is handled the way iked's socket does it (ClassifyNATT).
+// drop, when set, decides which datagrams are lost; nat, when set,
+// rewrites addresses like a NAT box in front of one host.
+type testNet struct {
+	t     testing.TB
+	clock *fakeClock
+
+	mu    sync.Mutex
+	eps   map[netip.Addr]*peer
+	queue []datagram
+	wire  []datagram // everything sent, for inspection
+	drop  func(d datagram) bool
+	nat   *testNAT
+
+	esp, keepalives int
+}
+
+// testNAT translates the private address priv to pub for outgoing
+// datagrams, one public port per private port, and back for answers.
+type testNAT struct {
+	priv, pub netip.Addr
+}
+
+func (n *testNAT) out(ap netip.AddrPort) netip.AddrPort {
+	if ap.Addr() == n.priv {
+		return netip.AddrPortFrom(n.pub, ap.Port()+40000)
+	}
+	return ap
+}
+
+func (n *testNAT) in(ap netip.AddrPort) netip.AddrPort {
+	if ap.Addr() == n.pub {
+		return netip.AddrPortFrom(n.priv, ap.Port()-40000)
+	}
+	return ap
+}
+
+func newTestNet(t testing.TB) *testNet {
+	return &testNet{t: t, clock: &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, eps: map[netip.Addr]*peer{}}
+}
+
+func (n *testNet) send(pkt []byte, local, remote netip.AddrPort) error {
+	d := datagram{append([]byte(nil), pkt...), local, remote}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.nat != nil {
+		d.from = n.nat.out(d.from)
+	}
+	n.wire = append(n.wire, d)
+	if n.drop != nil && n.drop(d) {
+		return nil
+	}
+	n.queue = append(n.queue, d)
+	return nil
+}
+
+// run delivers queued datagrams until the network is quiet.
+func (n *testNet) run() {
+	for i := 0; i < 10000; i++ {
+		n.mu.Lock()
+		if len(n.queue) == 0 {
+			n.mu.Unlock()
+			return
+		}
+		d := n.queue[0]
+		n.queue = n.queue[1:]
+		if n.nat != nil {
+			d.to = n.nat.in(d.to)
+		}
+		p := n.eps[d.to.Addr()]
+		n.mu.Unlock()
+		if p == nil {
+			continue
+		}
+		pkt := d.pkt
+		if d.to.Port() == p.ep.cfg.NATTPort {
+			kind, ike := ClassifyNATT(pkt)
+			switch kind {
+			case NATTIKE:
+				pkt = ike
+			case NATTKeepalive:
+				n.mu.Lock()
+				n.keepalives++
+				n.mu.Unlock()
+				continue
+			default:
+				n.mu.Lock()
+				n.esp++
+				n.mu.Unlock()
+				continue
+			}
+		}
+		p.ep.HandleMessage(pkt, d.to, d.from)
+	}
+	n.t.Fatal("network did not go quiet after 10000 datagrams")
+}
+
+// step advances the clock in small steps, running timers and the network.
+func (n *testNet) step(total, by time.Duration) {
+	for el := time.Duration(0); el < total; el += by {
+		n.clock.advance(by)
+		n.mu.Lock()
+		peers := make([]*peer, 0, len(n.eps))
+		for _, p := range n.eps {
+			peers = append(peers, p)
+		}
+		n.mu.Unlock()
+		for _, p := range peers {
+			p.ep.Tick()
+		}
+		n.run()
+	}
+}
+
+// peer is one IKE endpoint with a pretend data plane that records pairs.
+type peer struct {
+	name string
+	ep   *Endpoint
+	cfg  *PeerConfig
+
+	mu        sync.Mutex
+	pairs     map[uint32][2]*ipsec.ChildSA // by inbound SPI
+	ups       []ChildUp
+	downs     []error
+	ikeUps    int
+	ikeDowns  []error
+	failures  []error
+	childDown map[uint32]error
+}
+
+func (n *testNet) addPeer(name string, addr string, cfg *PeerConfig, tweak func(*EndpointConfig)) *peer {
+	p := &peer{name: name, cfg: cfg, pairs: map[uint32][2]*ipsec.ChildSA{}, childDown: map[uint32]error{}}
+	ec := EndpointConfig{
+		Send: n.send, Now: n.clock.Now,
+		PeerFor: func(local, remote netip.AddrPort) *PeerConfig { return p.cfg },
+		Events: Events{
+			ChildUp: func(u ChildUp) {
+				p.mu.Lock()
+				defer p.mu.Unlock()
+				p.pairs[u.In.SPI] = [2]*ipsec.ChildSA{u.In, u.Out}
+				p.ups = append(p.ups, u)
+			},
+			ChildDown: func(sa *IKESA, spi uint32, reason error) {
+				p.mu.Lock()
+				defer p.mu.Unlock()
+				delete(p.pairs, spi)
+				p.downs = append(p.downs, reason)
+				p.childDown[spi] = reason
+			},
+			IKEUp: func(*IKESA) { p.mu.Lock(); p.ikeUps++; p.mu.Unlock() },
+			IKEDown: func(sa *IKESA, reason error) {
+				p.mu.Lock()
+				p.ikeDowns = append(p.ikeDowns, reason)
+				p.mu.Unlock()
+			},
+			Failure: func(_ *PeerConfig, reason error) { p.mu.Lock(); p.failures = append(p.failures, reason); p.mu.Unlock() },
+		},
+	}
+	if tweak != nil {
+		tweak(&ec)
+	}
+	ep, err := NewEndpoint(ec)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	p.ep = ep
+	n.mu.Lock()
+	n.eps[netip.MustParseAddr(addr)] = p
+	n.mu.Unlock()
+	return p
+}
+
+func (p *peer) pairList() [][2]*ipsec.ChildSA {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out [][2]*ipsec.ChildSA
+	for _, v := range p.pairs {
+		out = append(out, v)
+	}
+	return out
+}
+
+func (p *peer) established() []*IKESA {
+	var out []*IKESA
+	for _, sa := range p.ep.SAs() {
+		if sa.State() == StateEstablished {
+			out = append(out, sa)
+		}
+	}
+	return out
+}
+
+// firstFailure returns the first Failure reported by any event.
+func (p *peer) firstFailure() *Failure {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, e := range append(append(append([]error(nil), p.failures...), p.ikeDowns...), p.downs...) {
+		var f *Failure
+		if errors.As(e, &f) {
+			return f
+		}
+	}
+	return nil
+}
+
+// lastFailure returns the last Failure reported by any event.
+func (p *peer) lastFailure() *Failure {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	all := append(append(append([]error(nil), p.failures...), p.ikeDowns...), p.downs...)
+	for i := len(all) - 1; i >= 0; i-- {
+		var f *Failure
+		if errors.As(all[i], &f) {
+			return f
+		}
+	}
+	return nil
+}
+
+func pfx(s ...string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, x := range s {
+		out = append(out, netip.MustParsePrefix(x))
+	}
+	return out
+}
+
+func mustID(s string) Identity {
+	id, err := ParseIdentity(s)
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
+const (
+	addrA = "10.10.0.1"
+	addrB = "10.10.0.2"
+)
+
+// pairConfigs are matching configurations for gateways A and B as in
+// interop.md: A protects 10.10.1.0/24, B 10.10.2.0/24.
+func pairConfigs(ike, esp string) (*PeerConfig, *PeerConfig) {
+	a := &PeerConfig{Name: "s2s", Local: netip.MustParseAddrPort(addrA + ":500"), Remote: netip.MustParseAddrPort(addrB + ":500"),
+		LocalID: mustID("gwA"), RemoteID: mustID("gwB"), PSK: []byte("correct horse battery staple"),
+		IKEProposals: MustParseProposals(ProtoIKE, ike), ESPProposals: MustParseProposals(ProtoESP, esp),
+		LocalTS: pfx("10.10.1.0/24"), RemoteTS: pfx("10.10.2.0/24")}
+	b := &PeerConfig{Name: "s2s", Local: netip.MustParseAddrPort(addrB + ":500"), Remote: netip.MustParseAddrPort(addrA + ":500"),
+		LocalID: mustID("gwB"), RemoteID: mustID("gwA"), PSK: []byte("correct horse battery staple"),
+		IKEProposals: MustParseProposals(ProtoIKE, ike), ESPProposals: MustParseProposals(ProtoESP, esp),
+		LocalTS: pfx("10.10.2.0/24"), RemoteTS: pfx("10.10.1.0/24")}
+	return a, b
+}
+
+func twoPeers(t testing.TB, ca, cb *PeerConfig) (*testNet, *peer, *peer) {
+	n := newTestNet(t)
+	return n, n.addPeer("A", addrA, ca, nil), n.addPeer("B", addrB, cb, nil)
+}
+
+// checkPairs verifies each side has want pairs and that every outbound SA
+// of one side is the inbound SA of the other, with the same keys.
+func checkPairs(t *testing.T, a, b *peer, want int) {
+	t.Helper()
+	pa, pb := a.pairList(), b.pairList()
+	if len(pa) != want || len(pb) != want {
+		t.Fatalf("CHILD_SA pairs: A has %d, B has %d, want %d each", len(pa), len(pb), want)
+	}
+	for _, x := range pa {
+		in, out := x[0], x[1]
+		y, ok := b.pairs[out.SPI]
+		if !ok {
+			t.Fatalf("A's outbound SPI %08x is not one of B's inbound SPIs", out.SPI)
+		}
+		if y[1].SPI != in.SPI {
+			t.Errorf("A's pair %08x/%08x, B's %08x/%08x: not mirrored", in.SPI, out.SPI, y[0].SPI, y[1].SPI)
+		}
+		if !bytes.Equal(out.EncKey, y[0].EncKey) || !bytes.Equal(out.IntegKey, y[0].IntegKey) ||
+			!bytes.Equal(in.EncKey, y[1].EncKey) || !bytes.Equal(in.IntegKey, y[1].IntegKey) {
+			t.Errorf("pair %08x: keys differ between A and B", in.SPI)
+		}
+		if bytes.Equal(in.EncKey, out.EncKey) {
+			t.Errorf("pair %08x: both directions use the same key", in.SPI)
+		}
+		if in.ReqID != out.ReqID || in.Transform != y[0].Transform {
+			t.Errorf("pair %08x: reqid %d/%d, transforms %+v/%+v", in.SPI, in.ReqID, out.ReqID, in.Transform, y[0].Transform)
+		}
+	}
+}
+
+var fiveSuites = []struct{ ike, esp string }{
+	{"aes128gcm16-prfsha256-ecp256", "aes128gcm16"},
+	{"aes256gcm16-prfsha384-ecp384", "aes256gcm16"},
+	{"aes256-sha256-modp2048", "aes256-sha256"},
+	{"aes128-sha1-modp2048", "aes128-sha1"},
+	{"chacha20poly1305-prfsha256-curve25519", "chacha20poly1305"},
+}
+
+func TestEstablish(t *testing.T) {
+	for _, s := range fiveSuites {
+		for _, aInitiates := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/A-initiates=%v", s.ike, aInitiates), func(t *testing.T) {
+				ca, cb := pairConfigs(s.ike, s.esp)
+				n, a, b := twoPeers(t, ca, cb)
+				init, resp := a, b
+				if !aInitiates {
+					init, resp = b, a
+				}
+				if _, err := init.ep.Initiate(init.cfg); err != nil {
+					t.Fatal(err)
+				}
+				n.run()
+				checkPairs(t, a, b, 1)
+				for _, p := range []*peer{a, b} {
+					sas := p.established()
+					if len(sas) != 1 {
+						t.Fatalf("%s: %d established IKE SAs, want 1", p.name, len(sas))
+					}
+					st := sas[0].Status()
+					if st.Proposal != s.ike {
+						t.Errorf("%s: IKE proposal %q, want %q", p.name, st.Proposal, s.ike)
+					}
+					if p.ups[0].Proposal.String() != s.esp {
+						t.Errorf("%s: ESP proposal %q, want %q", p.name, p.ups[0].Proposal, s.esp)
+					}
+					in := p.ups[0].In
+					want, _ := MustParseProposals(ProtoESP, s.esp)[0].ESPTransform()
+					if in.Transform != want {
+						t.Errorf("%s: transform %+v, want %+v", p.name, in.Transform, want)
+					}
+					if in.EncapDstPort != 0 {
+						t.Errorf("%s: ESP encapsulated without NAT", p.name)
+					}
+					if st.Initiator != (p == init) {
+						t.Errorf("%s: initiator flag %v", p.name, st.Initiator)
+					}
+				}
+				if got := a.ups[0].In.LocalTS; len(got) != 1 || got[0] != netip.MustParsePrefix("10.10.1.0/24") {
+					t.Errorf("A's local TS %v, want 10.10.1.0/24", got)
+				}
+				if got := a.ups[0].In.Src; got != netip.MustParseAddr(addrB) {
+					t.Errorf("A's inbound SA source %v, want B's address", got)
+				}
+				if init.ep.Stats.Malformed.Load()+resp.ep.Stats.Malformed.Load()+resp.ep.Stats.BadICV.Load() != 0 {
+					t.Errorf("drops during a clean exchange")
+				}
+			})
+		}
+	}
+}
+
+func TestNarrowing(t *testing.T) {
+	ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", "aes128gcm16")
+	ca.LocalTS, ca.RemoteTS = pfx("10.10.0.0/16"), pfx("10.0.0.0/8")
+	cb.LocalTS, cb.RemoteTS = pfx("10.10.2.0/24"), pfx("10.10.1.0/24")
+	n, a, b := twoPeers(t, ca, cb)
+	a.ep.Initiate(ca)
+	n.run()
+	checkPairs(t, a, b, 1)
+	in := a.ups[0].In
+	if len(in.LocalTS) != 1 || in.LocalTS[0] != netip.MustParsePrefix("10.10.1.0/24") ||
+		len(in.RemoteTS) != 1 || in.RemoteTS[0] != netip.MustParsePrefix("10.10.2.0/24") {
+		t.Errorf("A after narrowing: local %v remote %v, want 10.10.1.0/24 and 10.10.2.0/24", in.LocalTS, in.RemoteTS)
+	}
+}
+
+func TestFailuresSayWhy(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(a, b *PeerConfig)
+		reason Reason
+		aSays  string // substring of the initiator's message
+		bSays  string // substring of the responder's message
+	}{
+		{"psk mismatch", func(a, b *PeerConfig) { b.PSK = []byte("wrong") }, ReasonAuthenticationFailed,
+			"answered AUTHENTICATION_FAILED", "pre-shared key mismatch"},
+		{"id mismatch", func(a, b *PeerConfig) { b.RemoteID = mustID("someone-else") }, ReasonAuthenticationFailed,
+			"answered AUTHENTICATION_FAILED", "peer calls itself gwA, we expect someone-else"},
+		{"IKE proposal mismatch", func(a, b *PeerConfig) { b.IKEProposals = MustParseProposals(ProtoIKE, "aes256-sha256-modp2048") }, ReasonNoProposalChosen,
+			"answered NO_PROPOSAL_CHOSEN to IKE_SA_INIT: we offered aes128gcm16-prfsha256-ecp256",
+			"peer offered aes128gcm16-prfsha256-ecp256, we accept aes256-sha256-modp2048"},
+		{"ESP proposal mismatch", func(a, b *PeerConfig) { b.ESPProposals = MustParseProposals(ProtoESP, "aes256-sha256") }, ReasonNoProposalChosen,
+			"answered NO_PROPOSAL_CHOSEN to IKE_AUTH: we offered aes128gcm16",
+			"peer offered aes128gcm16, we accept aes256-sha256"},
+		{"TS mismatch", func(a, b *PeerConfig) { b.RemoteTS = pfx("192.168.0.0/24") }, ReasonTSUnacceptable,
+			"answered TS_UNACCEPTABLE to IKE_AUTH: we proposed local 10.10.1.0/24, remote 10.10.2.0/24",
+			"peer proposed its side 10.10.1.0/24 and ours 10.10.2.0/24; we are configured with local 10.10.2.0/24, remote 192.168.0.0/24"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", "aes128gcm16")
+			tt.mutate(ca, cb)
+			n, a, b := twoPeers(t, ca, cb)
+			a.ep.Initiate(ca)
+			n.run()
+			n.step(time.Second, 100*time.Millisecond)
+			fa, fb := a.firstFailure(), b.firstFailure()
+			if fa == nil || fb == nil {
+				t.Fatalf("failures: A %v, B %v; want both", fa, fb)
+			}
+			if fa.Reason != tt.reason || !fa.ByPeer || !bytes.Contains([]byte(fa.Error()), []byte(tt.aSays)) {
+				t.Errorf("A (initiator) says %q (reason %v, by peer %v); want %v reported by the peer, containing %q", fa, fa.Reason, fa.ByPeer, tt.reason, tt.aSays)
+			}
+			if fb.Reason != tt.reason || fb.ByPeer || !bytes.Contains([]byte(fb.Error()), []byte(tt.bSays)) {
+				t.Errorf("B (responder) says %q (reason %v, by peer %v); want %v decided locally, containing %q", fb, fb.Reason, fb.ByPeer, tt.reason, tt.bSays)
+			}
+			if len(a.pairList())+len(b.pairList()) != 0 {
+				t.Errorf("CHILD_SAs installed despite the failure")
+			}
+			if got := len(a.ep.SAs()); got != 0 {
+				t.Errorf("A keeps %d IKE SAs after a failed setup", got)
+			}
+			// A closes an IKE SA whose first CHILD_SA failed; B follows.
+			if len(b.ep.SAs()) != 0 {
+				t.Errorf("B keeps %d IKE SAs after a failed setup", len(b.ep.SAs()))
+			}
+		})
+	}
+}
+
+func TestLostPacketsRetransmitted(t *testing.T) {
+	ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", "aes128gcm16")
+	n, a, b := twoPeers(t, ca, cb)
+	// Lose A's first IKE_SA_INIT and B's first IKE_AUTH response.
+	lost := map[string]bool{}
+	n.drop = func(d datagram) bool {
+		h, err := DecodeHeader(bytes.TrimPrefix(d.pkt, nonESPMarker))
+		if err != nil {
+			return false
+		}
+		key := fmt.Sprintf("%v/%v", h.Exchange, h.IsResponse())
+		if (key == "IKE_SA_INIT/false" || key == "IKE_AUTH/true") && !lost[key] {
+			lost[key] = true
+			return true
+		}
+		return false
+	}
+	a.ep.Initiate(ca)
+	n.run()
+	n.step(3*time.Second, 100*time.Millisecond)
+	checkPairs(t, a, b, 1)
+	if got := a.ep.Stats.Retransmits.Load(); got != 2 {
+		t.Errorf("A retransmitted %d times, want 2 (IKE_SA_INIT and IKE_AUTH)", got)
+	}
+	if got := b.ep.Stats.RetransmitsAnswered.Load(); got != 1 {
+		t.Errorf("B answered %d retransmissions from its cache, want 1", got)
+	}
+	if len(b.ups) != 1 {
+		t.Errorf("B installed %d CHILD_SAs; a retransmitted IKE_AUTH must not make a second", len(b.ups))
+	}
+}
+
+func TestNoAnswer(t *testing.T) {
+	ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", "aes128gcm16")
+	n, a, _ := twoPeers(t, ca, cb)
+	n.drop = func(datagram) bool { return true }
+	a.ep.Initiate(ca)
+	n.step(20*time.Second, 100*time.Millisecond)
+	f := a.lastFailure()
+	if f == nil || f.Reason != ReasonPeerTimeout || f.Tries != 5 {
+		t.Fatalf("got %v, want a timeout after 5 tries", f)
+	}
+	// 0.5 + 1 + 2 + 4 + 8 s of backoff.
+	if f.After < 15*time.Second || f.After > 16*time.Second {
+		t.Errorf("gave up after %v, want about 15.5 s", f.After)
+	}
+	want := "no answer from peer 10.10.0.2:500 to IKE_SA_INIT after 5 tries in 15.5s"
+	if f.Error() != want {
+		t.Errorf("message %q, want %q", f.Error(), want)
+	}
+	if len(n.wire) != 5 {
+		t.Errorf("%d datagrams sent, want 5", len(n.wire))
+	}
+}
+
+func establish(t *testing.T, ca, cb *PeerConfig) (*testNet, *peer, *peer) {
+	t.Helper()
+	n, a, b := twoPeers(t, ca, cb)
+	if _, err := a.ep.Initiate(ca); err != nil {
+		t.Fatal(err)
+	}
+	n.run()
+	checkPairs(t, a, b, 1)
+	return n, a, b
+}
+
+func TestChildRekey(t *testing.T) {
+	for _, esp := range []string{"aes128gcm16", "aes256-sha256-modp2048"} {
+		t.Run(esp, func(t *testing.T) {
+			ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", esp)
+			ca.ChildLifetime = 20 * time.Second
+			n, a, b := establish(t, ca, cb)
+			old := a.pairList()[0][0].SPI
+			n.step(25*time.Second, 250*time.Millisecond)
+			checkPairs(t, a, b, 1)
+			if a.pairList()[0][0].SPI == old {
+				t.Fatal("CHILD_SA not rekeyed after its lifetime")
+			}
+			if err, ok := a.childDown[old]; !ok || err != nil {
+				t.Errorf("old pair: ChildDown %v (seen %v), want a nil reason", err, ok)
+			}
+			if a.ups[1].Replaces != old || a.ups[1].ReqID != a.ups[0].ReqID {
+				t.Errorf("new pair replaces %08x with reqid %d, want %08x and %d", a.ups[1].Replaces, a.ups[1].ReqID, old, a.ups[0].ReqID)
+			}
+			if esp == "aes256-sha256-modp2048" && a.ups[1].Proposal.String() != esp {
+				t.Errorf("rekeyed with %v, want PFS %s", a.ups[1].Proposal, esp)
+			}
+		})
+	}
+}
+
+func TestSimultaneousChildRekey(t *testing.T) {
+	ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", "aes128gcm16")
+	n, a, b := establish(t, ca, cb)
+	sa, sb := a.established()[0], b.established()[0]
+	// Both start before either request is delivered.
+	if err := sa.RekeyChild(a.pairList()[0][0].SPI); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.RekeyChild(b.pairList()[0][0].SPI); err != nil {
+		t.Fatal(err)
+	}
+	n.run()
+	n.step(time.Second, 100*time.Millisecond)
+	checkPairs(t, a, b, 1)
+	// A collision makes two replacements; the loser's own is never
+	// installed: 2 initial + 2 made as responder + the winner's own.
+	if got := len(a.ups) + len(b.ups); got != 5 {
+		t.Errorf("%d ChildUp events in all, want 5 (was there a collision?)", got)
+	}
+	for _, p := range []*peer{a, b} {
+		for _, r := range p.downs {
+			if r != nil {
+				t.Errorf("%s: a pair went down with reason %v during a collision", p.name, r)
+			}
+		}
+	}
+}
+
+func TestIKERekey(t *testing.T) {
+	ca, cb := pairConfigs("aes256-sha256-modp2048", "aes128gcm16")
+	ca.IKELifetime = 60 * time.Second
+	ca.DPDDelay = 30 * time.Second
+	n, a, b := establish(t, ca, cb)
+	oldA := a.established()[0].Status()
+	n.step(70*time.Second, 500*time.Millisecond)
+	for _, p := range []*peer{a, b} {
+		sas := p.ep.SAs()
+		if len(sas) != 1 || sas[0].State() != StateEstablished {
+			t.Fatalf("%s: %d IKE SAs after rekey, want exactly one established", p.name, len(sas))
+		}
+		st := sas[0].Status()
+		if st.SPIi == oldA.SPIi || st.SPIr == oldA.SPIr {
+			t.Errorf("%s: SPIs %x/%x unchanged", p.name, st.SPIi, st.SPIr)
+		}
+		if len(st.Children) != 1 {
+			t.Errorf("%s: %d children moved to the new IKE SA, want 1", p.name, len(st.Children))
+		}
+		for _, r := range p.ikeDowns {
+			if r != nil {
+				t.Errorf("%s: IKE SA went down with %v", p.name, r)
+			}
+		}
+	}
+	checkPairs(t, a, b, 1)
+	// The new SA works: DPD over it and a child rekey.
+	n.step(40*time.Second, time.Second)
+	if len(a.established()) != 1 || a.lastFailure() != nil {
+		t.Errorf("after DPD on the new SA: %d established, failure %v", len(a.established()), a.lastFailure())
+	}
+}
+
+func TestSimultaneousIKERekey(t *testing.T) {
+	ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", "aes128gcm16")
+	n, a, b := establish(t, ca, cb)
+	sa, sb := a.established()[0], b.established()[0]
+	if err := sa.RekeyIKE(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.RekeyIKE(); err != nil {
+		t.Fatal(err)
+	}
+	n.run()
+	n.step(2*time.Second, 100*time.Millisecond)
+	for _, p := range []*peer{a, b} {
+		sas := p.ep.SAs()
+		if len(sas) != 1 || sas[0].State() != StateEstablished || len(sas[0].Status().Children) != 1 {
+			var st []string
+			for _, s := range sas {
+				x := s.Status()
+				st = append(st, fmt.Sprintf("%v %x/%x children %d", x.State, x.SPIi, x.SPIr, len(x.Children)))
+			}
+			t.Errorf("%s: IKE SAs after a collision: %v; want one established with the child", p.name, st)
+		}
+	}
+	if a.ep.SAs()[0].Status().SPIi != b.ep.SAs()[0].Status().SPIi {
+		t.Errorf("A and B kept different IKE SAs")
+	}
+	checkPairs(t, a, b, 1)
+}
+
+func TestDPDDetectsDeadPeer(t *testing.T) {
+	ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", "aes128gcm16")
+	ca.DPDDelay = 10 * time.Second
+	n, a, _ := establish(t, ca, cb)
+	n.step(15*time.Second, 500*time.Millisecond)
+	if f := a.lastFailure(); f != nil {
+		t.Fatalf("DPD with a live peer failed: %v", f)
+	}
+	n.mu.Lock()
+	delete(n.eps, netip.MustParseAddr(addrB)) // B dies
+	n.mu.Unlock()
+	n.step(40*time.Second, 500*time.Millisecond)
+	f := a.lastFailure()
+	if f == nil || f.Reason != ReasonPeerTimeout || f.Exchange != INFORMATIONAL {
+		t.Fatalf("got %v, want no answer to INFORMATIONAL", f)
+	}
+	if len(a.pairList()) != 0 || len(a.ep.SAs()) != 0 {
+		t.Errorf("dead peer's SAs still installed")
+	}
+}
+
+func TestDeleteCleansBoth(t *testing.T) {
+	for _, who := range []string{"initiator", "responder"} {
+		t.Run(who, func(t *testing.T) {
+			ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", "aes128gcm16")
+			n, a, b := establish(t, ca, cb)
+			closer, other := a, b
+			if who == "responder" {
+				closer, other = b, a
+			}
+			closer.established()[0].Delete()
+			n.run()
+			for _, p := range []*peer{a, b} {
+				if len(p.pairList()) != 0 || len(p.ep.SAs()) != 0 {
+					t.Errorf("%s: %d pairs, %d IKE SAs left", p.name, len(p.pairList()), len(p.ep.SAs()))
+				}
+			}
+			f := other.lastFailure()
+			if f == nil || f.Reason != ReasonPeerDeleted {
+				t.Errorf("%s says %v, want peer deleted", other.name, f)
+			}
+			if closer.lastFailure() != nil {
+				t.Errorf("%s, which closed, reports %v", closer.name, closer.lastFailure())
+			}
+		})
+	}
+	t.Run("child only", func(t *testing.T) {
+		ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", "aes128gcm16")
+		n, a, b := establish(t, ca, cb)
+		if err := a.established()[0].DeleteChild(a.pairList()[0][0].SPI); err != nil {
+			t.Fatal(err)
+		}
+		n.run()
+		if len(a.pairList())+len(b.pairList()) != 0 || len(a.established()) != 1 || len(b.established()) != 1 {
+			t.Errorf("after deleting the child: pairs %d/%d, IKE SAs %d/%d; want 0/0, 1/1",
+				len(a.pairList()), len(b.pairList()), len(a.established()), len(b.established()))
+		}
+		// And a new one can be made on the same IKE SA.
+		a.established()[0].CreateChild()
+		n.run()
+		checkPairs(t, a, b, 1)
+	})
+}
+
+func TestBadInputDroppedAndCounted(t *testing.T) {
+	ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", "aes128gcm16")
+	ca.DPDDelay = 5 * time.Second
+	n, a, b := establish(t, ca, cb)
+	// Capture a protected request (DPD) from A.
+	n.step(6*time.Second, time.Second)
+	var dpd datagram
+	for _, d := range n.wire {
+		if h, err := DecodeHeader(d.pkt); err == nil && h.Exchange == INFORMATIONAL && !h.IsResponse() {
+			dpd = d
+		}
+	}
+	if dpd.pkt == nil {
+		t.Fatal("no DPD request seen")
+	}
+	from, to := dpd.from, dpd.to
+	before := b.ep.Stats.Snapshot()
+	deliver := func(pkt []byte) { b.ep.HandleMessage(pkt, to, from); n.run() }
+
+	deliver(dpd.pkt) // replayed: answered from cache, not processed again
+	deliver(dpd.pkt[:len(dpd.pkt)-5])
+	flipped := append([]byte(nil), dpd.pkt...)
+	flipped[len(flipped)-3] ^= 1
+	deliver(flipped)
+	deliver([]byte("garbage"))
+	future := append([]byte(nil), dpd.pkt...)
+	future[23] += 7 // message ID far ahead
+	deliver(future)
+	unknown := append([]byte(nil), dpd.pkt...)
+	unknown[10] ^= 0xff
+	deliver(unknown)
+
+	s := &b.ep.Stats
+	checks := []struct {
+		name      string
+		got, want uint64
+	}{
+		{"RetransmitsAnswered", s.RetransmitsAnswered.Load() - before.RetransmitsAnswered, 1},
+		{"Malformed (truncated, garbage)", s.Malformed.Load() - before.Malformed, 2},
+		{"BadICV", s.BadICV.Load() - before.BadICV, 1},
+		{"OutOfWindow", s.OutOfWindow.Load() - before.OutOfWindow, 1},
+		{"UnknownSPI", s.UnknownSPI.Load() - before.UnknownSPI, 1},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: counted %d, want %d", c.name, c.got, c.want)
+		}
+	}
+	checkPairs(t, a, b, 1)
+	n.step(20*time.Second, time.Second)
+	if a.lastFailure() != nil || b.lastFailure() != nil {
+		t.Errorf("tunnel hurt by bad input: %v / %v", a.lastFailure(), b.lastFailure())
+	}
+}
+
+func TestCookieUnderLoad(t *testing.T) {
+	ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", "aes128gcm16")
+	n := newTestNet(t)
+	a := n.addPeer("A", addrA, ca, nil)
+	b := n.addPeer("B", addrB, cb, func(c *EndpointConfig) { c.CookieThreshold = 2; c.MaxHalfOpen = 10 })
+	// A flood of IKE_SA_INIT from addresses that never continue.
+	for i := 0; i < 30; i++ {
+		fc := *ca
+		fc.Local = netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(i + 1)}), 500)
+		fake := n.addPeer(fmt.Sprintf("flood%d", i), fc.Local.Addr().String(), &fc, nil)
+		fake.ep.Initiate(&fc)
+		n.mu.Lock()
+		delete(n.eps, fc.Local.Addr()) // nobody answers the cookie
+		n.mu.Unlock()
+	}
+	n.run()
+	if got := b.ep.HalfOpen(); got != 2 {
+		t.Errorf("B holds %d half-open SAs, want 2 (the threshold)", got)
+	}
+	if b.ep.Stats.CookiesSent.Load() != 28 {
+		t.Errorf("B sent %d cookies, want 28", b.ep.Stats.CookiesSent.Load())
+	}
+	a.ep.Initiate(ca)
+	n.run()
+	checkPairs(t, a, b, 1)
+	n.step(40*time.Second, time.Second)
+	if got := b.ep.HalfOpen(); got != 0 {
+		t.Errorf("%d half-open SAs after the timeout, want 0", got)
+	}
+	if b.ep.Stats.HalfOpenExpired.Load() != 2 {
+		t.Errorf("expired %d half-open SAs, want 2", b.ep.Stats.HalfOpenExpired.Load())
+	}
+}
+
+func TestInvalidKERetry(t *testing.T) {
+	ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256-curve25519", "aes128gcm16")
+	cb.IKEProposals = MustParseProposals(ProtoIKE, "aes128gcm16-prfsha256-curve25519")
+	n, a, b := establish(t, ca, cb)
+	_ = n
+	if got := a.established()[0].Status().Proposal; got != "aes128gcm16-prfsha256-curve25519" {
+		t.Errorf("negotiated %s, want the group B asked for", got)
+	}
+	_ = b
+}
+
+func TestForcedEncapFloatsTo4500(t *testing.T) {
+	ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", "aes128gcm16")
+	ca.ForceEncap = true
+	ca.KeepaliveInterval = 5 * time.Second
+	n, a, b := establish(t, ca, cb)
+	for _, p := range []*peer{a, b} {
+		in := p.ups[0].In
+		if in.EncapSrcPort != 4500 || in.EncapDstPort != 4500 {
+			t.Errorf("%s: ESP encap ports %d->%d, want 4500->4500", p.name, in.EncapSrcPort, in.EncapDstPort)
+		}
+	}
+	var on500, on4500 int
+	for _, d := range n.wire {
+		switch {
+		case d.to.Port() == 4500 && bytes.HasPrefix(d.pkt, nonESPMarker):
+			on4500++
+		case d.to.Port() == 500:
+			on500++
+		default:
+			t.Errorf("datagram to %v without the non-ESP marker", d.to)
+		}
+	}
+	if on500 != 2 || on4500 != 2 {
+		t.Errorf("%d datagrams on 500 and %d on 4500, want IKE_SA_INIT on 500 and IKE_AUTH on 4500", on500, on4500)
+	}
+	n.step(12*time.Second, time.Second)
+	if n.keepalives < 2 {
+		t.Errorf("%d NAT keepalives in 12 s, want at least 2", n.keepalives)
+	}
+}
+
+func TestRealNAT(t *testing.T) {
+	ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", "aes128gcm16")
+	cb.Remote = netip.MustParseAddrPort("198.51.100.1:500") // B only knows A's public side
+	n := newTestNet(t)
+	n.nat = &testNAT{priv: netip.MustParseAddr(addrA), pub: netip.MustParseAddr("198.51.100.1")}
+	a := n.addPeer("A", addrA, ca, nil)
+	b := n.addPeer("B", addrB, cb, nil)
+	a.ep.Initiate(ca)
+	n.run()
+	checkPairs(t, a, b, 1)
+	sa, sb := a.established()[0].Status(), b.established()[0].Status()
+	if !sa.NATLocal || sa.NATRemote || sb.NATLocal || !sb.NATRemote {
+		t.Errorf("NAT detection: A local/remote %v/%v, B %v/%v; want A behind NAT", sa.NATLocal, sa.NATRemote, sb.NATLocal, sb.NATRemote)
+	}
+	if got := b.ups[0].Out.EncapDstPort; got != 4500+40000 {
+		t.Errorf("B sends ESP to port %d, want A's NAT mapping 44500", got)
+	}
+}
+
+func TestPeerRestartComesBack(t *testing.T) {
+	ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", "aes128gcm16")
+	n, a, _ := establish(t, ca, cb)
+	// B restarts: a fresh engine with the same config initiates.
+	b2 := n.addPeer("B2", addrB, cb, nil)
+	b2.ep.Initiate(cb)
+	n.run()
+	if got := len(a.established()); got != 1 {
+		t.Errorf("A has %d established IKE SAs after the peer restarted, want 1 (INITIAL_CONTACT drops the old)", got)
+	}
+	if f := a.lastFailure(); f == nil || f.Reason != ReasonPeerRestarted {
+		t.Errorf("A reports %v, want the peer restarted", f)
+	}
+	checkPairs(t, a, b2, 1)
+}

@@ -1,0 +1,243 @@
+package ike
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"time"
+)
+
+// ikeRekeyState is our IKE SA rekey in flight (RFC 7296 1.3.2, 2.18) and
+// what we learn if the peer rekeys the same IKE SA at the same time.
+type ikeRekeyState struct {
+	ni     []byte
+	dh     dhKey
+	newSPI uint64
+
+	// Set when we answered the peer's rekey of this IKE SA meanwhile.
+	peerNi, ourNr []byte
+	peerNew       *IKESA
+}
+
+func (r *ikeRekeyState) abort() {
+	if r.dh != nil {
+		r.dh.Zero()
+		r.dh = nil
+	}
+}
+
+// successor builds the IKE SA that replaces sa. SKEYSEED uses the old
+// SA's PRF and SK_d; the key set uses the new PRF (RFC 7296 2.18).
+func (sa *IKESA) successor(weInitiated bool, spiI, spiR uint64, prop Proposal, ni, nr, gir []byte) (*IKESA, error) {
+	now := sa.ep.now()
+	n := &IKESA{ep: sa.ep, cfg: sa.cfg, state: StateEstablished, initiator: weInitiated, spiI: spiI, spiR: spiR,
+		local: sa.local, remote: sa.remote, natLocal: sa.natLocal, natRemote: sa.natRemote, prop: prop,
+		created: now, established: now, lastRecv: now, lastSend: sa.lastSend}
+	seed := make([]byte, 0, len(gir)+len(ni)+len(nr))
+	seed = append(append(append(seed, gir...), ni...), nr...)
+	skeyseed := sa.keys.prf.sum(sa.keys.d, seed)
+	clear(seed)
+	defer clear(skeyseed)
+	var err error
+	if n.keys, err = deriveIKEKeys(prop, skeyseed, ni, nr, spiI, spiR, weInitiated, sa.ep.rand); err != nil {
+		return nil, err
+	}
+	if sa.cfg.IKELifetime > 0 {
+		n.rekeyAt = now.Add(n.jitter(sa.cfg.IKELifetime))
+	}
+	return n, nil
+}
+
+// handOver moves the children to the successor and announces it.
+func (sa *IKESA) handOver(n *IKESA) {
+	n.children, sa.children = sa.children, nil
+	sa.emit(func() {
+		if sa.ep.cfg.Events.IKEUp != nil {
+			sa.ep.cfg.Events.IKEUp(n)
+		}
+	})
+}
+
+// RekeyIKE starts rekeying the IKE SA.
+func (sa *IKESA) RekeyIKE() error {
+	sa.mu.Lock()
+	var err error
+	if sa.state != StateEstablished || sa.ikeRekey != nil {
+		err = fmt.Errorf("IKE SA is %v, rekey in flight: %v", sa.state, sa.ikeRekey != nil)
+	} else {
+		sa.startExchange(sa.rekeyIKEExchange(0))
+	}
+	ev := sa.takeEvents()
+	sa.mu.Unlock()
+	runEvents(ev)
+	return err
+}
+
+func (sa *IKESA) rekeyIKEExchange(forceGroup DHGroup) *exchange {
+	st := &ikeRekeyState{}
+	sa.ikeRekey = st
+	var group DHGroup
+	ex := &exchange{typ: CREATE_CHILD_SA}
+	ex.build = func() []Payload {
+		if sa.state != StateEstablished || sa.ikeRekey != st {
+			return nil
+		}
+		st.newSPI = sa.ep.randUint64()
+		st.ni = make([]byte, 32)
+		io.ReadFull(sa.ep.rand, st.ni)
+		group = forceGroup
+		if group == 0 {
+			group = sa.prop.DH[0]
+		}
+		var err error
+		if st.dh, err = newDHKey(group, sa.ep.rand); err != nil {
+			return nil
+		}
+		var wire []WireProposal
+		for i, p := range sa.cfg.ikeProposals() {
+			wire = append(wire, p.ToWire(uint8(i+1), spiBytes(st.newSPI)))
+		}
+		return []Payload{&SA{Proposals: wire}, &Nonce{Data: st.ni}, &KE{Group: group, Data: st.dh.Public()}}
+	}
+	ex.onAbort = func() {
+		st.abort()
+		if sa.ikeRekey == st {
+			sa.ikeRekey = nil
+		}
+	}
+	ex.onResponse = func(ps []Payload) {
+		defer st.abort()
+		if sa.ikeRekey == st {
+			sa.ikeRekey = nil
+		}
+		if n := firstErrorNotify(ps); n != nil {
+			switch n.NotifyType {
+			case INVALID_KE_PAYLOAD:
+				if g := DHGroup(binary.BigEndian.Uint16(append(n.Data, 0, 0))); forceGroup == 0 && g.supported() {
+					sa.startExchange(sa.rekeyIKEExchange(g))
+					return
+				}
+			case TEMPORARY_FAILURE:
+				sa.rekeyAt = sa.ep.now().Add(2 * time.Second)
+				return
+			}
+			sa.report(sa.peerError(CREATE_CHILD_SA, n))
+			return
+		}
+		saP, _ := findPayload(ps, PayloadSA).(*SA)
+		ke, _ := findPayload(ps, PayloadKE).(*KE)
+		nonce, _ := findPayload(ps, PayloadNonce).(*Nonce)
+		if saP == nil || ke == nil || nonce == nil || len(saP.Proposals) != 1 || len(saP.Proposals[0].SPI) != 8 {
+			sa.report(&Failure{Reason: ReasonProtocol, Peer: sa.remote, Exchange: CREATE_CHILD_SA, Detail: "IKE rekey response lacks SA, KE or nonce"})
+			return
+		}
+		prop, ok := ProposalFromWire(saP.Proposals[0])
+		if !ok || !acceptable(sa.cfg.ikeProposals(), prop) || ke.Group != group || prop.DH[0] != group {
+			sa.report(&Failure{Reason: ReasonNoProposalChosen, Peer: sa.remote, Exchange: CREATE_CHILD_SA,
+				OurProposals: sa.cfg.ikeProposals(), PeerProposals: []Proposal{prop}, Detail: "the peer chose an IKE proposal we did not offer"})
+			return
+		}
+		gir, err := st.dh.Shared(ke.Data)
+		if err != nil {
+			sa.report(&Failure{Reason: ReasonProtocol, Peer: sa.remote, Exchange: CREATE_CHILD_SA, Detail: err.Error()})
+			return
+		}
+		defer clear(gir)
+		n, err := sa.successor(true, st.newSPI, binary.BigEndian.Uint64(saP.Proposals[0].SPI), prop, st.ni, nonce.Data, gir)
+		if err != nil {
+			sa.report(&Failure{Reason: ReasonProtocol, Peer: sa.remote, Exchange: CREATE_CHILD_SA, Detail: err.Error()})
+			return
+		}
+		if st.peerNew != nil && lowestNonce(st.ni, nonce.Data, st.peerNi, st.ourNr) {
+			// Simultaneous rekey, and ours holds the lowest nonce: the SA
+			// the peer's exchange made survives; we delete ours, and the
+			// peer deletes the old one.
+			st.peerNew.mu.Lock()
+			sa.handOver(st.peerNew)
+			st.peerNew.mu.Unlock()
+			sa.state = StateRekeyed
+			sa.rekeyAt = sa.ep.now()
+			n.Close()
+			sa.events = append(sa.events, n.takeEvents()...)
+			sa.ep.register(n)
+			return
+		}
+		if st.peerNew != nil {
+			// We won: the peer deletes the SA its exchange made.
+			st.peerNew.mu.Lock()
+			st.peerNew.state = StateRekeyed
+			st.peerNew.rekeyAt = sa.ep.now()
+			st.peerNew.mu.Unlock()
+		}
+		sa.handOver(n)
+		sa.ep.register(n)
+		sa.Close()
+	}
+	return ex
+}
+
+// handleIKERekeyRequest is the responder's side of an IKE SA rekey.
+func (sa *IKESA) handleIKERekeyRequest(m *Message, ps []Payload) {
+	saP, _ := findPayload(ps, PayloadSA).(*SA)
+	ke, _ := findPayload(ps, PayloadKE).(*KE)
+	nonce, _ := findPayload(ps, PayloadNonce).(*Nonce)
+	if ke == nil || nonce == nil {
+		sa.respond(m, []Payload{&Notify{NotifyType: INVALID_SYNTAX}})
+		return
+	}
+	for _, c := range sa.children {
+		if c.state == childRekeying {
+			// RFC 7296 2.25.1: not while we rekey a child of this SA.
+			sa.respond(m, []Payload{&Notify{NotifyType: TEMPORARY_FAILURE}})
+			return
+		}
+	}
+	ours := sa.cfg.ikeProposals()
+	prop, ti, ok := selectProposal(ours, saP.Proposals, ke.Group)
+	if !ok || len(saP.Proposals[ti].SPI) != 8 {
+		sa.respond(m, []Payload{&Notify{NotifyType: NO_PROPOSAL_CHOSEN}})
+		var theirs []Proposal
+		for _, w := range saP.Proposals {
+			p, _ := ProposalFromWire(w)
+			theirs = append(theirs, p)
+		}
+		sa.report(&Failure{Reason: ReasonNoProposalChosen, Peer: sa.remote, Exchange: CREATE_CHILD_SA, OurProposals: ours, PeerProposals: theirs})
+		return
+	}
+	if prop.DH[0] != ke.Group {
+		sa.respond(m, []Payload{&Notify{NotifyType: INVALID_KE_PAYLOAD, Data: binary.BigEndian.AppendUint16(nil, uint16(prop.DH[0]))}})
+		return
+	}
+	dh, err := newDHKey(ke.Group, sa.ep.rand)
+	if err != nil {
+		sa.respond(m, []Payload{&Notify{NotifyType: NO_PROPOSAL_CHOSEN}})
+		return
+	}
+	defer dh.Zero()
+	gir, err := dh.Shared(ke.Data)
+	if err != nil {
+		sa.respond(m, []Payload{&Notify{NotifyType: INVALID_SYNTAX}})
+		return
+	}
+	defer clear(gir)
+	nr := make([]byte, 32)
+	io.ReadFull(sa.ep.rand, nr)
+	newSPI := sa.ep.randUint64()
+	n, err := sa.successor(false, binary.BigEndian.Uint64(saP.Proposals[ti].SPI), newSPI, prop, nonce.Data, nr, gir)
+	if err != nil {
+		sa.respond(m, []Payload{&Notify{NotifyType: NO_PROPOSAL_CHOSEN}})
+		return
+	}
+	sa.respond(m, []Payload{&SA{Proposals: []WireProposal{prop.ToWire(saP.Proposals[ti].Number, spiBytes(newSPI))}},
+		&Nonce{Data: nr}, &KE{Group: ke.Group, Data: dh.Public()}})
+	if st := sa.ikeRekey; st != nil {
+		// Collision: decide when our own exchange completes.
+		st.peerNi, st.ourNr, st.peerNew = append([]byte(nil), nonce.Data...), nr, n
+		sa.ep.register(n)
+		return
+	}
+	sa.handOver(n)
+	sa.state = StateRekeyed
+	sa.rekeyAt = sa.ep.now()
+	sa.ep.register(n)
+}

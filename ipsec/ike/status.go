@@ -1,0 +1,62 @@
+package ike
+
+import (
+	"net/netip"
+	"time"
+)
+
+// SAStatus is a snapshot of an IKE SA for status displays (the shape of
+// swanctl --list-sas).
+type SAStatus struct {
+	Name          string
+	State         State
+	Initiator     bool
+	Local, Remote netip.AddrPort
+	SPIi, SPIr    uint64
+	Proposal      string
+	NATLocal      bool
+	NATRemote     bool
+	Established   time.Time
+	RekeyAt       time.Time
+	Children      []ChildStatus
+	LastError     string
+}
+
+// ChildStatus is a snapshot of one CHILD_SA pair.
+type ChildStatus struct {
+	ReqID             uint32
+	InSPI, OutSPI     uint32
+	Proposal          string
+	LocalTS, RemoteTS []netip.Prefix
+	Established       time.Time
+	RekeyAt           time.Time
+	Encap             bool
+}
+
+// Status returns a snapshot of the SA.
+func (sa *IKESA) Status() SAStatus {
+	sa.mu.Lock()
+	defer sa.mu.Unlock()
+	s := SAStatus{Name: sa.cfg.Name, State: sa.state, Initiator: sa.initiator, Local: sa.local, Remote: sa.remote,
+		SPIi: sa.spiI, SPIr: sa.spiR, NATLocal: sa.natLocal, NATRemote: sa.natRemote,
+		Established: sa.established, RekeyAt: sa.rekeyAt}
+	if len(sa.prop.Encryption) > 0 {
+		s.Proposal = sa.prop.String()
+	}
+	if sa.lastErr != nil {
+		s.LastError = sa.lastErr.Error()
+	}
+	for _, c := range sa.children {
+		s.Children = append(s.Children, ChildStatus{ReqID: c.reqID, InSPI: c.inSPI, OutSPI: c.outSPI, Proposal: c.prop.String(),
+			LocalTS: prefixesOf(c.localTS), RemoteTS: prefixesOf(c.remoteTS), Established: c.established, RekeyAt: c.rekeyAt,
+			Encap: sa.encapESP()})
+	}
+	return s
+}
+
+// State returns the SA's state.
+func (sa *IKESA) State() State {
+	sa.mu.Lock()
+	defer sa.mu.Unlock()
+	return sa.state
+}
