@@ -2,8 +2,10 @@ package netd
 
 import (
 	"errors"
+	"fmt"
+	"reflect"
+	"slices"
 	"net/netip"
-	"strings"
 	"syscall"
 	"time"
 	"testing"
@@ -183,6 +185,89 @@ func TestFirewallReplaceUnderTraffic(t *testing.T) {
 	}
 }
 
+// TestRefusedApplyKeepsRuleset gives the reconciler bad states after a
+// good one: each is refused with the field path of the problem, and the
+// kernel's ruleset is the very one that was there (same rule handles:
+// nothing was rebuilt).
 func TestRefusedApplyKeepsRuleset(t *testing.T) {
-	_ = strings.Contains
+	l := newLab(t)
+	r := &Reconciler{NFT: l.nft}
+	good := &Desired{Firewall: labFirewall(), Addresses: []Address{
+		{Link: "lan0", Prefix: netip.MustParsePrefix("192.168.50.1/24"), Path: "interfaces[lan0].addresses[0]"},
+		{Link: "wan0", Prefix: netip.MustParsePrefix("10.99.0.1/24"), Path: "interfaces[wan0].addresses[0]"},
+	}, Links: []Link{{Name: "lan0", Role: RoleLAN, Up: true, Path: "interfaces[lan0]"}, {Name: "wan0", Role: RoleWAN, Up: true, Path: "interfaces[wan0]"}}}
+	if err := r.Apply(good); err != nil {
+		t.Fatal(err)
+	}
+	before, err := l.nft.Rules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name     string
+		change   func(d *Desired)
+		wantPath string
+	}{
+		{"rule names an unknown interface", func(d *Desired) { d.Firewall.Rules[0].In = "eth9" }, "firewall.rules[no-9000].in"},
+		{"port forwards on the same port", func(d *Desired) {
+			pf := d.Firewall.PortForwards[0]
+			pf.Name, pf.Path, pf.External, pf.In = "web2", "firewall.port_forwards[web2]", PortRange{8000, 8100}, "wan0"
+			d.Firewall.PortForwards = append(d.Firewall.PortForwards, pf)
+		}, "firewall.port_forwards[web2].external_ports"},
+		{"tunnel subnet overlaps the LAN", func(d *Desired) {
+			d.Firewall.Tunnels[0].RemoteSubnets = append(d.Firewall.Tunnels[0].RemoteSubnets, netip.MustParsePrefix("192.168.0.0/16"))
+		}, "tunnels[branch].remote_subnets[1]"},
+		{"two interfaces on one network", func(d *Desired) {
+			d.Addresses = append(d.Addresses, Address{Link: "wan0", Prefix: netip.MustParsePrefix("192.168.50.9/24"), Path: "interfaces[wan0].addresses[1]"})
+		}, "interfaces[wan0].addresses[1]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			bad := cloneDesired(good)
+			c.change(bad)
+			err := r.Apply(bad)
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("Apply: want a *ValidationError, got %v", err)
+			}
+			found := false
+			for _, p := range ve.Problems {
+				found = found || p.Path == c.wantPath
+			}
+			if !found {
+				t.Errorf("Apply: want a problem at %s, got %v", c.wantPath, err)
+			}
+			after, err := l.nft.Rules()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(handles(before), handles(after)) {
+				t.Errorf("the kernel's ruleset changed after a refused apply:\nbefore %v\nafter  %v", handles(before), handles(after))
+			}
+			if cur, _, _ := r.Current(); cur != good {
+				t.Errorf("the reconciler's current state changed after a refused apply")
+			}
+		})
+	}
+}
+
+func handles(rs []RuleCounter) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = fmt.Sprintf("%s/%d/%s", r.Chain, r.Handle, r.Comment)
+	}
+	return out
+}
+
+// cloneDesired copies the slices a test may change.
+func cloneDesired(d *Desired) *Desired {
+	c := *d
+	c.Addresses = slices.Clone(d.Addresses)
+	c.Firewall.Rules = slices.Clone(d.Firewall.Rules)
+	c.Firewall.PortForwards = slices.Clone(d.Firewall.PortForwards)
+	c.Firewall.Tunnels = slices.Clone(d.Firewall.Tunnels)
+	for i := range c.Firewall.Tunnels {
+		c.Firewall.Tunnels[i].RemoteSubnets = slices.Clone(c.Firewall.Tunnels[i].RemoteSubnets)
+	}
+	return &c
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -153,11 +154,16 @@ type HitCounter struct {
 	Bytes   uint64 `json:"bytes"`
 }
 
-// Hits adds up the rule counters by comment, in first-seen order.
+// Hits adds up the rule counters by chain and comment, in first-seen
+// order. Log rules are left out: their packets are counted by the rule
+// that follows them.
 func Hits(rules []RuleCounter) []HitCounter {
 	var out []HitCounter
 	idx := map[string]int{}
 	for _, r := range rules {
+		if strings.HasSuffix(r.Comment, logSuffix) {
+			continue
+		}
 		i, ok := idx[r.Chain+" "+r.Comment]
 		if !ok {
 			i = len(out)
@@ -253,6 +259,10 @@ func Exprs(s Spec) ([]expr.Any, error) {
 			cmp(expr.CmpOpGte, []byte{s.ICMP.Lo})
 			cmp(expr.CmpOpLte, []byte{s.ICMP.Hi})
 		}
+	}
+	if s.ToLocal {
+		ex = append(ex, &expr.Fib{Register: 1, FlagDADDR: true, ResultADDRTYPE: true})
+		cmp(expr.CmpOpEq, binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL))
 	}
 	// Conntrack state and status are host-endian bit fields.
 	ctBits := func(key expr.CtKey, bits uint32) {

@@ -64,6 +64,7 @@ type Spec struct {
 	ICMP     *ICMPTypes   // ICMP (or ICMPv6, after Proto) type range
 	CtState  uint32       // bits of Ct*: match if any is set
 	CtDNAT   bool         // the connection was destination-NATed
+	ToLocal  bool         // the destination is one of the box's addresses (fib daddr type local)
 	Verdict  string
 	Log      string     // log prefix, for VerdictLog
 	DNAT     netip.Addr // for VerdictDNAT
@@ -126,6 +127,9 @@ func (s Spec) String() string {
 		} else {
 			w("%s type %d-%d", protoName(s.Proto), s.ICMP.Lo, s.ICMP.Hi)
 		}
+	}
+	if s.ToLocal {
+		w("fib daddr type local")
 	}
 	if s.CtState != 0 {
 		var st []string
@@ -422,7 +426,7 @@ func (b *builder) userRules(chain string) {
 									Proto: protocols[r.Protocol], SPort: sp, DPort: dp, Verdict: verdict}
 								if r.Log {
 									l := s
-									l.Verdict, l.Log = VerdictLog, logPrefix(r.Name, r.Action)
+									l.Verdict, l.Log, l.Comment = VerdictLog, logPrefix(r.Name, r.Action), comment+logSuffix
 									b.add(l)
 								}
 								b.add(s)
@@ -434,6 +438,10 @@ func (b *builder) userRules(chain string) {
 		}
 	}
 }
+
+// logSuffix marks the comment of a log Spec, whose counter Hits leaves out
+// (the rule it precedes counts the same packets).
+const logSuffix = "/log"
 
 // logPrefix is what the kernel log line starts with: "fg rule ssh drop: ".
 // The kernel takes at most 127 bytes.
@@ -452,12 +460,15 @@ func (b *builder) prerouting() {
 				if !sameFamily(src, netip.PrefixFrom(pf.Destination, pf.Destination.BitLen())) {
 					continue
 				}
+				// Only connections to the box itself: transit traffic that
+				// happens to use the same port is not hijacked.
 				s := Spec{Chain: chainPrerouting, Comment: "forward:" + pf.Name, IIf: in, Src: src,
-					Proto: protocols[pf.Protocol], DPort: pf.External, Verdict: VerdictDNAT,
+					Proto: protocols[pf.Protocol], DPort: pf.External, ToLocal: true, Verdict: VerdictDNAT,
 					DNAT: pf.Destination, DNATPort: pf.DestinationPort}
 				if pf.Log {
 					l := s
 					l.Verdict, l.Log, l.DNAT, l.DNATPort = VerdictLog, logPrefix(pf.Name, "forward"), netip.Addr{}, 0
+					l.Comment += logSuffix
 					b.add(l)
 				}
 				b.add(s)
