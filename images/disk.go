@@ -55,9 +55,9 @@ func PlanLayout(minCardMB int) (Layout, error) {
 	}
 	l.ConfigStart = card - config
 	l.BootBytes = l.ConfigStart - l.BootStart
-	// FAT16 needs at least 4085 clusters; at 512-byte clusters that is
-	// about 2 MiB, but anything under 8 MiB cannot hold a kernel anyway.
-	if l.BootBytes < 8*mib {
+	// FAT16 needs at least 4085 clusters: about 2 MiB at 512-byte
+	// clusters. Whether the firmware fits is checked once it is built.
+	if l.BootBytes < 4*mib {
 		return Layout{}, fmt.Errorf("a %d MB card leaves %d bytes for the boot partition, too small for a firmware slot", minCardMB, l.BootBytes)
 	}
 	return l, nil

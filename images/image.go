@@ -120,9 +120,8 @@ func (b *Builder) Build(ctx context.Context, board boards.Board, version string)
 		BootBytes: layout.BootBytes, ConfigBytes: layout.ConfigBytes, CardBytes: layout.CardBytes,
 		MinCardMB: board.MinCardMB,
 	}
-	if need := rep.FirmwareBytes() + slotOverhead; need > layout.BootBytes {
-		return nil, fmt.Errorf("%w: %s firmware is %d bytes (kernel %d + initramfs %d) plus %d for syslinux, but a %d MB card leaves %d bytes for the boot partition",
-			ErrDoesNotFit, board.Name, rep.FirmwareBytes(), rep.KernelBytes, rep.InitramfsXZ, slotOverhead, board.MinCardMB, layout.BootBytes)
+	if err := checkFit(rep); err != nil {
+		return nil, err
 	}
 
 	cfgFile := filepath.Join(work, "syslinux.cfg")
@@ -146,6 +145,16 @@ func (b *Builder) Build(ctx context.Context, board boards.Board, version string)
 		return nil, fmt.Errorf("move the image into place: %w", err)
 	}
 	return rep, nil
+}
+
+// checkFit refuses firmware that does not fit the boot partition of the
+// board's smallest card, with the numbers.
+func checkFit(rep *Report) error {
+	if need := rep.FirmwareBytes() + slotOverhead; need > rep.BootBytes {
+		return fmt.Errorf("%w: %s firmware is %d bytes (kernel %d + initramfs %d), plus %d for syslinux, but a %d MB card leaves %d bytes for the boot partition",
+			ErrDoesNotFit, rep.Board, rep.FirmwareBytes(), rep.KernelBytes, rep.InitramfsXZ, slotOverhead, rep.MinCardMB, rep.BootBytes)
+	}
+	return nil
 }
 
 func (b *Builder) logf(format string, args ...any) {

@@ -1,0 +1,367 @@
+package images
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// HostRoots are where the host's sysfs and procfs are mounted. The checks
+// before flashing read only these trees, so tests run them on fixtures.
+type HostRoots struct {
+	Sys  string // "/sys"
+	Proc string // "/proc"
+}
+
+// SystemRoots are the running system's.
+var SystemRoots = HostRoots{Sys: "/sys", Proc: "/proc"}
+
+// DefaultFlashLimit is the largest device flash writes to without -force:
+// CompactFlash and SD cards for these boards are far smaller, and a larger
+// device is more likely a disk someone cares about.
+const DefaultFlashLimit = 64 << 30
+
+// Card is a block device that an image may be written to, as sysfs
+// describes it.
+type Card struct {
+	Dev        string   // as given, e.g. "/dev/sdb"
+	Name       string   // kernel name, e.g. "sdb"
+	Model      string   // vendor and model, if sysfs has them
+	Bytes      int64    //
+	Removable  bool     //
+	Partitions []string // kernel names of its partitions
+	devNums    []string // "major:minor" of the disk and its partitions
+}
+
+// String is the line shown before asking for confirmation.
+func (c *Card) String() string {
+	s := fmt.Sprintf("%s: %s", c.Dev, humanDecimal(c.Bytes))
+	if c.Model != "" {
+		s += ", " + c.Model
+	}
+	if c.Removable {
+		s += ", removable"
+	}
+	if len(c.Partitions) > 0 {
+		s += ", partitions " + strings.Join(c.Partitions, " ")
+	}
+	return s
+}
+
+// InspectCard describes dev from sysfs. dev must be a whole disk.
+func InspectCard(roots HostRoots, dev string) (*Card, error) {
+	name := filepath.Base(dev)
+	if real, err := filepath.EvalSymlinks(dev); err == nil {
+		name = filepath.Base(real) // /dev/disk/by-id/... names
+	}
+	sys := filepath.Join(roots.Sys, "class", "block", name)
+	if _, err := os.Stat(sys); err != nil {
+		return nil, fmt.Errorf("%s is not a block device of this system (no %s)", dev, sys)
+	}
+	if _, err := os.Stat(filepath.Join(sys, "partition")); err == nil {
+		parent := name
+		if real, err := filepath.EvalSymlinks(sys); err == nil {
+			parent = filepath.Base(filepath.Dir(real))
+		}
+		return nil, fmt.Errorf("%s is a partition: give the whole card, /dev/%s", dev, parent)
+	}
+	c := &Card{Dev: dev, Name: name}
+	sectors, err := readSysInt(filepath.Join(sys, "size"))
+	if err != nil {
+		return nil, fmt.Errorf("size of %s: %w", dev, err)
+	}
+	c.Bytes = sectors * 512 // sysfs counts 512-byte sectors whatever the device's sector size
+	if r, err := readSysInt(filepath.Join(sys, "removable")); err == nil {
+		c.Removable = r == 1
+	}
+	vendor := readSysString(filepath.Join(sys, "device", "vendor"))
+	model := readSysString(filepath.Join(sys, "device", "model"))
+	c.Model = strings.TrimSpace(vendor + " " + model)
+	if d := readSysString(filepath.Join(sys, "dev")); d != "" {
+		c.devNums = append(c.devNums, d)
+	}
+	entries, _ := os.ReadDir(sys)
+	for _, e := range entries {
+		if _, err := os.Stat(filepath.Join(sys, e.Name(), "partition")); err == nil {
+			c.Partitions = append(c.Partitions, e.Name())
+			if d := readSysString(filepath.Join(sys, e.Name(), "dev")); d != "" {
+				c.devNums = append(c.devNums, d)
+			}
+		}
+	}
+	return c, nil
+}
+
+// Check refuses a card that must not be written: one with a mounted
+// file system or active swap (on the disk or any partition), the disk
+// holding the running system's root file system, and, unless force, a
+// device larger than limit.
+func (c *Card) Check(roots HostRoots, limit int64, force bool) error {
+	mounts, err := readMountInfo(roots.Proc)
+	if err != nil {
+		return fmt.Errorf("cannot tell whether %s is in use: %w", c.Dev, err)
+	}
+	names := append([]string{c.Name}, c.Partitions...)
+	for _, m := range mounts {
+		if m.MountPoint == "/" {
+			for _, disk := range disksOf(roots, m.DevNum) {
+				if disk == c.Name {
+					return fmt.Errorf("%s holds the running system's root file system: refusing to overwrite it", c.Dev)
+				}
+			}
+		}
+		if contains(c.devNums, m.DevNum) || contains(names, filepath.Base(m.Source)) && strings.HasPrefix(m.Source, "/dev/") {
+			return fmt.Errorf("%s is in use: %s is mounted on %s (unmount it first)", c.Dev, m.Source, m.MountPoint)
+		}
+	}
+	if swaps, err := os.ReadFile(filepath.Join(roots.Proc, "swaps")); err == nil {
+		for _, l := range strings.Split(string(swaps), "\n")[1:] {
+			f := strings.Fields(l)
+			if len(f) > 0 && contains(names, filepath.Base(f[0])) {
+				return fmt.Errorf("%s is in use: %s is active swap (swapoff it first)", c.Dev, f[0])
+			}
+		}
+	}
+	if c.Bytes > limit && !force {
+		return fmt.Errorf("%s is %s, larger than the %s a flashgate card would be: if it really is the card, add -force",
+			c.Dev, humanDecimal(c.Bytes), humanDecimal(limit))
+	}
+	return nil
+}
+
+// mountEntry is one line of /proc/self/mountinfo.
+type mountEntry struct {
+	DevNum     string // "major:minor" of the mounted device
+	MountPoint string
+	Source     string
+}
+
+// readMountInfo reads proc/self/mountinfo, which, unlike proc/mounts, names
+// each mount's device by number (so /dev/root and by-uuid paths resolve).
+func readMountInfo(proc string) ([]mountEntry, error) {
+	b, err := os.ReadFile(filepath.Join(proc, "self", "mountinfo"))
+	if err != nil {
+		return nil, err
+	}
+	return parseMountInfo(b)
+}
+
+// parseMountInfo parses mountinfo lines:
+// "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue".
+func parseMountInfo(b []byte) ([]mountEntry, error) {
+	var out []mountEntry
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		pre, post, ok := strings.Cut(line, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 5 || len(g) < 2 || !strings.Contains(f[2], ":") {
+			return nil, fmt.Errorf("malformed mountinfo line %q", line)
+		}
+		out = append(out, mountEntry{DevNum: f[2], MountPoint: unescapeMount(f[4]), Source: unescapeMount(g[1])})
+	}
+	return out, sc.Err()
+}
+
+// unescapeMount undoes the octal escapes (\040 for a space) of mountinfo.
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// disksOf returns the whole disks under the block device devNum: the disk
+// itself, the disk of a partition, and, through slaves/, the disks under a
+// device-mapper or md device. An unknown number (a virtual file system)
+// has none.
+func disksOf(roots HostRoots, devNum string) []string {
+	real, err := filepath.EvalSymlinks(filepath.Join(roots.Sys, "dev", "block", devNum))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	var walk func(path string, depth int)
+	walk = func(path string, depth int) {
+		if depth > 8 {
+			return
+		}
+		if _, err := os.Stat(filepath.Join(path, "partition")); err == nil {
+			out = append(out, filepath.Base(filepath.Dir(path)))
+			return
+		}
+		slaves, _ := os.ReadDir(filepath.Join(path, "slaves"))
+		if len(slaves) == 0 {
+			out = append(out, filepath.Base(path))
+			return
+		}
+		for _, s := range slaves {
+			if p, err := filepath.EvalSymlinks(filepath.Join(path, "slaves", s.Name())); err == nil {
+				walk(p, depth+1)
+			}
+		}
+	}
+	walk(real, 0)
+	return out
+}
+
+// WriteImage writes image to dev, flushes it to the device and verifies it
+// by reading it back past the page cache. It works on a regular file too.
+func WriteImage(ctx context.Context, image, dev string, progress io.Writer) error {
+	in, err := os.Open(image)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	// O_EXCL on a block device fails if anything has it open exclusively,
+	// mounted file systems included: a last check against races.
+	out, err := os.OpenFile(dev, os.O_WRONLY|os.O_EXCL, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", dev, err)
+	}
+	defer out.Close()
+	buf := make([]byte, 1<<20)
+	var done int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("interrupted after %d of %d bytes: %s is incomplete: %w", done, fi.Size(), dev, err)
+		}
+		n, rerr := in.Read(buf)
+		if n > 0 {
+			if _, err := out.Write(buf[:n]); err != nil {
+				return fmt.Errorf("write %s at byte %d: %w", dev, done, err)
+			}
+			done += int64(n)
+			if progress != nil && done%(8<<20) == 0 {
+				fmt.Fprintf(progress, "\rwritten %d of %d MiB", done>>20, fi.Size()>>20)
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return fmt.Errorf("read %s: %w", image, rerr)
+		}
+	}
+	if progress != nil {
+		fmt.Fprintf(progress, "\rwritten %d of %d MiB\n", done>>20, fi.Size()>>20)
+	}
+	if err := out.Sync(); err != nil {
+		return fmt.Errorf("flush %s: %w", dev, err)
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", dev, err)
+	}
+	return verifyImage(image, dev, fi.Size())
+}
+
+// verifyImage compares the first size bytes of dev with image. It drops the
+// device's cached pages first, so the bytes come from the card.
+func verifyImage(image, dev string, size int64) error {
+	d, err := os.Open(dev)
+	if err != nil {
+		return fmt.Errorf("verify: open %s: %w", dev, err)
+	}
+	defer d.Close()
+	if fi, err := d.Stat(); err == nil && fi.Mode()&os.ModeDevice != 0 {
+		unix.IoctlSetInt(int(d.Fd()), unix.BLKFLSBUF, 0)
+	}
+	unix.Fadvise(int(d.Fd()), 0, 0, unix.FADV_DONTNEED)
+	img, err := os.Open(image)
+	if err != nil {
+		return err
+	}
+	defer img.Close()
+	a, b := make([]byte, 1<<20), make([]byte, 1<<20)
+	for off := int64(0); off < size; {
+		n := int64(len(a))
+		if size-off < n {
+			n = size - off
+		}
+		if _, err := io.ReadFull(img, a[:n]); err != nil {
+			return fmt.Errorf("verify: read %s: %w", image, err)
+		}
+		if _, err := io.ReadFull(d, b[:n]); err != nil {
+			return fmt.Errorf("verify: read back %s at byte %d: %w", dev, off, err)
+		}
+		if !bytes.Equal(a[:n], b[:n]) {
+			for i := range n {
+				if a[i] != b[i] {
+					return fmt.Errorf("verify: %s differs from the image at byte %d: the card is bad or was removed", dev, off+i)
+				}
+			}
+		}
+		off += n
+	}
+	return nil
+}
+
+// ErrTooSmall is returned (wrapped) when an image is larger than the card.
+var ErrTooSmall = errors.New("card too small")
+
+// CheckFits refuses an image larger than the card.
+func (c *Card) CheckFits(imageBytes int64) error {
+	if imageBytes > c.Bytes {
+		return fmt.Errorf("%w: the image is %d bytes, %s holds only %d", ErrTooSmall, imageBytes, c.Dev, c.Bytes)
+	}
+	return nil
+}
+
+func readSysInt(p string) (int64, error) {
+	return strconv.ParseInt(readSysString(p), 10, 64)
+}
+
+func readSysString(p string) string {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// humanDecimal prints a size the way card makers label them.
+func humanDecimal(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.1f GB", float64(n)/1e9)
+	default:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	}
+}

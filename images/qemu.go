@@ -1,0 +1,293 @@
+package images
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/flashgate/flashgate/boards"
+)
+
+// QEMUConfig says how to boot a card image of an emulated board.
+type QEMUConfig struct {
+	Board boards.Board
+	Image string // raw card image, used as the first IDE disk
+
+	// Serial is qemu's -serial argument: "mon:stdio" for a person at a
+	// terminal (Ctrl-A X quits, Ctrl-A C is the monitor), "stdio" for a
+	// program talking over pipes.
+	Serial string
+
+	// WebUIPort, if not zero, forwards 127.0.0.1:WebUIPort on the host to
+	// port 443 of the appliance's wan port.
+	WebUIPort int
+
+	// NoReboot makes a guest reboot or panic end qemu, as tests want.
+	NoReboot bool
+}
+
+// Args returns the qemu command line, program first. The NICs follow the
+// board's NIC list in order, so eth0 in the guest is the board's first NIC;
+// the wan NIC gets qemu's user-mode network (NAT to the host, and the web UI
+// port forward), the others an isolated user network each.
+func (c QEMUConfig) Args() ([]string, error) {
+	q := c.Board.QEMU
+	if q == nil {
+		return nil, fmt.Errorf("board %s is real hardware, not an emulator: use a qemu board (see `flashgate boards`)", c.Board.Name)
+	}
+	if c.Image == "" {
+		return nil, errors.New("no card image to boot")
+	}
+	serial := c.Serial
+	if serial == "" {
+		serial = "mon:stdio"
+	}
+	args := []string{q.Binary,
+		"-M", q.Machine,
+		"-m", strconv.Itoa(q.MemMB),
+		"-display", "none",
+		"-serial", serial,
+		"-drive", "file=" + c.Image + ",format=raw,if=ide,index=0,media=disk",
+	}
+	if q.CPU != "" {
+		args = append(args, "-cpu", q.CPU)
+	}
+	if serial != "mon:stdio" {
+		args = append(args, "-monitor", "none")
+	}
+	if c.NoReboot {
+		args = append(args, "-no-reboot")
+	}
+	nics := c.Board.NICs
+	if len(nics) == 0 {
+		nics = []boards.NIC{{Name: "eth0", Role: "wan"}}
+	}
+	wan := 0
+	for i, n := range nics {
+		if n.Role == "wan" {
+			wan = i
+			break
+		}
+	}
+	used := map[string]bool{}
+	for i, n := range nics {
+		id := n.Role
+		if id == "" || used[id] {
+			id = fmt.Sprintf("net%d", i)
+		}
+		used[id] = true
+		netdev := "user,id=" + id
+		if i == wan {
+			if c.WebUIPort != 0 {
+				netdev += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:443", c.WebUIPort)
+			}
+		} else {
+			// restrict=on: the guest cannot reach the host or beyond
+			// through its non-wan ports.
+			netdev += ",restrict=on"
+		}
+		args = append(args, "-netdev", netdev,
+			"-device", fmt.Sprintf("%s,netdev=%s,mac=52:54:00:fa:00:%02x", q.NIC, id, i+1))
+	}
+	args = append(args, q.Extra...)
+	if !slices.Contains(q.Extra, "i6300esb") {
+		args = append(args, "-device", "i6300esb")
+	}
+	return args, nil
+}
+
+// VM is a running qemu with its serial console on pipes.
+type VM struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	start time.Time
+
+	mu      sync.Mutex
+	log     bytes.Buffer
+	changed chan struct{} // closed and replaced whenever log grows
+	done    chan struct{} // closed when qemu has exited
+	err     error
+}
+
+// StartVM boots c under `timeout` (so that qemu dies even if this process
+// is killed) with the serial console on pipes. limit bounds qemu's life.
+func StartVM(c QEMUConfig, limit time.Duration) (*VM, error) {
+	c.Serial = "stdio"
+	args, err := c.Args()
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckQEMUTools(args[0]); err != nil {
+		return nil, err
+	}
+	secs := strconv.Itoa(int(limit.Seconds()) + 1)
+	cmd := exec.Command(tool(toolTimeout), append([]string{"--kill-after=5", secs}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = cmd.Stdout
+	vm := &VM{cmd: cmd, stdin: stdin, changed: make(chan struct{}), done: make(chan struct{})}
+	vm.start = time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", args[0], err)
+	}
+	go vm.readSerial(stdout)
+	return vm, nil
+}
+
+func (vm *VM) readSerial(r io.Reader) {
+	buf := make([]byte, 4096)
+	for {
+		n, err := r.Read(buf)
+		vm.mu.Lock()
+		vm.log.Write(buf[:n])
+		close(vm.changed)
+		vm.changed = make(chan struct{})
+		vm.mu.Unlock()
+		if err != nil {
+			break
+		}
+	}
+	err := vm.cmd.Wait()
+	vm.mu.Lock()
+	vm.err = err
+	vm.mu.Unlock()
+	close(vm.done)
+}
+
+// WaitFor waits until the serial output from byte from on contains marker
+// and returns the offset just after it, and the time since qemu started.
+func (vm *VM) WaitFor(ctx context.Context, from int, marker string) (int, time.Duration, error) {
+	for {
+		vm.mu.Lock()
+		data := vm.log.Bytes()
+		if from > len(data) {
+			from = len(data)
+		}
+		i := bytes.Index(data[from:], []byte(marker))
+		changed := vm.changed
+		vm.mu.Unlock()
+		if i >= 0 {
+			return from + i + len(marker), time.Since(vm.start), nil
+		}
+		select {
+		case <-changed:
+		case <-vm.done:
+			// One more look: the last output may have come with the exit.
+			vm.mu.Lock()
+			found := bytes.Contains(vm.log.Bytes()[from:], []byte(marker))
+			vm.mu.Unlock()
+			if found {
+				continue
+			}
+			return from, time.Since(vm.start), fmt.Errorf("qemu exited (%v) before printing %q", vm.exitErr(), marker)
+		case <-ctx.Done():
+			return from, time.Since(vm.start), fmt.Errorf("no %q on the console after %s: %w", marker, time.Since(vm.start).Round(time.Millisecond), ctx.Err())
+		}
+	}
+}
+
+func (vm *VM) exitErr() error {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	return vm.err
+}
+
+// Type sends s to the serial console, as keys typed on a terminal.
+func (vm *VM) Type(s string) error {
+	_, err := io.WriteString(vm.stdin, s)
+	return err
+}
+
+// Log returns everything the serial console printed so far.
+func (vm *VM) Log() []byte {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	return bytes.Clone(vm.log.Bytes())
+}
+
+// Stop kills qemu (and the timeout wrapping it, by process group) and waits
+// for it to exit.
+func (vm *VM) Stop() {
+	vm.stdin.Close()
+	if vm.cmd.Process != nil {
+		syscall.Kill(-vm.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	select {
+	case <-vm.done:
+	case <-time.After(10 * time.Second):
+	}
+}
+
+// PrepareRunCard makes card (the persistent card of `flashgate run`) boot
+// image. A new card is a copy of image. An existing card keeps its config
+// partition: only the boot partition's files are rewritten, with mtools. If
+// the partition tables differ the card is replaced, and reset says so.
+func PrepareRunCard(ctx context.Context, image, card string) (reset bool, err error) {
+	if err := checkTools(toolMcopy); err != nil {
+		return false, err
+	}
+	old, err := os.ReadFile(card)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, copyWhole(image, card)
+	}
+	if err != nil {
+		return false, err
+	}
+	newMBR := make([]byte, 512)
+	f, err := os.Open(image)
+	if err != nil {
+		return false, err
+	}
+	_, err = io.ReadFull(f, newMBR)
+	f.Close()
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", image, err)
+	}
+	// Bytes 446..512: the four partition entries and the signature.
+	if len(old) < 512 || !bytes.Equal(old[446:512], newMBR[446:512]) {
+		return true, copyWhole(image, card)
+	}
+	tmp, err := os.MkdirTemp("", "flashgate-run-")
+	if err != nil {
+		return false, err
+	}
+	defer os.RemoveAll(tmp)
+	for _, p := range []string{"/syslinux.cfg", slotAKernel, slotAInitramfs} {
+		local := filepath.Join(tmp, filepath.Base(p))
+		if _, err := (command{}).run(ctx, tool(toolMcopy), "-n", "-m", "-i", fmt.Sprintf("%s@@%d", image, bootStart), "::"+p, local); err != nil {
+			return false, fmt.Errorf("read %s from the new image: %w", p, err)
+		}
+		if _, err := (command{}).run(ctx, tool(toolMcopy), "-o", "-m", "-i", fmt.Sprintf("%s@@%d", card, bootStart), local, "::"+p); err != nil {
+			return false, fmt.Errorf("update %s on %s: %w", p, card, err)
+		}
+	}
+	return false, nil
+}
+
+func copyWhole(src, dst string) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	tmp := dst + ".tmp"
+	if _, err := copyFile(src, tmp); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dst)
+}
