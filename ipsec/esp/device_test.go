@@ -212,6 +212,9 @@ func BenchmarkTunnelTCP(b *testing.B) {
 				b.ReportMetric(sum.SenderCPU/n, "sender-cpu-%")
 				b.ReportMetric(sum.ReceiverCPU/n, "receiver-cpu-%")
 				b.ReportMetric(0, "ns/op")
+				in, _ := tn.b.SACounters(spiAtoB)
+				b.Logf("B inbound: %d packets, %d replay drops, %d auth failures; B: %d TUN write errors; A: %d send errors",
+					in.Packets, in.ReplayDrops, in.AuthFailures, tn.b.Counters.RxErrors.Load(), tn.a.Counters.TxErrors.Load())
 			})
 		}
 	}
@@ -375,5 +378,11 @@ func TestIKEHook(t *testing.T) {
 	}
 	if string(buf[:n]) != "\x00\x00\x00\x00IKE_AUTH" || from.Port != 4500 {
 		t.Fatalf("SendIKE delivered %q from port %d, want the marker and IKE_AUTH from 4500", buf[:n], from.Port)
+	}
+	if err := d.SendKeepalive(to); err != nil {
+		t.Fatal(err)
+	}
+	if n, from, err = peer.ReadFromUDP(buf); err != nil || string(buf[:n]) != "\xff" || from.Port != 4500 {
+		t.Fatalf("SendKeepalive delivered %q from %v (%v), want 0xff from port 4500", buf[:n], from, err)
 	}
 }
