@@ -3,12 +3,12 @@ package netd
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"reflect"
 	"slices"
-	"net/netip"
 	"syscall"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/flashgate/flashgate/internal/testnet"
 )
