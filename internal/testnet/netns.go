@@ -39,12 +39,13 @@ func NewNS(t testing.TB, name string) *NS {
 }
 
 // Delete kills the processes left in the namespace (by PID, as listed by
-// `ip netns pids`) and deletes it.
+// `ip netns pids`) and deletes it. The calling process is spared: a thread
+// of it that entered the namespace (Do) makes it appear in the list.
 func (n *NS) Delete() {
 	out, _ := exec.Command("ip", "netns", "pids", n.Name).Output()
 	for _, f := range strings.Fields(string(out)) {
 		var pid int
-		if _, err := fmt.Sscan(f, &pid); err == nil && pid > 1 {
+		if _, err := fmt.Sscan(f, &pid); err == nil && pid > 1 && pid != os.Getpid() {
 			unix.Kill(pid, unix.SIGKILL)
 		}
 	}

@@ -1,0 +1,531 @@
+package iked
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"net/netip"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/ipsec"
+	"github.com/flashgate/flashgate/ipsec/esp"
+	"github.com/flashgate/flashgate/ipsec/ike"
+	"github.com/flashgate/flashgate/ipsec/xfrm"
+)
+
+// Options configure a Daemon.
+type Options struct {
+	// DataPlane is "auto" (XFRM when the kernel has ESP, userspace
+	// otherwise), "xfrm" or "userspace".
+	DataPlane string
+	// TUN names the userspace data plane's interface (default "fgesp0").
+	TUN string
+	// IKEPort and NATTPort default to 500 and 4500; tests running two
+	// daemons in one namespace use others.
+	IKEPort, NATTPort uint16
+	// TickInterval is how often timers run (default 100 ms).
+	TickInterval time.Duration
+	// Ranking puts the proposals the board's crypto engine accelerates
+	// first (ipsec/hwcrypto); nil keeps the configured order.
+	Ranking ike.Ranking
+	Logf    func(format string, args ...any)
+}
+
+// Daemon runs the tunnels of one configuration.
+type Daemon struct {
+	opts  Options
+	ep    *ike.Endpoint
+	dp    ipsec.DataPlane
+	dev   *esp.Device // when dp is userspace
+	tr    *transport
+	logf  func(string, ...any)
+	start time.Time
+
+	mu      sync.Mutex
+	tunnels map[string]*tunnel
+	closed  bool
+	done    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// maxEvents bounds each tunnel's event history.
+const maxEvents = 32
+
+// tunnel is the daemon's record of one configured tunnel.
+type tunnel struct {
+	cfg     config.Tunnel
+	peer    *ike.PeerConfig
+	sa      *ike.IKESA // the current IKE SA, if any
+	state   ipsec.TunnelState
+	reason  string
+	since   time.Time
+	events  []ipsec.TunnelEvent
+	retryAt time.Time
+	backoff time.Duration
+	// bytes counted on SAs that were rekeyed away, so totals do not drop
+	gone ipsec.SAStats
+}
+
+// New opens the data plane and the IKE sockets. Call Run to start, Apply
+// to give it tunnels, Close to stop.
+func New(opts Options) (*Daemon, error) {
+	if opts.IKEPort == 0 {
+		opts.IKEPort = 500
+	}
+	if opts.NATTPort == 0 {
+		opts.NATTPort = 4500
+	}
+	if opts.TUN == "" {
+		opts.TUN = "fgesp0"
+	}
+	if opts.TickInterval == 0 {
+		opts.TickInterval = 100 * time.Millisecond
+	}
+	if opts.Logf == nil {
+		opts.Logf = log.Printf
+	}
+	d := &Daemon{opts: opts, logf: opts.Logf, tunnels: map[string]*tunnel{}, done: make(chan struct{}), start: time.Now()}
+
+	kind, why := d.chooseDataPlane()
+	switch kind {
+	case "xfrm":
+		p, err := xfrm.New(xfrm.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("kernel data plane: %w", err)
+		}
+		d.dp = p
+	case "userspace":
+		dev, err := esp.NewDevice(esp.Config{TUN: opts.TUN, Listen: netip.AddrPortFrom(netip.IPv4Unspecified(), opts.NATTPort)})
+		if err != nil {
+			return nil, fmt.Errorf("userspace data plane: %w", err)
+		}
+		d.dp, d.dev = dev, dev
+	}
+	d.logf("iked: data plane %s (%s)", d.dp.Name(), why)
+
+	tr, err := newTransport(opts.IKEPort, opts.NATTPort, d.dev, kind == "xfrm")
+	if err != nil {
+		d.dp.Close()
+		return nil, err
+	}
+	d.tr = tr
+	ep, err := ike.NewEndpoint(ike.EndpointConfig{
+		Send:     tr.send,
+		PeerFor:  d.peerFor,
+		NATTPort: opts.NATTPort,
+		Events: ike.Events{
+			ChildUp:   d.childUp,
+			ChildDown: d.childDown,
+			IKEUp:     d.ikeUp,
+			IKEDown:   d.ikeDown,
+			Failure:   d.failure,
+		},
+	})
+	if err != nil {
+		tr.close()
+		d.dp.Close()
+		return nil, err
+	}
+	d.ep = ep
+	return d, nil
+}
+
+// chooseDataPlane applies the DataPlane option: "auto" probes the kernel.
+func (d *Daemon) chooseDataPlane() (kind, why string) {
+	switch d.opts.DataPlane {
+	case "xfrm":
+		return "xfrm", "forced by configuration"
+	case "userspace":
+		return "userspace", "forced by configuration"
+	}
+	if err := xfrm.Probe(); err != nil {
+		return "userspace", fmt.Sprintf("the kernel has no ESP: %v", err)
+	}
+	return "xfrm", "the kernel has ESP"
+}
+
+// DataPlane names the data plane in use.
+func (d *Daemon) DataPlane() string { return d.dp.Name() }
+
+// Run starts receiving and the timers. It returns at once.
+func (d *Daemon) Run() {
+	d.tr.run(d.ep.HandleMessage)
+	if d.dev != nil {
+		d.dev.SetIKEHandler(func(pkt []byte, from netip.AddrPort) {
+			// The device does not know our address; the tunnel does.
+			d.ep.HandleMessage(append([]byte(nil), pkt...), d.localFor(from), from)
+		})
+	}
+	d.wg.Add(2)
+	go d.timers()
+	go d.expires()
+}
+
+func (d *Daemon) timers() {
+	defer d.wg.Done()
+	t := time.NewTicker(d.opts.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.done:
+			return
+		case <-t.C:
+			d.ep.Tick()
+			d.maintain()
+		}
+	}
+}
+
+// expires turns the data plane's lifetime events into rekeys: a soft
+// expiry rekeys the CHILD_SA, a hard one deletes it (the data plane has
+// already stopped using it).
+func (d *Daemon) expires() {
+	defer d.wg.Done()
+	for {
+		select {
+		case <-d.done:
+			return
+		case e, ok := <-d.dp.Expires():
+			if !ok {
+				return
+			}
+			sa, in := d.findChild(e.SPI)
+			if sa == nil {
+				continue
+			}
+			var err error
+			if e.Hard {
+				err = sa.DeleteChild(in)
+			} else {
+				err = sa.RekeyChild(in)
+			}
+			if err != nil {
+				d.logf("iked: %s: expiry of SA %08x: %v", sa.Name(), e.SPI, err)
+			}
+		}
+	}
+}
+
+// findChild finds the IKE SA and inbound SPI of the pair that has spi in
+// either direction.
+func (d *Daemon) findChild(spi uint32) (*ike.IKESA, uint32) {
+	for _, sa := range d.ep.SAs() {
+		for _, c := range sa.Status().Children {
+			if c.InSPI == spi || c.OutSPI == spi {
+				return sa, c.InSPI
+			}
+		}
+	}
+	return nil, 0
+}
+
+// Apply reconciles the running tunnels with cfg: new tunnels start, removed
+// ones are deleted (their SAs too), changed ones restart, and unchanged
+// ones are not touched.
+func (d *Daemon) Apply(cfg *config.Config) error {
+	want := map[string]*config.Tunnel{}
+	var errs []error
+	for i := range cfg.Tunnels {
+		t := &cfg.Tunnels[i]
+		want[t.Name] = t
+	}
+	var stop []*ike.IKESA
+	d.mu.Lock()
+	for name, t := range d.tunnels {
+		if w, ok := want[name]; !ok || !sameTunnel(&t.cfg, w) || !w.Enabled {
+			if t.sa != nil {
+				stop = append(stop, t.sa)
+			}
+			if !ok || !w.Enabled {
+				delete(d.tunnels, name)
+			} else {
+				delete(d.tunnels, name) // re-added below with the new config
+			}
+		}
+	}
+	now := time.Now()
+	for name, w := range want {
+		if !w.Enabled {
+			continue
+		}
+		if _, ok := d.tunnels[name]; ok {
+			continue
+		}
+		peer, err := peerConfig(w, d.dev != nil)
+		if err != nil {
+			errs = append(errs, err)
+			d.tunnels[name] = &tunnel{cfg: *w, state: ipsec.StateFailed, reason: err.Error(), since: now}
+			continue
+		}
+		peer.Ranking = d.opts.Ranking
+		t := &tunnel{cfg: *w, peer: peer, state: ipsec.StateDown, since: now}
+		switch w.StartAction {
+		case config.StartRespond:
+			t.reason = "waiting for the peer to connect (start action: respond)"
+		case config.StartOnTraffic:
+			// Without kernel acquire events there is no traffic trigger;
+			// the userspace plane brings the tunnel up at once instead.
+			t.reason = "connecting (start action: on-traffic)"
+		}
+		t.event(now, "configured")
+		d.tunnels[name] = t
+	}
+	d.mu.Unlock()
+	for _, sa := range stop {
+		sa.Delete()
+	}
+	d.maintain()
+	return errors.Join(errs...)
+}
+
+// maintain starts tunnels that should be up and are not, with backoff
+// after failures: 1 s doubling to 60 s.
+func (d *Daemon) maintain() {
+	now := time.Now()
+	var start []*tunnel
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return
+	}
+	for _, t := range d.tunnels {
+		if t.peer == nil || t.sa != nil || t.cfg.StartAction == config.StartRespond || !t.peer.Remote.IsValid() {
+			continue
+		}
+		if now.Before(t.retryAt) {
+			continue
+		}
+		if t.backoff == 0 {
+			t.backoff = time.Second
+		} else if t.backoff < time.Minute {
+			t.backoff *= 2
+		}
+		t.retryAt = now.Add(t.backoff)
+		start = append(start, t)
+	}
+	d.mu.Unlock()
+	for _, t := range start {
+		sa, err := d.ep.Initiate(t.peer)
+		d.mu.Lock()
+		if err != nil {
+			t.setState(now, ipsec.StateFailed, err.Error())
+		} else if cur, ok := d.tunnels[t.cfg.Name]; ok && cur == t && t.sa == nil {
+			t.sa = sa
+			if t.state != ipsec.StateUp {
+				t.setState(now, ipsec.StateConnecting, "")
+			}
+		}
+		d.mu.Unlock()
+	}
+}
+
+// peerFor is the engine's hook for IKE_SA_INIT from an unknown SA: the
+// tunnel whose peer address matches, else one that accepts any address.
+func (d *Daemon) peerFor(local, remote netip.AddrPort) *ike.PeerConfig {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var any *ike.PeerConfig
+	for _, t := range d.sortedTunnels() {
+		if t.peer == nil {
+			continue
+		}
+		if t.peer.Remote.Addr() == remote.Addr() {
+			return t.peer
+		}
+		if !t.peer.Remote.IsValid() && any == nil {
+			any = t.peer
+		}
+	}
+	return any
+}
+
+// localFor gives the local address for a datagram from remote, for the
+// userspace device's NAT-T socket, which does not report it.
+func (d *Daemon) localFor(remote netip.AddrPort) netip.AddrPort {
+	d.mu.Lock()
+	for _, t := range d.tunnels {
+		if t.peer != nil && t.peer.Remote.Addr() == remote.Addr() && t.peer.Local.IsValid() {
+			d.mu.Unlock()
+			return netip.AddrPortFrom(t.peer.Local.Addr(), d.opts.NATTPort)
+		}
+	}
+	d.mu.Unlock()
+	if a, err := sourceFor(remote.Addr()); err == nil {
+		return netip.AddrPortFrom(a, d.opts.NATTPort)
+	}
+	return netip.AddrPortFrom(netip.IPv4Unspecified(), d.opts.NATTPort)
+}
+
+func (d *Daemon) sortedTunnels() []*tunnel {
+	ts := make([]*tunnel, 0, len(d.tunnels))
+	for _, t := range d.tunnels {
+		ts = append(ts, t)
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i].cfg.Name < ts[j].cfg.Name })
+	return ts
+}
+
+func (d *Daemon) tunnelOf(sa *ike.IKESA) *tunnel {
+	if sa == nil {
+		return nil
+	}
+	return d.tunnels[sa.Name()]
+}
+
+// The engine's events. They run without engine locks held and may call
+// into the engine; they must not call it with d.mu held.
+
+func (d *Daemon) childUp(c ike.ChildUp) {
+	err := d.dp.AddPair(c.In, c.Out)
+	now := time.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t := d.tunnelOf(c.SA)
+	if err != nil {
+		d.logf("iked: %s: install CHILD_SA %08x/%08x: %v", c.SA.Name(), c.In.SPI, c.Out.SPI, err)
+		if t != nil {
+			t.setState(now, ipsec.StateFailed, fmt.Sprintf("the negotiated CHILD_SA could not be installed in the %s data plane: %v", d.dp.Name(), err))
+		}
+		go c.SA.DeleteChild(c.In.SPI)
+		return
+	}
+	if t == nil {
+		return
+	}
+	if t.sa != c.SA {
+		t.sa = c.SA // an SA the peer initiated, or a rekeyed IKE SA
+	}
+	what := "CHILD_SA up"
+	if c.Replaces != 0 {
+		what = fmt.Sprintf("CHILD_SA rekeyed (replaces %08x)", c.Replaces)
+	}
+	t.event(now, fmt.Sprintf("%s: %s, SPIs %08x_i %08x_o, %s === %s", what, c.Proposal.String(), c.In.SPI, c.Out.SPI,
+		prefixes(c.In.LocalTS), prefixes(c.In.RemoteTS)))
+	t.backoff = 0
+	t.setState(now, ipsec.StateUp, "")
+}
+
+func (d *Daemon) childDown(sa *ike.IKESA, in uint32, reason error) {
+	stats, _ := d.dp.Stats(in)
+	if err := d.dp.DeletePair(in); err != nil {
+		d.logf("iked: %s: remove CHILD_SA %08x: %v", sa.Name(), in, err)
+	}
+	now := time.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t := d.tunnelOf(sa)
+	if t == nil {
+		return
+	}
+	t.gone.Bytes += stats.Bytes
+	t.gone.Packets += stats.Packets
+	if reason != nil {
+		t.event(now, fmt.Sprintf("CHILD_SA %08x down: %v", in, reason))
+	}
+}
+
+func (d *Daemon) ikeUp(sa *ike.IKESA) {
+	now := time.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t := d.tunnelOf(sa)
+	if t == nil {
+		return
+	}
+	t.sa = sa
+	st := sa.Status()
+	t.event(now, fmt.Sprintf("IKE_SA up: %s, %v <-> %v", st.Proposal, st.Local, st.Remote))
+}
+
+func (d *Daemon) ikeDown(sa *ike.IKESA, reason error) {
+	now := time.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t := d.tunnelOf(sa)
+	if t == nil || t.sa != sa {
+		return // a rekeyed-away SA, or one of a tunnel that was removed
+	}
+	t.sa = nil
+	if reason == nil {
+		t.event(now, "IKE_SA closed")
+		t.setState(now, ipsec.StateDown, "closed")
+		return
+	}
+	t.event(now, "IKE_SA down: "+reason.Error())
+	t.setState(now, ipsec.StateFailed, reason.Error())
+}
+
+func (d *Daemon) failure(peer *ike.PeerConfig, reason error) {
+	if peer == nil || reason == nil {
+		return
+	}
+	now := time.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t := d.tunnels[peer.Name]
+	if t == nil {
+		return
+	}
+	t.event(now, reason.Error())
+	if t.state != ipsec.StateUp {
+		t.setState(now, ipsec.StateFailed, reason.Error())
+	}
+}
+
+func (t *tunnel) setState(now time.Time, s ipsec.TunnelState, reason string) {
+	if t.state != s {
+		t.since = now
+	}
+	t.state, t.reason = s, reason
+}
+
+func (t *tunnel) event(now time.Time, msg string) {
+	t.events = append(t.events, ipsec.TunnelEvent{Time: now, Message: msg})
+	if len(t.events) > maxEvents {
+		t.events = append(t.events[:0], t.events[len(t.events)-maxEvents:]...)
+	}
+}
+
+// Close deletes every IKE SA (telling the peers), removes the SAs from the
+// data plane and closes the sockets.
+func (d *Daemon) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	d.mu.Unlock()
+	for _, sa := range d.ep.SAs() {
+		sa.Delete()
+	}
+	// Give the DELETEs a moment on the wire, then stop.
+	time.Sleep(50 * time.Millisecond)
+	close(d.done)
+	d.tr.close()
+	d.wg.Wait()
+	for _, sa := range d.ep.SAs() {
+		for _, c := range sa.Status().Children {
+			d.dp.DeletePair(c.InSPI)
+		}
+		sa.Close()
+	}
+	return d.dp.Close()
+}
+
+func prefixes(ps []netip.Prefix) string {
+	b, _ := json.Marshal(ps)
+	return string(b)
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // config types always marshal
+	}
+	return b
+}

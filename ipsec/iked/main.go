@@ -1,0 +1,144 @@
+package iked
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/ipsec"
+)
+
+// Main is `flashgate iked`: the daemon, standalone with a configuration
+// file (the JSON form of the whole flashgate configuration; only its
+// tunnels are used) or, on the appliance, fed by configd.
+func Main(args []string) int {
+	fs := flag.NewFlagSet("iked", flag.ContinueOnError)
+	file := fs.String("config", "", "configuration file (JSON, as `flashgate config export` writes it); SIGHUP reloads it")
+	sock := fs.String("socket", DefaultSocket, "local API socket")
+	plane := fs.String("dataplane", "auto", "data plane: auto, xfrm or userspace")
+	tun := fs.String("tun", "fgesp0", "TUN interface of the userspace data plane")
+	ikePort := fs.Uint("ike-port", 500, "IKE port")
+	nattPort := fs.Uint("natt-port", 4500, "NAT-T port")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *file == "" {
+		fmt.Fprintln(os.Stderr, "iked: give the configuration with -config FILE")
+		return 2
+	}
+	logger := log.New(os.Stderr, "", log.LstdFlags)
+	cfg, err := loadFile(*file)
+	if err != nil {
+		logger.Printf("iked: %v", err)
+		return 1
+	}
+	d, err := New(Options{DataPlane: *plane, TUN: *tun, IKEPort: uint16(*ikePort), NATTPort: uint16(*nattPort), Logf: logger.Printf})
+	if err != nil {
+		logger.Printf("iked: %v", err)
+		return 1
+	}
+	d.Run()
+	if err := d.Apply(cfg); err != nil {
+		logger.Printf("iked: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		if err := d.Serve(ctx, *sock); err != nil {
+			logger.Printf("iked: %v", err)
+		}
+	}()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	for s := range sig {
+		if s == syscall.SIGHUP {
+			cfg, err := loadFile(*file)
+			if err != nil {
+				logger.Printf("iked: reload: %v (keeping the running tunnels)", err)
+				continue
+			}
+			if err := d.Apply(cfg); err != nil {
+				logger.Printf("iked: reload: %v", err)
+			}
+			continue
+		}
+		break
+	}
+	cancel()
+	d.Close()
+	return 0
+}
+
+func loadFile(path string) (*config.Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read configuration: %w", err)
+	}
+	cfg, err := config.Decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("configuration %s: %w", path, err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("configuration %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// StatusMain is `flashgate ipsec status`: the tunnels and their SAs, the
+// way `swanctl --list-sas` shows them.
+func StatusMain(args []string) int {
+	fs := flag.NewFlagSet("ipsec status", flag.ContinueOnError)
+	sock := fs.String("socket", DefaultSocket, "iked's API socket")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ts, err := NewClient(*sock).Tunnels()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	PrintStatus(os.Stdout, ts, time.Now())
+	return 0
+}
+
+// PrintStatus writes tunnels in the layout of swanctl --list-sas.
+func PrintStatus(w io.Writer, ts []ipsec.TunnelStatus, now time.Time) {
+	if len(ts) == 0 {
+		fmt.Fprintln(w, "no tunnels configured")
+	}
+	ago := func(t time.Time) string { return now.Sub(t).Round(time.Second).String() }
+	for _, t := range ts {
+		fmt.Fprintf(w, "%s: %s, data plane %s", t.Name, strings.ToUpper(string(t.State)), t.DataPlane)
+		if t.Driver != "" {
+			fmt.Fprintf(w, " (%s)", t.Driver)
+		}
+		fmt.Fprintf(w, ", since %s ago\n", ago(t.Since))
+		if t.Reason != "" {
+			fmt.Fprintf(w, "  reason: %s\n", t.Reason)
+		}
+		if t.IKE != nil {
+			mark := func(init bool) string {
+				if init {
+					return "*"
+				}
+				return ""
+			}
+			fmt.Fprintf(w, "  IKE_SA %s_i%s %s_r%s, %s <-> %s\n", t.IKE.InitiatorSPI, mark(t.IKE.Initiator), t.IKE.ResponderSPI, mark(!t.IKE.Initiator), t.LocalAddr, t.RemoteAddr)
+			fmt.Fprintf(w, "    %s, established %s ago, rekeying in %s\n", t.IKE.Proposal, ago(t.IKE.Established), t.IKE.RekeyIn)
+		}
+		for _, c := range t.Children {
+			fmt.Fprintf(w, "  CHILD_SA %s, installed %s ago, rekeying in %s\n", c.Proposal, ago(c.Established), c.RekeyIn)
+			fmt.Fprintf(w, "    in  %s, %10d bytes, %8d packets, %d dropped\n", c.InboundSPI, c.BytesIn, c.PacketsIn, c.Drops)
+			fmt.Fprintf(w, "    out %s, %10d bytes, %8d packets\n", c.OutboundSPI, c.BytesOut, c.PacketsOut)
+			fmt.Fprintf(w, "    local  %s\n    remote %s\n", strings.Join(c.LocalTS, " "), strings.Join(c.RemoteTS, " "))
+		}
+	}
+}

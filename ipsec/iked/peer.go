@@ -1,0 +1,121 @@
+package iked
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/ipsec/ike"
+	"github.com/vishvananda/netlink"
+)
+
+// peerConfig turns a configured tunnel into the engine's PeerConfig.
+// forceEncap is set by the daemon when the data plane is userspace ESP: ESP
+// in UDP is its fast path (UDP GSO/GRO), and every NAT-T capable peer
+// accepts it.
+func peerConfig(t *config.Tunnel, forceEncap bool) (*ike.PeerConfig, error) {
+	remote := t.RemoteAddress.Addr
+	local := t.LocalAddress.Addr
+	if !local.IsValid() && remote.IsValid() {
+		src, err := sourceFor(remote)
+		if err != nil {
+			return nil, fmt.Errorf("tunnel %s: no local address given and %w", t.Name, err)
+		}
+		local = src
+	}
+	p := &ike.PeerConfig{
+		Name:          t.Name,
+		PSK:           []byte(t.PSK.Reveal()),
+		ForceEncap:    forceEncap,
+		IKELifetime:   t.IKELifetime.Duration,
+		ChildLifetime: t.ChildLifetime.Duration,
+		DPDDelay:      t.DPDInterval.Duration,
+	}
+	if local.IsValid() {
+		p.Local = netip.AddrPortFrom(local, 500)
+	}
+	if remote.IsValid() {
+		p.Remote = netip.AddrPortFrom(remote, 500)
+	}
+	// Identities default to the addresses, as strongSwan's do.
+	lid, rid := t.LocalID, t.RemoteID
+	if lid == "" && local.IsValid() {
+		lid = local.String()
+	}
+	if rid == "" && remote.IsValid() {
+		rid = remote.String()
+	}
+	var err error
+	if lid != "" {
+		if p.LocalID, err = ike.ParseIdentity(lid); err != nil {
+			return nil, fmt.Errorf("tunnel %s: local_id: %w", t.Name, err)
+		}
+	}
+	if rid != "" {
+		if p.RemoteID, err = ike.ParseIdentity(rid); err != nil {
+			return nil, fmt.Errorf("tunnel %s: remote_id: %w", t.Name, err)
+		}
+	}
+	for _, s := range t.IKEProposals {
+		pr, err := ike.ParseProposal(ike.ProtoIKE, s)
+		if err != nil {
+			return nil, fmt.Errorf("tunnel %s: ike_proposals %q: %w", t.Name, s, err)
+		}
+		p.IKEProposals = append(p.IKEProposals, pr)
+	}
+	for _, s := range t.ESPProposals {
+		pr, err := ike.ParseProposal(ike.ProtoESP, s)
+		if err != nil {
+			return nil, fmt.Errorf("tunnel %s: esp_proposals %q: %w", t.Name, s, err)
+		}
+		p.ESPProposals = append(p.ESPProposals, pr)
+	}
+	for _, s := range t.LocalSubnets {
+		p.LocalTS = append(p.LocalTS, s.Prefix)
+	}
+	for _, s := range t.RemoteSubnets {
+		p.RemoteTS = append(p.RemoteTS, s.Prefix)
+	}
+	// DPD: the engine declares the peer dead when a liveness check goes
+	// unanswered through all retransmissions; spread them over the
+	// configured timeout (0.5 s doubling: 5 tries take 15.5 s).
+	if to := t.DPDTimeout.Duration; to > 0 {
+		p.RetransmitTries = triesWithin(500*time.Millisecond, to)
+	}
+	return p, nil
+}
+
+// triesWithin is how many sends, starting at first and doubling, fit in d
+// (at least 2, at most 10).
+func triesWithin(first, d time.Duration) int {
+	n, total, next := 0, time.Duration(0), first
+	for n < 10 && total+next <= d {
+		total += next
+		next *= 2
+		n++
+	}
+	if n < 2 {
+		n = 2
+	}
+	return n
+}
+
+// sourceFor asks the kernel which local address it would use to reach dst.
+func sourceFor(dst netip.Addr) (netip.Addr, error) {
+	routes, err := netlink.RouteGet(dst.AsSlice())
+	if err != nil || len(routes) == 0 {
+		return netip.Addr{}, fmt.Errorf("no route to the peer %s: %v", dst, err)
+	}
+	a, ok := netip.AddrFromSlice(routes[0].Src)
+	if !ok {
+		return netip.Addr{}, fmt.Errorf("the route to the peer %s has no source address", dst)
+	}
+	return a.Unmap(), nil
+}
+
+// sameTunnel reports whether a tunnel's configuration is unchanged, so the
+// reconciler leaves its SAs alone.
+func sameTunnel(a, b *config.Tunnel) bool {
+	return string(mustJSON(a)) == string(mustJSON(b))
+}

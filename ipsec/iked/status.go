@@ -1,0 +1,112 @@
+package iked
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/flashgate/flashgate/ipsec"
+	"github.com/flashgate/flashgate/ipsec/hwcrypto"
+	"github.com/flashgate/flashgate/ipsec/ike"
+)
+
+// Status reports every configured tunnel, sorted by name.
+func (d *Daemon) Status() []ipsec.TunnelStatus {
+	d.mu.Lock()
+	type snap struct {
+		t      ipsec.TunnelStatus
+		sa     *ike.IKESA
+		gone   ipsec.SAStats
+		alg    string
+	}
+	var snaps []snap
+	for _, t := range d.sortedTunnels() {
+		s := ipsec.TunnelStatus{
+			Name: t.cfg.Name, State: t.state, Reason: t.reason, Since: t.since,
+			DataPlane: d.dp.Name(),
+			Events:    append([]ipsec.TunnelEvent(nil), t.events...),
+		}
+		if t.peer != nil {
+			s.LocalAddr = t.peer.Local.Addr().String()
+			if t.peer.Remote.IsValid() {
+				s.RemoteAddr = t.peer.Remote.String()
+			}
+		}
+		snaps = append(snaps, snap{t: s, sa: t.sa, gone: t.gone})
+	}
+	d.mu.Unlock()
+
+	now := time.Now()
+	out := make([]ipsec.TunnelStatus, 0, len(snaps))
+	for _, sn := range snaps {
+		s := sn.t
+		if sn.sa != nil {
+			st := sn.sa.Status()
+			s.RemoteAddr = st.Remote.String()
+			if st.State == ike.StateEstablished || st.State == ike.StateRekeyed {
+				s.IKE = &ipsec.IKESAStatus{
+					InitiatorSPI: fmt.Sprintf("%016x", st.SPIi),
+					ResponderSPI: fmt.Sprintf("%016x", st.SPIr),
+					Initiator:    st.Initiator,
+					Proposal:     st.Proposal,
+					NATT:         st.Remote.Port() != 500,
+					Established:  st.Established,
+					RekeyIn:      until(now, st.RekeyAt),
+				}
+			}
+			for _, c := range st.Children {
+				in, _ := d.dp.Stats(c.InSPI)
+				outStats, _ := d.dp.Stats(c.OutSPI)
+				cs := ipsec.ChildSAStatus{
+					InboundSPI: fmt.Sprintf("%08x", c.InSPI), OutboundSPI: fmt.Sprintf("%08x", c.OutSPI),
+					Proposal: c.Proposal, LocalTS: strs(c.LocalTS), RemoteTS: strs(c.RemoteTS),
+					BytesIn: in.Bytes, PacketsIn: in.Packets, BytesOut: outStats.Bytes, PacketsOut: outStats.Packets,
+					Drops:       in.ReplayDrops + in.AuthFailures,
+					Established: c.Established, RekeyIn: until(now, c.RekeyAt),
+				}
+				s.Children = append(s.Children, cs)
+				if s.Driver == "" {
+					s.Driver = d.driverFor(c.Proposal)
+				}
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// driverFor names what does the ESP crypto of a CHILD_SA with the given
+// ESP proposal: the kernel's driver (from /proc/crypto) for XFRM, Go's
+// implementation for userspace ESP.
+func (d *Daemon) driverFor(proposal string) string {
+	if d.dev != nil {
+		return "go (userspace ESP)"
+	}
+	p, err := ike.ParseProposal(ike.ProtoESP, proposal)
+	if err != nil {
+		return ""
+	}
+	tr, err := p.ESPTransform()
+	if err != nil {
+		return ""
+	}
+	drv, err := hwcrypto.DriverFor(hwcrypto.KernelAlgorithm(tr.Encryption, tr.Integrity))
+	if err != nil {
+		return ""
+	}
+	return drv
+}
+
+func until(now, t time.Time) time.Duration {
+	if t.IsZero() || t.Before(now) {
+		return 0
+	}
+	return t.Sub(now).Round(time.Second)
+}
+
+func strs[T fmt.Stringer](xs []T) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = x.String()
+	}
+	return out
+}
