@@ -13,10 +13,10 @@ import (
 func (d *Daemon) Status() []ipsec.TunnelStatus {
 	d.mu.Lock()
 	type snap struct {
-		t      ipsec.TunnelStatus
-		sa     *ike.IKESA
-		gone   ipsec.SAStats
-		alg    string
+		t    ipsec.TunnelStatus
+		sa   *ike.IKESA
+		gone ipsec.SAStats
+		alg  string
 	}
 	var snaps []snap
 	for _, t := range d.sortedTunnels() {
