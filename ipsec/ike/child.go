@@ -350,10 +350,7 @@ func (sa *IKESA) createChildExchange(old *child, forceGroup DHGroup) *exchange {
 			return nil
 		}
 		if sa.state != StateEstablished {
-			if old != nil {
-				old.state = childInstalled
-			}
-			return nil
+			return nil // onAbort puts the child back
 		}
 		inSPI = sa.ep.allocSPI()
 		ni = make([]byte, 32)
@@ -385,7 +382,12 @@ func (sa *IKESA) createChildExchange(old *child, forceGroup DHGroup) *exchange {
 			dh.Zero()
 		}
 		if old != nil && old.state == childRekeying {
+			// Not sent (e.g. the IKE SA was rekeyed meanwhile): let the
+			// timers of whichever IKE SA owns the child try again.
 			old.state = childInstalled
+			if old.rekeyAt.IsZero() {
+				old.rekeyAt = sa.ep.now().Add(time.Second)
+			}
 		}
 	}
 	ex.onResponse = func(ps []Payload) {
