@@ -53,15 +53,33 @@ func describeJSONError(data []byte, err error) error {
 		return fmt.Errorf("invalid JSON at line %d: %v", line, syn)
 	case errors.As(err, &typ):
 		if typ.Field != "" {
-			return fmt.Errorf("%s: expected %s, got JSON %s", typ.Field, typ.Type, typ.Value)
+			return fmt.Errorf("%s: expected %s, got JSON %s", typ.Field, jsonKind(typ.Type), typ.Value)
 		}
-		return fmt.Errorf("expected %s, got JSON %s", typ.Type, typ.Value)
+		return fmt.Errorf("expected %s, got JSON %s", jsonKind(typ.Type), typ.Value)
 	case errors.Is(err, io.EOF):
 		return errors.New("invalid JSON: empty document")
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return errors.New("invalid JSON: the document is cut short")
 	}
 	return fmt.Errorf("invalid JSON: %v", err)
+}
+
+// jsonKind names what JSON a Go type wants, for error messages.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Map, reflect.Struct:
+		return "a JSON object"
+	case reflect.Slice, reflect.Array:
+		return "a JSON list"
+	case reflect.String:
+		return "a JSON string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	}
+	return t.String()
 }
 
 // JSON returns c as indented JSON with secrets in the clear: it is the

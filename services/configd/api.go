@@ -1,0 +1,650 @@
+package configd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/flashgate/flashgate/config"
+	"golang.org/x/sys/unix"
+)
+
+// Request body limits. Documents (a whole config, a backup) may be up to
+// config.MaxDocumentSize; everything else is a few fields.
+const (
+	maxSmallBody    = 64 << 10
+	maxDocumentBody = config.MaxDocumentSize + 64<<10
+)
+
+// Status is GET /v1/status.
+type Status struct {
+	Revision  uint64          `json:"revision"`
+	Pending   *config.Pending `json:"pending,omitempty"`
+	Schema    int             `json:"schema"`
+	Database  string          `json:"database"`
+	Storage   string          `json:"storage"`             // "card" or "ram"
+	Recovered string          `json:"recovered,omitempty"` // why the database was set aside at start
+	Note      string          `json:"note,omitempty"`      // e.g. no config partition: changes are lost on reboot
+}
+
+// RunningResponse is GET /v1/running.
+type RunningResponse struct {
+	Revision uint64         `json:"revision"`
+	Config   *config.Config `json:"config"`
+}
+
+// CandidateResponse is GET /v1/candidate.
+type CandidateResponse struct {
+	Etag    string              `json:"etag"`
+	Changed bool                `json:"changed"` // differs from running
+	Errors  []config.FieldError `json:"errors"`  // what Validate says about it now
+	Config  *config.Config      `json:"config"`
+}
+
+// EtagResponse answers every candidate edit.
+type EtagResponse struct {
+	Etag string `json:"etag"`
+}
+
+// SetRequest is POST /v1/candidate/set: values are in the text form
+// ("192.0.2.1", "10.0.0.0/24", "true", "30s"); a list takes any number.
+type SetRequest struct {
+	Etag   string   `json:"etag,omitempty"`
+	Path   string   `json:"path"`
+	Values []string `json:"values"`
+}
+
+// DeleteRequest is POST /v1/candidate/delete.
+type DeleteRequest struct {
+	Etag string `json:"etag,omitempty"`
+	Path string `json:"path"`
+}
+
+// PasswordRequest is POST /v1/candidate/password: configd hashes the
+// password (argon2id) into system.admins[Admin], creating the account.
+type PasswordRequest struct {
+	Etag     string `json:"etag,omitempty"`
+	Admin    string `json:"admin"`
+	Password string `json:"password"`
+}
+
+// CommitRequest is POST /v1/commit. ConfirmTimeout ("5m"), when set, makes
+// it a commit-confirmed.
+type CommitRequest struct {
+	Etag           string `json:"etag,omitempty"`
+	Who            string `json:"who"`
+	Message        string `json:"message"`
+	ConfirmTimeout string `json:"confirm_timeout,omitempty"`
+}
+
+// RollbackRequest is POST /v1/rollback.
+type RollbackRequest struct {
+	Revision uint64 `json:"revision"`
+	Who      string `json:"who"`
+}
+
+// DiffLine is one line of GET /v1/diff.
+type DiffLine struct {
+	Op   string `json:"op"` // "+" or "-"
+	Line string `json:"line"`
+}
+
+// DiffResponse is GET /v1/diff.
+type DiffResponse struct {
+	From  string     `json:"from"`
+	To    string     `json:"to"`
+	Lines []DiffLine `json:"lines"`
+}
+
+// RevisionResponse is GET /v1/history/{rev}.
+type RevisionResponse struct {
+	Info   config.RevisionInfo `json:"info"`
+	Config *config.Config      `json:"config"`
+}
+
+// ExportRequest is POST /v1/export; Secrets is included, omitted or
+// encrypted (with Passphrase).
+type ExportRequest struct {
+	Secrets    string `json:"secrets"`
+	Passphrase string `json:"passphrase,omitempty"`
+}
+
+// ImportRequest is POST /v1/import: Backup is a backup document or a bare
+// config; it becomes the candidate.
+type ImportRequest struct {
+	Etag       string          `json:"etag,omitempty"`
+	Backup     json.RawMessage `json:"backup"`
+	Passphrase string          `json:"passphrase,omitempty"`
+}
+
+// FactoryResetRequest is POST /v1/factory-reset; Confirm must be
+// "factory-reset" so that a stray request cannot wipe the box.
+type FactoryResetRequest struct {
+	Who     string `json:"who"`
+	Confirm string `json:"confirm"`
+}
+
+// ErrorResponse is the body of every error.
+type ErrorResponse struct {
+	Error  string              `json:"error"`
+	Code   string              `json:"code"`
+	Fields []config.FieldError `json:"fields,omitempty"`
+}
+
+// Error codes.
+const (
+	CodeBadRequest       = "bad_request"
+	CodeTooLarge         = "too_large"
+	CodeCandidateChanged = "candidate_changed"
+	CodeValidation       = "validation"
+	CodeNoChanges        = "no_changes"
+	CodeNothingPending   = "nothing_pending"
+	CodeNotFound         = "not_found"
+	CodeInternal         = "internal"
+)
+
+// Server is configd's local API over a Store.
+type Server struct {
+	store   *config.Store
+	storage string
+	note    string
+	logf    func(string, ...any)
+	mux     *http.ServeMux
+	stop    chan struct{} // closed by StopWatches
+	once    sync.Once
+}
+
+// StopWatches ends every watch stream (they never go idle, so
+// http.Server.Shutdown would otherwise wait for them).
+func (s *Server) StopWatches() { s.once.Do(func() { close(s.stop) }) }
+
+// NewServer returns the API handler for store. storage and note are shown
+// in the status (see Status).
+func NewServer(store *config.Store, storage, note string, logf func(string, ...any)) *Server {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	s := &Server{store: store, storage: storage, note: note, logf: logf, mux: http.NewServeMux(), stop: make(chan struct{})}
+	s.mux.HandleFunc("GET /v1/status", s.status)
+	s.mux.HandleFunc("GET /v1/running", s.running)
+	s.mux.HandleFunc("GET /v1/candidate", s.candidate)
+	s.mux.HandleFunc("PUT /v1/candidate", s.replaceCandidate)
+	s.mux.HandleFunc("PATCH /v1/candidate", s.patchCandidate)
+	s.mux.HandleFunc("POST /v1/candidate/set", s.set)
+	s.mux.HandleFunc("POST /v1/candidate/delete", s.delete)
+	s.mux.HandleFunc("POST /v1/candidate/discard", s.discard)
+	s.mux.HandleFunc("POST /v1/candidate/password", s.password)
+	s.mux.HandleFunc("GET /v1/validate", s.validate)
+	s.mux.HandleFunc("GET /v1/diff", s.diff)
+	s.mux.HandleFunc("POST /v1/commit", s.commit)
+	s.mux.HandleFunc("POST /v1/confirm", s.confirm)
+	s.mux.HandleFunc("POST /v1/rollback", s.rollback)
+	s.mux.HandleFunc("GET /v1/history", s.history)
+	s.mux.HandleFunc("GET /v1/history/{rev}", s.revision)
+	s.mux.HandleFunc("POST /v1/export", s.export)
+	s.mux.HandleFunc("POST /v1/import", s.importBackup)
+	s.mux.HandleFunc("POST /v1/factory-reset", s.factoryReset)
+	s.mux.HandleFunc("GET /v1/watch", s.watch)
+	return s
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeText(w http.ResponseWriter, text string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	io.WriteString(w, text)
+}
+
+// fail writes err as an ErrorResponse with the status its kind calls for.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var ve config.ValidationErrors
+	var pe *config.PathError
+	var mbe *http.MaxBytesError
+	resp := ErrorResponse{Error: err.Error(), Code: CodeBadRequest}
+	status := http.StatusBadRequest
+	switch {
+	case errors.As(err, &mbe):
+		status, resp.Code = http.StatusRequestEntityTooLarge, CodeTooLarge
+		resp.Error = fmt.Sprintf("request body larger than %d bytes", mbe.Limit)
+	case errors.Is(err, config.ErrCandidateChanged):
+		status, resp.Code = http.StatusConflict, CodeCandidateChanged
+	case errors.As(err, &ve):
+		status, resp.Code, resp.Fields = http.StatusUnprocessableEntity, CodeValidation, ve
+	case errors.As(err, &pe):
+		resp.Fields = []config.FieldError{{Path: pe.Path, Message: pe.Err.Error()}}
+	case errors.Is(err, config.ErrNoChanges):
+		status, resp.Code = http.StatusConflict, CodeNoChanges
+	case errors.Is(err, config.ErrNothingPending):
+		status, resp.Code = http.StatusConflict, CodeNothingPending
+	case errors.Is(err, config.ErrNoRevision):
+		status, resp.Code = http.StatusNotFound, CodeNotFound
+	case errors.As(err, new(*internalError)):
+		status, resp.Code = http.StatusInternalServerError, CodeInternal
+	}
+	if status >= 500 {
+		s.logf("configd: %s %s: %v", r.Method, r.URL.Path, err)
+	}
+	writeJSON(w, status, resp)
+}
+
+// internalError marks failures that are configd's or the card's, not the
+// caller's.
+type internalError struct{ err error }
+
+func (e *internalError) Error() string { return e.err.Error() }
+func (e *internalError) Unwrap() error { return e.err }
+
+// storeErr classifies an error from a store write: validation, etag and
+// state errors are the caller's; anything else (the card) is internal.
+func storeErr(err error) error {
+	var ve config.ValidationErrors
+	if err == nil || errors.As(err, &ve) || errors.Is(err, config.ErrCandidateChanged) ||
+		errors.Is(err, config.ErrNoChanges) || errors.Is(err, config.ErrNothingPending) ||
+		errors.Is(err, config.ErrNoRevision) {
+		return err
+	}
+	return &internalError{err}
+}
+
+// decodeBody reads a JSON request body strictly: at most limit bytes, no
+// unknown fields, nothing after the document.
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		return err
+	}
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		return fmt.Errorf("request body: %w", err)
+	}
+	if d.More() {
+		return errors.New("request body: data after the JSON document")
+	}
+	return nil
+}
+
+// etag returns the If-Match header if present, else the body's etag.
+func etag(r *http.Request, body string) string {
+	if h := strings.Trim(r.Header.Get("If-Match"), `"`); h != "" {
+		return h
+	}
+	return body
+}
+
+func wantText(r *http.Request) bool { return r.URL.Query().Get("format") == "text" }
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	_, rev := s.store.Running()
+	writeJSON(w, http.StatusOK, Status{Revision: rev, Pending: s.store.Pending(), Schema: config.SchemaVersion,
+		Database: s.store.Path(), Storage: s.storage, Recovered: s.store.Recovered(), Note: s.note})
+}
+
+func (s *Server) running(w http.ResponseWriter, r *http.Request) {
+	c, rev := s.store.Running()
+	w.Header().Set("X-Revision", strconv.FormatUint(rev, 10))
+	if wantText(r) {
+		writeText(w, c.Text())
+		return
+	}
+	writeJSON(w, http.StatusOK, RunningResponse{Revision: rev, Config: c})
+}
+
+func (s *Server) candidate(w http.ResponseWriter, r *http.Request) {
+	c, tag := s.store.Candidate()
+	w.Header().Set("ETag", `"`+tag+`"`)
+	if wantText(r) {
+		writeText(w, c.Text())
+		return
+	}
+	running, _ := s.store.Running()
+	resp := CandidateResponse{Etag: tag, Config: c, Changed: len(config.ChangedSections(running, c)) > 0, Errors: []config.FieldError{}}
+	var ve config.ValidationErrors
+	if errors.As(c.Validate(), &ve) {
+		resp.Errors = ve
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) edited(w http.ResponseWriter, r *http.Request, tag string, err error) {
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("ETag", `"`+tag+`"`)
+	writeJSON(w, http.StatusOK, EtagResponse{Etag: tag})
+}
+
+func (s *Server) replaceCandidate(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxDocumentBody))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	c, err := config.Decode(body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	tag, err := s.store.ReplaceCandidate(etag(r, ""), c)
+	s.edited(w, r, tag, err)
+}
+
+func (s *Server) patchCandidate(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxDocumentBody))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	tag, err := s.store.PatchCandidate(etag(r, ""), body)
+	s.edited(w, r, tag, err)
+}
+
+func (s *Server) set(w http.ResponseWriter, r *http.Request) {
+	var req SetRequest
+	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	tag, err := s.store.SetPath(etag(r, req.Etag), req.Path, req.Values...)
+	s.edited(w, r, tag, err)
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
+	var req DeleteRequest
+	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	tag, err := s.store.DeletePath(etag(r, req.Etag), req.Path)
+	s.edited(w, r, tag, err)
+}
+
+func (s *Server) discard(w http.ResponseWriter, r *http.Request) {
+	s.edited(w, r, s.store.DiscardCandidate(), nil)
+}
+
+func (s *Server) password(w http.ResponseWriter, r *http.Request) {
+	var req PasswordRequest
+	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	// Hash outside the store's lock: argon2id takes a while on a Geode.
+	var a config.Admin
+	if err := a.SetPassword(req.Password); err != nil {
+		s.fail(w, r, &config.PathError{Path: "system.admins." + req.Admin + ".password_hash", Err: err})
+		return
+	}
+	tag, err := s.store.EditCandidate(etag(r, req.Etag), func(c *config.Config) error {
+		return c.Set("system.admins."+req.Admin+".password_hash", a.PasswordHash.Reveal())
+	})
+	s.edited(w, r, tag, err)
+}
+
+func (s *Server) validate(w http.ResponseWriter, r *http.Request) {
+	c, _ := s.store.Candidate()
+	var ve config.ValidationErrors
+	errs := []config.FieldError{}
+	if errors.As(c.Validate(), &ve) {
+		errs = ve
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Errors []config.FieldError `json:"errors"`
+	}{errs})
+}
+
+// configAt resolves "running", "candidate" or a revision number.
+func (s *Server) configAt(which string) (*config.Config, error) {
+	switch which {
+	case "running":
+		c, _ := s.store.Running()
+		return c, nil
+	case "candidate":
+		c, _ := s.store.Candidate()
+		return c, nil
+	}
+	rev, err := strconv.ParseUint(which, 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not running, candidate or a revision number", which)
+	}
+	c, _, err := s.store.Revision(rev)
+	return c, err
+}
+
+func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
+	from, to := r.URL.Query().Get("from"), r.URL.Query().Get("to")
+	if from == "" {
+		from = "running"
+	}
+	if to == "" {
+		to = "candidate"
+	}
+	a, err := s.configAt(from)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	b, err := s.configAt(to)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if wantText(r) {
+		writeText(w, config.DiffText(a, b))
+		return
+	}
+	resp := DiffResponse{From: from, To: to, Lines: []DiffLine{}}
+	for _, d := range config.Diff(a, b) {
+		resp.Lines = append(resp.Lines, DiffLine{Op: string(d.Op), Line: d.Line.String()})
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// who names the committer: what the caller says, or the peer's uid and pid
+// from the socket when it says nothing.
+func who(r *http.Request, said string) string {
+	if said != "" {
+		return said
+	}
+	if cred, ok := r.Context().Value(peerCredKey{}).(*unix.Ucred); ok {
+		return fmt.Sprintf("uid %d (pid %d)", cred.Uid, cred.Pid)
+	}
+	return ""
+}
+
+func (s *Server) commit(w http.ResponseWriter, r *http.Request) {
+	var req CommitRequest
+	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	o := config.CommitOptions{Who: who(r, req.Who), Message: req.Message, Etag: etag(r, req.Etag)}
+	if req.ConfirmTimeout != "" {
+		d, err := time.ParseDuration(req.ConfirmTimeout)
+		if err != nil || d <= 0 || d > config.MaxConfirmWindow {
+			s.fail(w, r, fmt.Errorf("confirm_timeout %q is not a duration like 5m (up to %v)", req.ConfirmTimeout, config.MaxConfirmWindow))
+			return
+		}
+		o.ConfirmWithin = d
+	}
+	info, err := s.store.CommitWith(o)
+	if err != nil {
+		s.fail(w, r, storeErr(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+func (s *Server) confirm(w http.ResponseWriter, r *http.Request) {
+	if err := s.store.Confirm(); err != nil {
+		s.fail(w, r, storeErr(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
+	var req RollbackRequest
+	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	info, err := s.store.Rollback(req.Revision, who(r, req.Who))
+	if err != nil {
+		s.fail(w, r, storeErr(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+func (s *Server) history(w http.ResponseWriter, r *http.Request) {
+	h, err := s.store.History()
+	if err != nil {
+		s.fail(w, r, &internalError{err})
+		return
+	}
+	writeJSON(w, http.StatusOK, h)
+}
+
+func (s *Server) revision(w http.ResponseWriter, r *http.Request) {
+	rev, err := strconv.ParseUint(r.PathValue("rev"), 10, 64)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("%q is not a revision number", r.PathValue("rev")))
+		return
+	}
+	c, info, err := s.store.Revision(rev)
+	if err != nil {
+		s.fail(w, r, storeErr(err))
+		return
+	}
+	if wantText(r) {
+		writeText(w, c.Text())
+		return
+	}
+	writeJSON(w, http.StatusOK, RevisionResponse{Info: info, Config: c})
+}
+
+func (s *Server) export(w http.ResponseWriter, r *http.Request) {
+	var req ExportRequest
+	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	data, err := s.store.Export(req.Secrets, req.Passphrase)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(data)
+}
+
+func (s *Server) importBackup(w http.ResponseWriter, r *http.Request) {
+	var req ImportRequest
+	if err := decodeBody(w, r, maxDocumentBody, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(req.Backup) == 0 {
+		s.fail(w, r, errors.New("backup: missing"))
+		return
+	}
+	tag, err := s.store.Import(etag(r, req.Etag), req.Backup, req.Passphrase)
+	s.edited(w, r, tag, err)
+}
+
+func (s *Server) factoryReset(w http.ResponseWriter, r *http.Request) {
+	var req FactoryResetRequest
+	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.Confirm != "factory-reset" {
+		s.fail(w, r, errors.New(`confirm must be "factory-reset"`))
+		return
+	}
+	info, err := s.store.FactoryReset(who(r, req.Who))
+	if err != nil {
+		s.fail(w, r, storeErr(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+// watch streams one JSON object per line: first the current revision with
+// reason "current" and every section (a subscriber applies the whole config
+// on connecting), then a config.Change after every change of the running
+// config. The stream ends if the subscriber falls behind; it should then
+// reconnect, which gives it the current state again.
+func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
+	ch, cancel := s.store.Subscribe()
+	defer cancel()
+	_, rev := s.store.Running()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	enc := json.NewEncoder(w)
+	flusher, _ := w.(http.Flusher)
+	send := func(c config.Change) bool {
+		if err := enc.Encode(c); err != nil {
+			return false
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return true
+	}
+	if !send(config.Change{Revision: rev, Sections: config.Sections, Reason: "current", When: time.Now().UTC()}) {
+		return
+	}
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.stop:
+			return
+		case c, ok := <-ch:
+			if !ok || !send(c) {
+				return
+			}
+		}
+	}
+}
+
+type peerCredKey struct{}
+
+// connContext records the peer's credentials of each unix socket
+// connection, so that a commit without a "who" still says who made it.
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return ctx
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return ctx
+	}
+	var cred *unix.Ucred
+	raw.Control(func(fd uintptr) {
+		cred, _ = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	if cred == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, peerCredKey{}, cred)
+}

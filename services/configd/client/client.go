@@ -1,0 +1,366 @@
+// Package client is the Go client of configd's local API, for the web UI,
+// the console, iked and netd. Every method maps to one route (see
+// docs/config.md); errors from configd come back as *APIError, which
+// matches the config package's sentinel errors with errors.Is
+// (config.ErrCandidateChanged, ...) and its field errors with errors.As
+// (config.ValidationErrors).
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/services/configd"
+)
+
+// Client talks to configd over its unix socket.
+type Client struct {
+	socket string
+	hc     *http.Client // requests with a timeout
+	stream *http.Client // the watch stream: no timeout
+}
+
+// New returns a client for the socket at path (configd.DefaultSocket on
+// the appliance).
+func New(path string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		},
+		MaxIdleConns:    4,
+		IdleConnTimeout: 30 * time.Second,
+	}
+	return &Client{
+		socket: path,
+		hc:     &http.Client{Transport: tr, Timeout: 60 * time.Second},
+		stream: &http.Client{Transport: tr},
+	}
+}
+
+// APIError is an error configd answered with.
+type APIError struct {
+	Status  int
+	Code    string // configd.Code*
+	Message string
+	Fields  config.ValidationErrors // per-field problems, when there are any
+}
+
+func (e *APIError) Error() string {
+	if len(e.Fields) > 0 && e.Code == configd.CodeValidation {
+		return e.Fields.Error()
+	}
+	return e.Message
+}
+
+// Is maps API error codes to the config package's sentinel errors.
+func (e *APIError) Is(target error) bool {
+	switch target {
+	case config.ErrCandidateChanged:
+		return e.Code == configd.CodeCandidateChanged
+	case config.ErrNoChanges:
+		return e.Code == configd.CodeNoChanges
+	case config.ErrNothingPending:
+		return e.Code == configd.CodeNothingPending
+	case config.ErrNoRevision:
+		return e.Code == configd.CodeNotFound
+	}
+	return false
+}
+
+// Unwrap exposes the field errors to errors.As.
+func (e *APIError) Unwrap() error {
+	if len(e.Fields) == 0 {
+		return nil
+	}
+	return e.Fields
+}
+
+// do sends a request; in (if not nil) is encoded as JSON (or sent as is
+// when it is []byte), out (if not nil) receives the JSON answer (or the raw
+// body when it is *[]byte or *string).
+func (c *Client) do(ctx context.Context, method, path string, hdr http.Header, in, out any) (http.Header, error) {
+	var body io.Reader
+	if in != nil {
+		if raw, ok := in.([]byte); ok {
+			body = bytes.NewReader(raw)
+		} else {
+			b, err := json.Marshal(in)
+			if err != nil {
+				return nil, err
+			}
+			body = bytes.NewReader(b)
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://configd"+path, body)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	if in != nil && req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("configd %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 4*config.MaxDocumentSize))
+	if err != nil {
+		return nil, fmt.Errorf("configd %s %s: %w", method, path, err)
+	}
+	if resp.StatusCode >= 300 {
+		var er configd.ErrorResponse
+		if json.Unmarshal(data, &er) != nil || er.Code == "" {
+			return nil, &APIError{Status: resp.StatusCode, Code: configd.CodeInternal,
+				Message: fmt.Sprintf("configd %s %s: %s", method, path, resp.Status)}
+		}
+		return nil, &APIError{Status: resp.StatusCode, Code: er.Code, Message: er.Error, Fields: er.Fields}
+	}
+	switch o := out.(type) {
+	case nil:
+	case *[]byte:
+		*o = data
+	case *string:
+		*o = string(data)
+	default:
+		if err := json.Unmarshal(data, out); err != nil {
+			return nil, fmt.Errorf("configd %s %s: answer: %w", method, path, err)
+		}
+	}
+	return resp.Header, nil
+}
+
+func ifMatch(etag string) http.Header {
+	if etag == "" {
+		return nil
+	}
+	return http.Header{"If-Match": {`"` + etag + `"`}}
+}
+
+// Status returns configd's state: revision, pending confirmation, and why
+// the database was set aside at start, if it was.
+func (c *Client) Status(ctx context.Context) (configd.Status, error) {
+	var s configd.Status
+	_, err := c.do(ctx, "GET", "/v1/status", nil, nil, &s)
+	return s, err
+}
+
+// Running returns the running configuration and its revision.
+func (c *Client) Running(ctx context.Context) (*config.Config, uint64, error) {
+	var r configd.RunningResponse
+	if _, err := c.do(ctx, "GET", "/v1/running", nil, nil, &r); err != nil {
+		return nil, 0, err
+	}
+	return r.Config, r.Revision, nil
+}
+
+// RunningText returns the running configuration in the text form.
+func (c *Client) RunningText(ctx context.Context) (string, error) {
+	var s string
+	_, err := c.do(ctx, "GET", "/v1/running?format=text", nil, nil, &s)
+	return s, err
+}
+
+// Candidate returns the candidate with its etag, whether it differs from
+// running, and what validation says about it now.
+func (c *Client) Candidate(ctx context.Context) (configd.CandidateResponse, error) {
+	var r configd.CandidateResponse
+	_, err := c.do(ctx, "GET", "/v1/candidate", nil, nil, &r)
+	return r, err
+}
+
+// CandidateText returns the candidate in the text form.
+func (c *Client) CandidateText(ctx context.Context) (string, error) {
+	var s string
+	_, err := c.do(ctx, "GET", "/v1/candidate?format=text", nil, nil, &s)
+	return s, err
+}
+
+func (c *Client) edit(ctx context.Context, method, path, etag string, in any) (string, error) {
+	var r configd.EtagResponse
+	_, err := c.do(ctx, method, path, ifMatch(etag), in, &r)
+	return r.Etag, err
+}
+
+// ReplaceCandidate makes cfg the candidate. etag is the one read with the
+// candidate ("" skips the check); the new etag is returned.
+func (c *Client) ReplaceCandidate(ctx context.Context, etag string, cfg *config.Config) (string, error) {
+	return c.edit(ctx, "PUT", "/v1/candidate", etag, cfg.JSON())
+}
+
+// PatchCandidate applies a JSON merge patch (RFC 7396) to the candidate.
+func (c *Client) PatchCandidate(ctx context.Context, etag string, patch []byte) (string, error) {
+	return c.edit(ctx, "PATCH", "/v1/candidate", etag, patch)
+}
+
+// Set sets one value of the candidate by path ("tunnels.branch.psk");
+// values are in the text form, several for a list.
+func (c *Client) Set(ctx context.Context, etag, path string, values ...string) (string, error) {
+	return c.edit(ctx, "POST", "/v1/candidate/set", "", configd.SetRequest{Etag: etag, Path: path, Values: values})
+}
+
+// Delete deletes one element or value of the candidate by path.
+func (c *Client) Delete(ctx context.Context, etag, path string) (string, error) {
+	return c.edit(ctx, "POST", "/v1/candidate/delete", "", configd.DeleteRequest{Etag: etag, Path: path})
+}
+
+// Discard throws the candidate's changes away.
+func (c *Client) Discard(ctx context.Context) (string, error) {
+	return c.edit(ctx, "POST", "/v1/candidate/discard", "", struct{}{})
+}
+
+// SetPassword sets an admin's password in the candidate (configd hashes
+// it), creating the account if needed.
+func (c *Client) SetPassword(ctx context.Context, etag, admin, password string) (string, error) {
+	return c.edit(ctx, "POST", "/v1/candidate/password", "", configd.PasswordRequest{Etag: etag, Admin: admin, Password: password})
+}
+
+// Validate returns what is wrong with the candidate (empty: nothing).
+func (c *Client) Validate(ctx context.Context) (config.ValidationErrors, error) {
+	var r struct {
+		Errors config.ValidationErrors `json:"errors"`
+	}
+	_, err := c.do(ctx, "GET", "/v1/validate", nil, nil, &r)
+	return r.Errors, err
+}
+
+// Diff returns the text-form difference between two configurations, each
+// "running", "candidate" or a revision number.
+func (c *Client) Diff(ctx context.Context, from, to string) ([]configd.DiffLine, error) {
+	var r configd.DiffResponse
+	_, err := c.do(ctx, "GET", "/v1/diff?from="+url.QueryEscape(from)+"&to="+url.QueryEscape(to), nil, nil, &r)
+	return r.Lines, err
+}
+
+// Commit commits the candidate. Set req.ConfirmTimeout for a
+// commit-confirmed and req.Etag to refuse a candidate changed by someone
+// else since it was read.
+func (c *Client) Commit(ctx context.Context, req configd.CommitRequest) (config.RevisionInfo, error) {
+	var info config.RevisionInfo
+	_, err := c.do(ctx, "POST", "/v1/commit", nil, req, &info)
+	return info, err
+}
+
+// Confirm keeps a commit-confirmed.
+func (c *Client) Confirm(ctx context.Context) error {
+	_, err := c.do(ctx, "POST", "/v1/confirm", nil, struct{}{}, nil)
+	return err
+}
+
+// Rollback makes revision rev running again, as a new revision.
+func (c *Client) Rollback(ctx context.Context, rev uint64, who string) (config.RevisionInfo, error) {
+	var info config.RevisionInfo
+	_, err := c.do(ctx, "POST", "/v1/rollback", nil, configd.RollbackRequest{Revision: rev, Who: who}, &info)
+	return info, err
+}
+
+// History lists the revisions, newest first.
+func (c *Client) History(ctx context.Context) ([]config.RevisionInfo, error) {
+	var h []config.RevisionInfo
+	_, err := c.do(ctx, "GET", "/v1/history", nil, nil, &h)
+	return h, err
+}
+
+// Revision returns one revision's configuration.
+func (c *Client) Revision(ctx context.Context, rev uint64) (*config.Config, config.RevisionInfo, error) {
+	var r configd.RevisionResponse
+	_, err := c.do(ctx, "GET", "/v1/history/"+strconv.FormatUint(rev, 10), nil, nil, &r)
+	return r.Config, r.Info, err
+}
+
+// Export returns a backup of the running configuration; secrets is
+// config.SecretsIncluded, SecretsOmitted or SecretsEncrypted (passphrase).
+func (c *Client) Export(ctx context.Context, secrets, passphrase string) ([]byte, error) {
+	var b []byte
+	_, err := c.do(ctx, "POST", "/v1/export", nil, configd.ExportRequest{Secrets: secrets, Passphrase: passphrase}, &b)
+	return b, err
+}
+
+// Import makes a backup the candidate (commit to apply). Bad data changes
+// nothing; the error says why.
+func (c *Client) Import(ctx context.Context, etag string, backup []byte, passphrase string) (string, error) {
+	if !json.Valid(backup) {
+		return "", errors.New("backup is not JSON")
+	}
+	return c.edit(ctx, "POST", "/v1/import", "", configd.ImportRequest{Etag: etag, Backup: backup, Passphrase: passphrase})
+}
+
+// FactoryReset replaces the configuration with the defaults and erases the
+// history.
+func (c *Client) FactoryReset(ctx context.Context, who string) (config.RevisionInfo, error) {
+	var info config.RevisionInfo
+	_, err := c.do(ctx, "POST", "/v1/factory-reset", nil, configd.FactoryResetRequest{Who: who, Confirm: "factory-reset"}, &info)
+	return info, err
+}
+
+// Watch delivers a config.Change for every change of the running
+// configuration until ctx ends, when the channel is closed. The first
+// Change on every (re)connection has Reason "current" and lists every
+// section: apply the whole configuration then. When configd restarts or
+// the stream breaks, Watch reconnects by itself (backing off up to 5 s).
+func (c *Client) Watch(ctx context.Context) <-chan config.Change {
+	out := make(chan config.Change)
+	go func() {
+		defer close(out)
+		backoff := 100 * time.Millisecond
+		for ctx.Err() == nil {
+			got := c.watchOnce(ctx, out)
+			if got {
+				backoff = 100 * time.Millisecond
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, 5*time.Second)
+		}
+	}()
+	return out
+}
+
+// watchOnce reads one stream until it ends; it reports whether anything
+// arrived.
+func (c *Client) watchOnce(ctx context.Context, out chan<- config.Change) bool {
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://configd/v1/watch", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := c.stream.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return false
+	}
+	got := false
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		var ch config.Change
+		if err := json.Unmarshal(sc.Bytes(), &ch); err != nil {
+			return got
+		}
+		got = true
+		select {
+		case out <- ch:
+		case <-ctx.Done():
+			return got
+		}
+	}
+	return got
+}

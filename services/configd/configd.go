@@ -1,0 +1,139 @@
+// Package configd is the configuration daemon: it owns the config database
+// on the card (through config.Store), serves the local API on
+// /run/flashgate/configd.sock (HTTP+JSON) and tells subscribers which
+// sections each commit changed. Everything that reads or changes the
+// configuration (web UI, console, iked, netd) goes through it, using the
+// client package.
+package configd
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/flashgate/flashgate/config"
+)
+
+// Default locations on the appliance.
+const (
+	DefaultSocket = "/run/flashgate/configd.sock"
+	DefaultCfgDir = "/cfg"
+	DefaultDBName = "config.db"
+	// ramDB is where the database lives when there is no config partition:
+	// the box runs, and says that changes will not survive a reboot.
+	ramDB = "/run/flashgate/config.db"
+)
+
+// Main runs configd; args are the arguments after the subcommand name.
+func Main(args []string) int {
+	fs := flag.NewFlagSet("configd", flag.ContinueOnError)
+	dbPath := fs.String("db", "", "database file (default: "+DefaultCfgDir+"/"+DefaultDBName+", or "+ramDB+" without a config partition)")
+	socket := fs.String("socket", DefaultSocket, "unix socket of the local API")
+	cfgDir := fs.String("cfg", DefaultCfgDir, "config partition mount point, remounted read-write only to commit; empty: never remount")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	logger := log.New(os.Stderr, "", 0)
+	logf := logger.Printf
+
+	var card config.Card = config.NoCard{}
+	storage, note := "card", ""
+	switch {
+	case *cfgDir != "" && isMountPoint(*cfgDir):
+		card = RemountCard{Dir: *cfgDir}
+		if *dbPath == "" {
+			*dbPath = filepath.Join(*cfgDir, DefaultDBName)
+		}
+	case *dbPath == "":
+		*dbPath = ramDB
+		storage = "ram"
+		note = "no config partition is mounted at " + *cfgDir + ": the configuration is kept in RAM and lost on reboot"
+		logf("configd: %s", note)
+	}
+	if err := os.MkdirAll(filepath.Dir(*socket), 0o755); err != nil {
+		logf("configd: %v", err)
+		return 1
+	}
+	if storage == "ram" {
+		if err := os.MkdirAll(filepath.Dir(*dbPath), 0o700); err != nil {
+			logf("configd: %v", err)
+			return 1
+		}
+	}
+
+	ln, err := listen(*socket)
+	if err != nil {
+		logf("configd: %v", err)
+		return 1
+	}
+	store, err := config.Open(*dbPath, config.Options{Card: card, Logf: logf})
+	if err != nil {
+		ln.Close()
+		logf("configd: %v", err)
+		return 1
+	}
+	defer store.Close()
+	if r := store.Recovered(); r != "" {
+		logf("configd: WARNING: %s", r)
+	}
+	_, rev := store.Running()
+	logf("configd: %s revision %d, serving %s", *dbPath, rev, *socket)
+
+	api := NewServer(store, storage, note, logf)
+	srv := &http.Server{
+		Handler:           api,
+		ConnContext:       connContext,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          log.New(io.Discard, "", 0),
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		logf("configd: serve: %v", err)
+		return 1
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	srv.RegisterOnShutdown(api.StopWatches)
+	srv.Shutdown(shutdown)
+	os.Remove(*socket)
+	logf("configd: stopped")
+	return 0
+}
+
+// listen binds the API socket. A socket file that accepts connections
+// belongs to a running configd: refuse to start a second one. A stale one
+// is replaced.
+func listen(path string) (net.Listener, error) {
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("another configd is serving %s", path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale socket: %w", err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	// Root only: the API hands out PSKs and changes the firewall.
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("chmod %s: %w", path, err)
+	}
+	return ln, nil
+}
