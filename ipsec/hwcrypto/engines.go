@@ -22,6 +22,7 @@ type cipherCap struct {
 // registered, and what it speeds up. Facts: shared/reference/boards.md.
 type engineSpec struct {
 	name        string
+	driverOf    string // name EngineOf gives its drivers when engines share them; name if empty
 	modules     []string
 	drivers     []string // path.Match patterns over /proc/crypto driver names
 	rngName     string   // name in hw_random's rng_available, for RNGs
@@ -113,6 +114,7 @@ var catalogue = []engineSpec{
 	},
 	{
 		name:        "Hifn 7955",
+		driverOf:    "Hifn 795x",
 		modules:     []string{"hifn_795x"},
 		drivers:     []string{"*-hifn[0-9]*"},
 		accelerates: "AES-128..256 and 3DES/DES CBC/ECB (asynchronous); no hash, no AEAD",
@@ -125,6 +127,7 @@ var catalogue = []engineSpec{
 	},
 	{
 		name:        "Hifn 7956",
+		driverOf:    "Hifn 795x",
 		modules:     []string{"hifn_795x"},
 		drivers:     []string{"*-hifn[0-9]*"},
 		accelerates: "AES-128..256 and 3DES/DES CBC/ECB (asynchronous); no hash, no AEAD",
@@ -191,8 +194,11 @@ func EngineOf(driver string) string {
 	parts := strings.FieldsFunc(driver, func(r rune) bool { return r == '(' || r == ')' || r == ',' })
 	for _, p := range parts {
 		for i := range catalogue {
-			if catalogue[i].matchDriver(p) {
-				return catalogue[i].name
+			if s := &catalogue[i]; s.matchDriver(p) {
+				if s.driverOf != "" {
+					return s.driverOf // hifn_795x names its drivers the same for both chips
+				}
+				return s.name
 			}
 		}
 	}

@@ -268,7 +268,7 @@ func TestEngineOf(t *testing.T) {
 		"authenc(hmac(sha256-generic),cbc-aes-geode)": "Geode LX AES",
 		"cbc-aes-padlock": "VIA PadLock ACE",
 		"authenc(hmac(sha1-padlock),cbc(aes-generic))": "VIA PadLock PHE",
-		"cbc-3des-hifn0":    "Hifn 7955", // 7955 and 7956 share the driver
+		"cbc-3des-hifn0":    "Hifn 795x", // 7955 and 7956 share the driver
 		"rfc4106-gcm-aesni": "AES-NI",
 		"rfc4106(gcm_base(ctr(aes-generic),ghash-generic))": "",
 		"cbc(aes-generic)": "",
