@@ -166,5 +166,6 @@ func loadModules(dir string, modules []string, insert func(string) error, logf f
 		}
 		loaded++
 	}
+	logf("modules: %d of %d loaded", loaded, len(files))
 	return loaded
 }

@@ -64,13 +64,14 @@ func ensureConsole() {
 }
 
 // mountConfig finds the config partition and mounts it read-only at /cfg.
-// The disk driver may still be probing, so the scan is retried for a few
-// seconds.
-func mountConfig(logf func(string, ...any)) (string, error) {
+// The disk driver may still be probing, so the scan is retried for up to
+// wait.
+func mountConfig(wait time.Duration) (string, error) {
+	deadline := time.Now().Add(wait)
 	var dev string
 	var err error
-	for try := 0; try < 50; try++ {
-		if dev, err = findByLabel("/sys/class/block", "/dev", ConfigLabel); err == nil {
+	for {
+		if dev, err = findByLabel("/sys/class/block", "/dev", ConfigLabel); err == nil || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -21,6 +21,7 @@ package pid1
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -41,6 +42,7 @@ import (
 const DefaultHostname = "flashgate"
 
 type initProc struct {
+	opts     options
 	params   bootparam.Params
 	board    boardChoice
 	cfgDev   string
@@ -53,6 +55,31 @@ type initProc struct {
 	bootLog []string // messages printed before the supervisor existed
 }
 
+// options are PID 1's flags. The image passes none: they exist for tests
+// (which run PID 1 in its own PID and mount namespaces on a host whose
+// console, modules and watchdog it must not touch) and for odd boards.
+// The kernel hands init the command line words it does not understand, so
+// a bad flag is reported and ignored, never fatal.
+type options struct {
+	console    string        // getty device overriding the board's; "none" for no getty
+	modules    string        // module directory; "" for /lib/modules/<release>
+	watchdog   string        // watchdog device; "" for none
+	configWait time.Duration // how long to look for the config partition
+}
+
+func (in *initProc) parseFlags(args []string) {
+	fs := flag.NewFlagSet("init", flag.ContinueOnError)
+	fs.SetOutput(os.Stdout)
+	fs.StringVar(&in.opts.console, "console", "", `console device for the getty instead of the board's; "none" for no getty`)
+	fs.StringVar(&in.opts.modules, "modules", "", "kernel module directory (default /lib/modules/<release>)")
+	fs.StringVar(&in.opts.watchdog, "watchdog", "/dev/watchdog", "watchdog device; empty for none")
+	fs.DurationVar(&in.opts.configWait, "config-wait", 5*time.Second, "how long to look for the config partition")
+	if err := fs.Parse(args); err != nil {
+		in.logf("ignoring the init arguments %q: %v", args, err)
+		fs.Parse(nil)
+	}
+}
+
 // Main is PID 1's entry point. Run as PID 1 it never returns.
 func Main(args []string) int {
 	if os.Getpid() != 1 {
@@ -60,6 +87,7 @@ func Main(args []string) int {
 		return 1
 	}
 	in := &initProc{power: make(chan supervisor.PowerAction, 1)}
+	in.parseFlags(args)
 	in.boot()
 	in.loop()
 	return 0 // not reached
@@ -134,14 +162,16 @@ func (in *initProc) boot() {
 		if len(mods) == 0 {
 			return
 		}
-		var uts unix.Utsname
-		unix.Uname(&uts)
-		dir := "/lib/modules/" + unix.ByteSliceToString(uts.Release[:])
-		n := loadModules(dir, mods, insertModule, in.logf)
-		in.logf("modules: %d loaded for %s", n, in.board.Board.Name)
+		dir := in.opts.modules
+		if dir == "" {
+			var uts unix.Utsname
+			unix.Uname(&uts)
+			dir = "/lib/modules/" + unix.ByteSliceToString(uts.Release[:])
+		}
+		loadModules(dir, mods, insertModule, in.logf)
 	})
 	in.step("config partition", func() {
-		dev, err := mountConfig(in.logf)
+		dev, err := mountConfig(in.opts.configWait)
 		if err != nil {
 			in.logf("config partition: %v; running from RAM defaults, nothing will be saved", err)
 			return
@@ -150,7 +180,7 @@ func (in *initProc) boot() {
 		in.logf("config partition %s mounted read-only on /cfg", dev)
 	})
 	in.step("watchdog", func() {
-		in.watchdog = openWatchdog(in.board.Board.Watchdog, in.logf)
+		in.watchdog = openWatchdog(in.opts.watchdog, in.board.Board.Watchdog, in.logf)
 	})
 	in.step("supervisor", in.startSupervisor)
 	if up, err := os.ReadFile("/proc/uptime"); err == nil {
@@ -171,6 +201,13 @@ func (in *initProc) startSupervisor() {
 	}
 	if c.Device == "" || isVirtualConsole(c.Device) {
 		c.Device = "ttyS0" // the appliances have no screen; serial is the best guess
+	}
+	switch in.opts.console {
+	case "":
+	case "none":
+		c.Device = ""
+	default:
+		c.Device = in.opts.console
 	}
 	if c.Baud == 0 {
 		c.Baud = 115200

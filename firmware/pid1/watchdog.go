@@ -19,8 +19,11 @@ const (
 
 // openWatchdog opens /dev/watchdog once the board's driver (loaded with the
 // other modules) has registered it. Missing hardware is one log line.
-func openWatchdog(driver string, logf func(string, ...any)) *supervisor.Watchdog {
-	const dev = "/dev/watchdog"
+func openWatchdog(dev, driver string, logf func(string, ...any)) *supervisor.Watchdog {
+	if dev == "" {
+		logf("watchdog: disabled")
+		return nil
+	}
 	var err error
 	for try := 0; try < 20; try++ {
 		if _, err = os.Stat(dev); err == nil {
