@@ -14,9 +14,9 @@ const iperfTime = 10 * time.Second
 
 // BenchmarkTunnelTCP measures TCP throughput host to host through each kind
 // of tunnel on the same topology, one after another in one run: plain
-// routing (no tunnel), strongSwan with kernel-libipsec, and wireguard-go.
-// flashgate's own data plane is measured by BenchmarkTunnelTCP in
-// ipsec/esp and by the iked benchmarks; the runner pairs them up.
+// routing (no tunnel), strongSwan with kernel-libipsec, wireguard-go, and
+// flashgate (iked on both gateways, userspace ESP). The runner reports
+// flashgate's figure with each of the others as its peer.
 func BenchmarkTunnelTCP(b *testing.B) {
 	testnet.RequireTool(b, "iperf3", "iperf3")
 	kinds := []struct {
@@ -50,6 +50,14 @@ func BenchmarkTunnelTCP(b *testing.B) {
 			}
 		}},
 		{"wireguard-go", func(b *testing.B, s *testnet.SiteToSite) { testnet.StartWireGuard(b, s) }},
+		{"flashgate", func(b *testing.B, s *testnet.SiteToSite) {
+			// Both gateways run our iked with the userspace data plane
+			// (this kernel has no ESP), negotiating as a user would.
+			p := tunnelPair{ike: "aes128gcm16-prfsha256-ecp256", esp: "aes128gcm16"}
+			a, peer := p.start(b, s)
+			waitUp(b, a, 10*time.Second)
+			waitUp(b, peer, 5*time.Second)
+		}},
 	}
 	for _, k := range kinds {
 		for _, streams := range []int{1, 4} {
