@@ -140,7 +140,8 @@ func (s *Store) CommitWith(o CommitOptions) (RevisionInfo, error) {
 	var pending *Pending
 	if o.ConfirmWithin > 0 {
 		reason = "commit-confirmed"
-		pending = &Pending{RollbackTo: s.runningRev, Deadline: s.opts.Clock.Now().Add(o.ConfirmWithin).UTC(), Who: o.Who}
+		pending = &Pending{RollbackTo: s.runningRev, Deadline: s.opts.Clock.Now().Add(o.ConfirmWithin).UTC(),
+			Window: o.ConfirmWithin, Who: o.Who}
 		if s.pending != nil {
 			pending.RollbackTo = s.pending.RollbackTo
 		}
@@ -200,6 +201,12 @@ func (s *Store) armPending() {
 	d := p.Deadline.Sub(s.opts.Clock.Now())
 	if d < 0 {
 		d = 0
+	}
+	// A board without a battery-backed clock boots in 1970 until NTP
+	// answers: the deadline then looks decades away. Never wait longer
+	// than the window the admin asked for.
+	if p.Window > 0 && d > p.Window {
+		d = p.Window
 	}
 	s.timer = s.opts.Clock.AfterFunc(d, func() { s.confirmExpired(p) })
 }

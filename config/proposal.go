@@ -44,6 +44,29 @@ func init() {
 	}
 }
 
+// IKEProposalChoices and ESPProposalChoices are well-formed proposals for
+// a picker (the web UI marks the ones the board's crypto engine
+// accelerates). The first of each is the default.
+var (
+	IKEProposalChoices = []string{
+		DefaultIKEProposal,
+		"aes256gcm16-prfsha384-ecp384",
+		"chacha20poly1305-prfsha256-curve25519",
+		"aes256-sha256-modp2048",
+		"aes128-sha256-modp2048",
+		"aes128-sha1-modp2048",
+	}
+	ESPProposalChoices = []string{
+		DefaultESPProposal,
+		"aes128gcm16",
+		"aes256gcm16-ecp384",
+		"chacha20poly1305",
+		"aes256-sha256",
+		"aes128-sha256",
+		"aes128-sha1",
+	}
+)
+
 // refusedTokens are algorithms strongSwan knows that flashgate refuses, with
 // the reason, so that the admin is told more than "unknown".
 var refusedTokens = map[string]string{

@@ -55,6 +55,19 @@ func TestCheckProposal(t *testing.T) {
 	}
 }
 
+func TestProposalChoicesAreValid(t *testing.T) {
+	for _, p := range IKEProposalChoices {
+		if err := CheckIKEProposal(p); err != nil {
+			t.Errorf("IKE choice %s: %v", p, err)
+		}
+	}
+	for _, p := range ESPProposalChoices {
+		if err := CheckESPProposal(p); err != nil {
+			t.Errorf("ESP choice %s: %v", p, err)
+		}
+	}
+}
+
 // FuzzCheckProposal: no panics, and whatever is accepted consists only of
 // known algorithm names.
 func FuzzCheckProposal(f *testing.F) {

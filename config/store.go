@@ -118,7 +118,10 @@ type Pending struct {
 	Revision   uint64    `json:"revision"`    // the unconfirmed commit
 	RollbackTo uint64    `json:"rollback_to"` // restored when the deadline passes
 	Deadline   time.Time `json:"deadline"`
-	Who        string    `json:"who"`
+	// Window is the timeout asked for; after a restart the rollback waits
+	// at most this long even if the clock says the deadline is far off.
+	Window time.Duration `json:"window"`
+	Who    string        `json:"who"`
 }
 
 // Change tells subscribers that the running configuration changed.

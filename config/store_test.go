@@ -287,6 +287,23 @@ func TestCommitConfirmedSurvivesRestart(t *testing.T) {
 	}
 }
 
+func TestCommitConfirmedAfterRebootWithClockInThePast(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.db")
+	clock := newFakeClock()
+	s := openTest(t, path, clock)
+	mustCommit(t, s, "a", "base", func(c *Config) { c.System.Hostname = "base" })
+	s.SetPath("", "system.hostname", "risky")
+	s.CommitConfirmed("a", "", 5*time.Minute)
+	s.Close()
+	// The box reboots without a real-time clock: it thinks it is 1970.
+	early := &fakeClock{now: time.Unix(0, 0)}
+	s2 := openTest(t, path, early)
+	early.Advance(5*time.Minute + time.Second)
+	if hostname(s2) != "base" {
+		t.Fatalf("with the clock in 1970 the rollback did not come within the window: hostname %q", hostname(s2))
+	}
+}
+
 func TestPlainCommitConfirmsPending(t *testing.T) {
 	clock := newFakeClock()
 	s := openTest(t, "", clock)
