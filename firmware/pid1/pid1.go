@@ -221,6 +221,8 @@ func (in *initProc) startSupervisor() {
 	})
 	if err != nil {
 		in.logf("supervisor: %v; no services run", err)
+		// Orphans still need reaping.
+		go supervisor.Reap(context.Background(), func(int, unix.WaitStatus) {})
 		return
 	}
 	in.mu.Lock()

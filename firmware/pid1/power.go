@@ -1,6 +1,8 @@
 package pid1
 
 import (
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/flashgate/flashgate/firmware/supervisor"
@@ -50,9 +52,23 @@ func (in *initProc) shutdown(action supervisor.PowerAction) {
 	select {}
 }
 
-// othersAlive reports whether any process besides PID 1 and kernel threads
-// exists. The reaper collects exits meanwhile.
+// othersAlive reports whether any user process besides PID 1 is left.
+// kill(-1, 0) cannot tell: it succeeds on kernel threads too. Kernel
+// threads (and zombies, which the reaper is collecting) have an empty
+// /proc/<pid>/cmdline.
 func othersAlive() bool {
-	// kill(-1, 0) fails with ESRCH when there is no process to signal.
-	return unix.Kill(-1, 0) == nil
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == 1 {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && len(b) > 0 {
+			return true
+		}
+	}
+	return false
 }

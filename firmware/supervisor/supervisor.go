@@ -52,6 +52,11 @@ type Config struct {
 	Watchdog    *Watchdog
 	PetInterval time.Duration // zero means 5 s
 
+	// Syslog, if set, forwards every log ring to a remote syslog server
+	// from the start; SetRemoteSyslog changes it later (configd does,
+	// when the config changes).
+	Syslog *SyslogConfig
+
 	// Power is called by the API's reboot and poweroff routes. It must
 	// return quickly (PID 1 hands the request to its main loop).
 	Power func(PowerAction) error
@@ -129,6 +134,11 @@ func New(cfg Config) (*Supervisor, error) {
 		p := &proc{spec: spec, ring: NewRing(cfg.LogBytes), state: StateWaiting}
 		s.procs = append(s.procs, p)
 		s.byName[spec.Name] = p
+	}
+	if cfg.Syslog != nil {
+		if err := s.SetRemoteSyslog(cfg.Syslog); err != nil {
+			return nil, err
+		}
 	}
 	return s, nil
 }

@@ -38,6 +38,9 @@ func TestRemoteSyslogForwardsServiceOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pc.Close()
+	if _, err := New(Config{Syslog: &SyslogConfig{Addr: pc.LocalAddr().String(), Format: "bsd"}}); err == nil {
+		t.Error("New accepted a syslog config with format bsd")
+	}
 	s, err := New(Config{Services: []Service{sh("talker", "exec sleep 1000")}})
 	if err != nil {
 		t.Fatal(err)
