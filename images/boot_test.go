@@ -1,0 +1,122 @@
+package images
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/boards"
+)
+
+// bootLimit bounds the whole boot test; qemu itself runs under `timeout`
+// with the same limit, so it dies even if the test binary is killed.
+const bootLimit = 3 * time.Minute
+
+// TestBootQEMU builds the qemu board's image from this tree, boots it in
+// qemu (software emulation, -cpu pentium2) and follows the serial console
+// through the boot markers of the cross-team contract: syslinux passed our
+// command line, our PID 1 ran and identified the board, first boot asked
+// for an admin password (answered over the serial port, without echo),
+// and the login prompt appeared. The serial log is kept in
+// out/test/boot-qemu.log, and printed in full on failure.
+func TestBootQEMU(t *testing.T) {
+	root := requireBuildHost(t)
+	board, err := boards.Lookup("qemu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckQEMUTools(board.QEMU.Binary); err != nil {
+		t.Fatalf("cannot boot images on this host: %v", err)
+	}
+	version := testVersion()
+	outDir := filepath.Join(root, "out", "test")
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	buildStart := time.Now()
+	b := &Builder{RepoRoot: root, OutDir: outDir, CacheDir: filepath.Join(root, "out", "cache")}
+	rep, err := b.Build(ctx, board, version)
+	if err != nil {
+		t.Fatalf("build the qemu image: %v", err)
+	}
+	t.Logf("built %s in %s: firmware %d bytes (kernel %d, initramfs %d)", rep.Image,
+		time.Since(buildStart).Round(time.Second), rep.FirmwareBytes(), rep.KernelBytes, rep.InitramfsXZ)
+
+	// Boot a copy: the first boot writes the admin password to the card.
+	card := filepath.Join(outDir, "boot-qemu.img")
+	if err := copyWhole(rep.Image, card); err != nil {
+		t.Fatal(err)
+	}
+	vm, err := StartVM(QEMUConfig{Board: board, Image: card, NoReboot: true}, bootLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(outDir, "boot-qemu.log")
+	defer func() {
+		vm.Stop()
+		log := vm.Log()
+		os.WriteFile(logPath, log, 0o644)
+		if t.Failed() {
+			t.Logf("serial console (also in %s):\n%s", logPath, log)
+		}
+	}()
+	bootCtx, bootCancel := context.WithTimeout(ctx, bootLimit)
+	defer bootCancel()
+
+	at, _, err := vm.WaitFor(bootCtx, 0, "ommand line: ")
+	if err != nil {
+		t.Fatalf("the kernel did not start: %v", err)
+	}
+	cmdline := lineAt(vm.Log(), at)
+	for _, want := range []string{"BOOT_IMAGE=/a/vmlinuz", "flashgate.board=qemu", "flashgate.version=" + version, "console=ttyS0,115200"} {
+		if !strings.Contains(cmdline, want) {
+			t.Errorf("kernel command line %q lacks %q: syslinux did not pass syslinux.cfg's APPEND", cmdline, want)
+		}
+	}
+	for _, marker := range []string{"flashgate init: pid 1, version " + version, "flashgate init: board qemu"} {
+		if at, _, err = vm.WaitFor(bootCtx, at, marker); err != nil {
+			t.Fatalf("PID 1: %v", err)
+		}
+	}
+	// A fresh card has no admin account: the console asks for one.
+	const password = "Fg-test-3141"
+	steps := []struct{ prompt, answer string }{
+		{"No admin password is set.", ""},
+		{"New admin password: ", password + "\r"},
+		{"Repeat password: ", password + "\r"},
+	}
+	for _, s := range steps {
+		if at, _, err = vm.WaitFor(bootCtx, at, s.prompt); err != nil {
+			t.Fatalf("first-boot password: %v", err)
+		}
+		if s.answer != "" {
+			if err := vm.Type(s.answer); err != nil {
+				t.Fatalf("type on the serial console: %v", err)
+			}
+		}
+	}
+	_, elapsed, err := vm.WaitFor(bootCtx, at, "login: ")
+	if err != nil {
+		t.Fatalf("console: %v", err)
+	}
+	if bytes.Contains(vm.Log(), []byte(password)) {
+		t.Error("the console echoed the admin password")
+	}
+	t.Logf("login prompt %s after qemu started (target 10 s)", elapsed.Round(100*time.Millisecond))
+}
+
+// lineAt returns the line of log that contains offset at.
+func lineAt(log []byte, at int) string {
+	start := bytes.LastIndexByte(log[:at], '\n') + 1
+	end := bytes.IndexByte(log[at:], '\n')
+	if end < 0 {
+		end = len(log) - at
+	}
+	return strings.TrimRight(string(log[start:at+end]), "\r")
+}
