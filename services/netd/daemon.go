@@ -1,0 +1,259 @@
+package netd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net/netip"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/flashgate/flashgate/boards"
+	"github.com/flashgate/flashgate/config"
+	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
+)
+
+// Daemon ties the pieces together: it holds the running configuration and
+// the DHCP leases, turns them into a Desired state for the Reconciler, and
+// starts and stops the DHCP clients and servers that state calls for.
+type Daemon struct {
+	Board boards.Board
+	Rec   *Reconciler
+	// InNS runs f in the network namespace netd manages, for the DHCP
+	// sockets; nil runs it as is (on the appliance there is only one).
+	InNS func(f func() error) error
+
+	ctx context.Context
+
+	mu       sync.Mutex
+	cfg      *config.Config
+	revision uint64
+	source   string // where cfg came from, in words
+	leases   map[string]*Lease
+	clients  map[string]context.CancelFunc
+	servers  map[string]*runningServer
+	lastErr  error
+}
+
+type runningServer struct {
+	srv    *DHCPServer
+	cancel context.CancelFunc
+}
+
+// NewDaemon returns a daemon whose DHCP clients and servers live until ctx
+// ends.
+func NewDaemon(ctx context.Context, b boards.Board, rec *Reconciler) *Daemon {
+	return &Daemon{Board: b, Rec: rec, ctx: ctx, leases: map[string]*Lease{},
+		clients: map[string]context.CancelFunc{}, servers: map[string]*runningServer{}}
+}
+
+func (d *Daemon) inNS(f func() error) error {
+	if d.InNS == nil {
+		return f()
+	}
+	return d.InNS(f)
+}
+
+// SetConfig makes c the configuration and applies it. source says where it
+// came from ("configd revision 12", "defaults: configd unreachable").
+func (d *Daemon) SetConfig(c *config.Config, revision uint64, source string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.cfg, d.revision, d.source = c, revision, source
+	return d.reconcileLocked()
+}
+
+// Reconcile applies the current configuration and leases again: the
+// firewall only if it changed, the links always (a NIC that appeared late
+// gets configured, an address someone removed comes back).
+func (d *Daemon) Reconcile() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.reconcileLocked()
+}
+
+func (d *Daemon) reconcileLocked() error {
+	if d.cfg == nil {
+		return errors.New("no configuration yet")
+	}
+	desired := FromConfig(d.cfg)
+	// Leases of links that no longer run DHCP are dropped here, before
+	// they could end up in the desired state.
+	for link := range d.leases {
+		if !slices.ContainsFunc(desired.Links, func(l Link) bool { return l.Name == link && l.DHCP && l.Up }) {
+			delete(d.leases, link)
+		}
+	}
+	for _, link := range sortedKeys(d.leases) {
+		d.leases[link].apply(desired)
+	}
+	err := d.Rec.Apply(desired)
+	d.lastErr = err
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		log.Printf("netd: configuration refused, nothing changed: %v", err)
+		return err
+	}
+	if err != nil {
+		log.Printf("netd: %v", err)
+	}
+	d.syncDHCPLocked(desired)
+	return err
+}
+
+// syncDHCPLocked starts the clients and servers desired calls for and stops
+// the others.
+func (d *Daemon) syncDHCPLocked(desired *Desired) {
+	wantClient := map[string]bool{}
+	for _, l := range desired.Links {
+		if l.DHCP && l.Up {
+			wantClient[l.Name] = true
+		}
+	}
+	for link, cancel := range d.clients {
+		if !wantClient[link] {
+			cancel()
+			delete(d.clients, link)
+		}
+	}
+	for _, link := range sortedKeys(wantClient) {
+		if d.clients[link] != nil {
+			continue
+		}
+		ctx, cancel := context.WithCancel(d.ctx)
+		d.clients[link] = cancel
+		c := &DHCPClient{Link: link, OnLease: func(l *Lease) { d.setLease(link, l) },
+			Open: func(link string) (cl *nclient4.Client, err error) {
+				err = d.inNS(func() (err error) {
+					cl, err = nclient4.New(link, nclient4.WithTimeout(2*time.Second), nclient4.WithRetry(3))
+					return err
+				})
+				return cl, err
+			}}
+		go c.Run(ctx)
+	}
+
+	// One server per LAN link, on its first IPv4 address.
+	wantServer := map[string]netip.Prefix{}
+	up := map[string]bool{}
+	for _, l := range desired.Links {
+		up[l.Name] = l.Up && l.Role == RoleLAN
+	}
+	for _, a := range desired.Addresses {
+		if _, seen := wantServer[a.Link]; !seen && up[a.Link] && a.Prefix.Addr().Is4() {
+			if _, _, ok := DHCPPool(a.Prefix); ok {
+				wantServer[a.Link] = a.Prefix
+			}
+		}
+	}
+	for link, rs := range d.servers {
+		if wantServer[link] != rs.srv.Address {
+			rs.cancel()
+			delete(d.servers, link)
+		}
+	}
+	dns := d.dnsLocked()
+	for _, link := range sortedKeys(wantServer) {
+		if d.servers[link] != nil {
+			d.servers[link].srv.SetDNS(dns)
+			continue
+		}
+		srv, err := NewDHCPServer(link, wantServer[link])
+		if err != nil {
+			log.Printf("netd: %v", err)
+			continue
+		}
+		srv.SetDNS(dns)
+		ctx, cancel := context.WithCancel(d.ctx)
+		d.servers[link] = &runningServer{srv: srv, cancel: cancel}
+		go func() {
+			if err := d.inNS(func() error { return srv.Serve(ctx) }); err != nil {
+				log.Printf("netd: %v", err)
+			}
+		}()
+	}
+}
+
+// dnsLocked is the DNS servers of the WAN leases, for the LAN's clients.
+func (d *Daemon) dnsLocked() []netip.Addr {
+	var out []netip.Addr
+	for _, link := range sortedKeys(d.leases) {
+		for _, a := range d.leases[link].DNS {
+			if !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+func (d *Daemon) setLease(link string, l *Lease) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, running := d.clients[link]; !running {
+		return // a late report from a client that was stopped
+	}
+	if l == nil {
+		delete(d.leases, link)
+	} else {
+		d.leases[link] = l
+	}
+	if err := d.reconcileLocked(); err != nil {
+		log.Printf("netd: after the lease change on %s: %v", link, err)
+	}
+}
+
+// Status is what the local API reports.
+type Status struct {
+	Board        string            `json:"board"`
+	ConfigSource string            `json:"config_source"`
+	Revision     uint64            `json:"revision"`
+	LastApply    ApplyResult       `json:"last_apply"`
+	Error        string            `json:"error,omitempty"`
+	Links        []LinkStatus      `json:"links"`
+	Leases       []Lease           `json:"dhcp_leases"`
+	DHCPServers  []DHCPServerState `json:"dhcp_servers"`
+}
+
+// DHCPServerState is one LAN DHCP server with its leases.
+type DHCPServerState struct {
+	Link   string        `json:"link"`
+	Pool   string        `json:"pool"`
+	Leases []ServerLease `json:"leases"`
+}
+
+// Status collects the daemon's state, the links' state and counters.
+func (d *Daemon) Status() Status {
+	d.mu.Lock()
+	cur, _, res := d.Rec.Current()
+	st := Status{Board: d.Board.Name, ConfigSource: d.source, Revision: d.revision, LastApply: res,
+		Links: []LinkStatus{}, Leases: []Lease{}, DHCPServers: []DHCPServerState{}}
+	if d.lastErr != nil {
+		st.Error = d.lastErr.Error()
+	}
+	for _, link := range sortedKeys(d.leases) {
+		st.Leases = append(st.Leases, *d.leases[link])
+	}
+	for _, link := range sortedKeys(d.servers) {
+		srv := d.servers[link].srv
+		first, last, _ := DHCPPool(srv.Address)
+		st.DHCPServers = append(st.DHCPServers, DHCPServerState{Link: link, Pool: fmt.Sprintf("%s-%s", first, last), Leases: srv.Leases()})
+	}
+	d.mu.Unlock()
+	if cur != nil && d.Rec.Netlink != nil {
+		st.Links = d.Rec.Netlink.Status(cur.Links)
+	}
+	return st
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,110 @@
+package netd
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/flashgate/flashgate/boards"
+	"github.com/flashgate/flashgate/config"
+)
+
+// This file is the only one that knows the configuration schema: it turns
+// a config.Config into netd's own Desired state. Disabled elements are left
+// out here, so the reconcilers never see them; disabled interfaces stay in
+// the firewall's interface list (with their role) so that rules naming them
+// remain valid.
+
+// FromConfig builds the desired network state from a configuration.
+func FromConfig(c *config.Config) *Desired {
+	d := &Desired{Forwarding: true}
+	fw := &d.Firewall
+	for _, ifc := range c.Interfaces {
+		path := fmt.Sprintf("interfaces[%s]", ifc.Name)
+		fw.Interfaces = append(fw.Interfaces, Interface{Name: ifc.Name, Role: ifc.Role})
+		d.Links = append(d.Links, Link{Name: ifc.Name, Role: ifc.Role, Up: ifc.Enabled, MTU: ifc.MTU,
+			DHCP: ifc.Enabled && ifc.Addressing == config.AddressingDHCP, Path: path})
+		if !ifc.Enabled || ifc.Addressing != config.AddressingStatic {
+			continue
+		}
+		for i, a := range ifc.Addresses {
+			d.Addresses = append(d.Addresses, Address{Link: ifc.Name, Prefix: a.Prefix,
+				Path: fmt.Sprintf("%s.addresses[%d]", path, i)})
+			if ifc.Role == config.RoleLAN && a.Addr().Is4() {
+				fw.DHCPServer = true
+			}
+		}
+	}
+	for _, r := range c.Routes {
+		if !r.Enabled {
+			continue
+		}
+		d.Routes = append(d.Routes, Route{Destination: r.Destination.Prefix, Gateway: r.Gateway.Addr,
+			Link: r.Interface, Metric: r.Metric, Path: fmt.Sprintf("routes[%s]", r.Name)})
+	}
+	for _, t := range c.Tunnels {
+		if !t.Enabled {
+			continue
+		}
+		fw.Tunnels = append(fw.Tunnels, Tunnel{Name: t.Name, Peer: t.RemoteAddress.Addr,
+			LocalSubnets: prefixes(t.LocalSubnets), RemoteSubnets: prefixes(t.RemoteSubnets),
+			Path: fmt.Sprintf("tunnels[%s]", t.Name)})
+	}
+	for _, r := range c.Firewall.Rules {
+		if !r.Enabled {
+			continue
+		}
+		fw.Rules = append(fw.Rules, Rule{Name: r.Name, Chain: r.Chain, In: r.In, Out: r.Out,
+			Sources: prefixes(r.Sources), Destinations: prefixes(r.Destinations), Protocol: r.Protocol,
+			SourcePorts: ports(r.SourcePorts), DestinationPorts: ports(r.DestinationPorts),
+			Action: r.Action, Log: r.Log, Path: fmt.Sprintf("firewall.rules[%s]", r.Name)})
+	}
+	for _, m := range c.Firewall.NAT.Masquerade {
+		fw.Masquerade = append(fw.Masquerade, Masquerade{Name: m.Name, Interface: m.Interface,
+			Sources: prefixes(m.Sources), Path: fmt.Sprintf("firewall.nat.masquerade[%s]", m.Name)})
+	}
+	for _, e := range c.Firewall.NAT.Exemptions {
+		fw.Exemptions = append(fw.Exemptions, Exemption{Name: e.Name, Sources: prefixes(e.Sources),
+			Destinations: prefixes(e.Destinations), Path: fmt.Sprintf("firewall.nat.exemptions[%s]", e.Name)})
+	}
+	for _, p := range c.Firewall.PortForwards {
+		if !p.Enabled {
+			continue
+		}
+		fw.PortForwards = append(fw.PortForwards, PortForward{Name: p.Name, In: p.In, Protocol: p.Protocol,
+			External: PortRange{p.ExternalPorts.Lo, p.ExternalPorts.Hi}, Destination: p.Destination.Addr,
+			DestinationPort: p.DestinationPort, Sources: prefixes(p.Sources), Log: p.Log,
+			Path: fmt.Sprintf("firewall.port_forwards[%s]", p.Name)})
+	}
+	return d
+}
+
+// DefaultConfig is the configuration netd runs when configd cannot give
+// one: the board's ports with their default roles (WAN on DHCP, the first
+// LAN port on 192.168.1.1/24), so the box is protected and reachable from
+// the LAN.
+func DefaultConfig(b boards.Board) *config.Config {
+	if len(b.NICs) == 0 {
+		return config.Default()
+	}
+	nics := make([]config.NIC, len(b.NICs))
+	for i, n := range b.NICs {
+		nics[i] = config.NIC{Name: n.Name, Role: n.Role}
+	}
+	return config.DefaultForNICs(nics)
+}
+
+func prefixes(ps []config.Prefix) []netip.Prefix {
+	out := make([]netip.Prefix, len(ps))
+	for i, p := range ps {
+		out[i] = p.Prefix
+	}
+	return out
+}
+
+func ports(rs []config.PortRange) []PortRange {
+	out := make([]PortRange, len(rs))
+	for i, r := range rs {
+		out[i] = PortRange{r.Lo, r.Hi}
+	}
+	return out
+}
