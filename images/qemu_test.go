@@ -1,0 +1,79 @@
+package images
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/flashgate/flashgate/boards"
+)
+
+func TestQEMUArgs(t *testing.T) {
+	b, err := boards.Lookup("qemu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, err := QEMUConfig{Board: b, Image: "/tmp/card.img", Serial: "mon:stdio", WebUIPort: 8443}.Args()
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Join(args, " ")
+	if args[0] != "qemu-system-i386" {
+		t.Errorf("program %q, want qemu-system-i386", args[0])
+	}
+	for _, want := range []string{
+		"-cpu pentium2",
+		"-M pc",
+		"-m 256",
+		"-serial mon:stdio",
+		"-drive file=/tmp/card.img,format=raw,if=ide,index=0,media=disk",
+		// eth0 is the wan port: NAT, and the web UI forwarded to it.
+		"-netdev user,id=wan,hostfwd=tcp:127.0.0.1:8443-:443 -device e1000,netdev=wan,mac=52:54:00:fa:00:01",
+		"-netdev user,id=lan,restrict=on -device e1000,netdev=lan,mac=52:54:00:fa:00:02",
+		"-device i6300esb",
+	} {
+		if !strings.Contains(line, want) {
+			t.Errorf("qemu command line lacks %q:\n%s", want, line)
+		}
+	}
+	if n := strings.Count(line, "i6300esb"); n != 1 {
+		t.Errorf("i6300esb appears %d times:\n%s", n, line)
+	}
+	if strings.Contains(line, "-no-reboot") || strings.Contains(line, "-monitor none") {
+		t.Errorf("interactive run has -no-reboot or no monitor:\n%s", line)
+	}
+
+	args, _ = QEMUConfig{Board: b, Image: "x.img", Serial: "stdio", NoReboot: true}.Args()
+	line = strings.Join(args, " ")
+	for _, want := range []string{"-serial stdio", "-monitor none", "-no-reboot"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("test boot command line lacks %q:\n%s", want, line)
+		}
+	}
+	if strings.Contains(line, "hostfwd") {
+		t.Errorf("test boot forwards a host port:\n%s", line)
+	}
+}
+
+func TestQEMUArgsRefusesHardware(t *testing.T) {
+	b, err := boards.Lookup("alix2d13")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (QEMUConfig{Board: b, Image: "x.img"}).Args(); err == nil || !strings.Contains(err.Error(), "real hardware") {
+		t.Errorf("qemu args for alix2d13: %v, want a refusal", err)
+	}
+}
+
+func TestMissingToolsSentence(t *testing.T) {
+	err := checkTools(toolXZ, hostTool{"flashgate-no-such-tool", "flashgate-fake-pkg"}, hostTool{"/no/such/mbr.bin", "syslinux-common"})
+	if err == nil {
+		t.Fatal("checkTools found tools that do not exist")
+	}
+	want := "flashgate-no-such-tool, /no/such/mbr.bin not installed: run `apt-get install flashgate-fake-pkg syslinux-common` as root"
+	if err.Error() != want {
+		t.Errorf("missing tools: %q\nwant %q", err, want)
+	}
+	if !IsMissingTools(err) {
+		t.Error("IsMissingTools is false for a missing tool")
+	}
+}
