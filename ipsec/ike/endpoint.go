@@ -37,8 +37,9 @@ type EndpointConfig struct {
 	// IKE sent from it gets the non-ESP marker.
 	NATTPort uint16
 
-	// CookieThreshold is the number of half-open SAs above which a new
-	// IKE_SA_INIT must return a COOKIE first (default 64); MaxHalfOpen is
+	// CookieThreshold is the number of half-open SAs from which on a new
+	// IKE_SA_INIT must return a COOKIE first (default 64, negative: always);
+	// MaxHalfOpen is
 	// where new ones are dropped (default 4096); HalfOpenTimeout is how
 	// long a responder waits for IKE_AUTH (default 30 s).
 	CookieThreshold int
@@ -230,6 +231,19 @@ func (ep *Endpoint) SAs() []*IKESA {
 	return out
 }
 
+// SetLimits changes CookieThreshold and MaxHalfOpen (e.g. on a
+// configuration change); zero leaves a limit as it is.
+func (ep *Endpoint) SetLimits(cookieThreshold, maxHalfOpen int) {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if cookieThreshold != 0 {
+		ep.cfg.CookieThreshold = cookieThreshold
+	}
+	if maxHalfOpen != 0 {
+		ep.cfg.MaxHalfOpen = maxHalfOpen
+	}
+}
+
 // HalfOpen is the number of responder SAs waiting for IKE_AUTH.
 func (ep *Endpoint) HalfOpen() int {
 	ep.mu.Lock()
@@ -346,6 +360,7 @@ func (ep *Endpoint) handleInitRequest(pkt []byte, m *Message, local, remote neti
 	ep.mu.Lock()
 	existing := ep.initIndex[key]
 	halfOpen := ep.halfOpen
+	cookieThreshold, maxHalfOpen := ep.cfg.CookieThreshold, ep.cfg.MaxHalfOpen
 	ep.mu.Unlock()
 	if existing != nil {
 		existing.mu.Lock()
@@ -357,7 +372,7 @@ func (ep *Endpoint) handleInitRequest(pkt []byte, m *Message, local, remote neti
 		ep.Stats.OutOfWindow.Add(1)
 		return
 	}
-	if halfOpen >= ep.cfg.MaxHalfOpen {
+	if halfOpen >= maxHalfOpen {
 		ep.Stats.HalfOpenRefused.Add(1)
 		return
 	}
@@ -375,7 +390,7 @@ func (ep *Endpoint) handleInitRequest(pkt []byte, m *Message, local, remote neti
 		ep.sendInitError(m.Header, local, remote, &Notify{NotifyType: INVALID_SYNTAX})
 		return
 	}
-	if halfOpen >= ep.cfg.CookieThreshold {
+	if halfOpen >= cookieThreshold {
 		// RFC 7296 2.6: the COOKIE notify is the first payload.
 		c, _ := m.Payloads[0].(*Notify)
 		if c == nil || c.NotifyType != COOKIE || !ep.cookies.valid(c.Data, nonce.Data, remote.Addr(), m.SPIi) {

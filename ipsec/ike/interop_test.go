@@ -463,6 +463,64 @@ func TestStrongSwanInterop(t *testing.T) {
 		l.closeAll()
 	})
 
+	t.Run("charon meets our COOKIE and INVALID_KE_PAYLOAD", func(t *testing.T) {
+		l.t = t
+		// charon starts with ecp256, we accept only curve25519; and we
+		// demand a cookie from everyone.
+		l.loadCharon("aes128gcm16-prfsha256-ecp256-curve25519", "aes128gcm16", psk)
+		setSuite("aes128gcm16-prfsha256-curve25519", "aes128gcm16")
+		l.ep.SetLimits(-1, 0)
+		defer l.ep.SetLimits(64, 0)
+		l.reset()
+		cookies := l.ep.Stats.CookiesSent.Load()
+		if out, err := l.swanctl("--initiate", "--child", "net", "--ike", "s2s", "--timeout", "10"); err != nil {
+			t.Fatalf("charon could not initiate: %v\n%s", err, out)
+		}
+		if !waitFor(10*time.Second, func() bool { return l.childUps() == 1 }) {
+			t.Fatalf("no CHILD_SA: %v", l.failures)
+		}
+		if l.ep.Stats.CookiesSent.Load() == cookies {
+			t.Error("no COOKIE was demanded")
+		}
+		if got := l.ourSAs()[0].Status().Proposal; got != "aes128gcm16-prfsha256-curve25519" {
+			t.Errorf("negotiated %s, want curve25519 after INVALID_KE_PAYLOAD", got)
+		}
+		l.closeAll()
+	})
+
+	t.Run("we meet charon's INVALID_KE_PAYLOAD, DPD, charon deletes", func(t *testing.T) {
+		l.t = t
+		l.loadCharon("aes256-sha256-modp2048", "aes256-sha256", psk)
+		setSuite("aes256-sha256-ecp256-modp2048", "aes256-sha256")
+		cur.DPDDelay = 300 * time.Millisecond
+		l.reset()
+		l.ep.Initiate(&cur)
+		if !waitFor(10*time.Second, func() bool { return l.childUps() == 1 }) {
+			t.Fatalf("no CHILD_SA: %v", l.failures)
+		}
+		if got := l.ourSAs()[0].Status().Proposal; got != "aes256-sha256-modp2048" {
+			t.Errorf("negotiated %s, want modp2048", got)
+		}
+		time.Sleep(1500 * time.Millisecond) // a few DPD rounds
+		if len(l.ourSAs()) != 1 || len(l.failures) != 0 {
+			t.Fatalf("DPD against a live charon: %d SAs, failures %v", len(l.ourSAs()), l.failures)
+		}
+		if out, err := l.swanctl("--terminate", "--ike", "s2s", "--timeout", "5"); err != nil {
+			t.Fatalf("charon terminate: %v\n%s", err, out)
+		}
+		var f *Failure
+		if !waitFor(5*time.Second, func() bool {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			return len(l.ikeDown) == 1 && errors.As(l.ikeDown[0], &f)
+		}) || f.Reason != ReasonPeerDeleted {
+			t.Fatalf("after charon deleted the IKE SA: %v", l.ikeDown)
+		}
+		if len(l.ep.SAs()) != 0 || len(l.downs) != 1 {
+			t.Errorf("left: %d IKE SAs, %d children reported down (want 0, 1)", len(l.ep.SAs()), len(l.downs))
+		}
+	})
+
 	for _, tt := range []struct {
 		name              string
 		ike, esp, psk, ts string
