@@ -132,8 +132,8 @@ func (c *Card) Check(roots HostRoots, limit int64, force bool) error {
 		}
 	}
 	if c.Bytes > limit && !force {
-		return fmt.Errorf("%s is %s, larger than the %s a flashgate card would be: if it really is the card, add -force",
-			c.Dev, humanDecimal(c.Bytes), humanDecimal(limit))
+		return fmt.Errorf("%s is %s, larger than the %d GiB a flashgate card would be: if it really is the card, add -force",
+			c.Dev, humanDecimal(c.Bytes), limit>>30)
 	}
 	return nil
 }

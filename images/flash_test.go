@@ -98,7 +98,7 @@ func TestCardChecks(t *testing.T) {
 		{"active swap", "/dev/sdb", rootOnSda2, "\n/dev/sdb2 partition 1000 0 -2", false, "/dev/sdb2 is active swap"},
 		{"system disk", "/dev/sda", rootOnSda2, "", false, "holds the running system's root file system"},
 		{"system disk under device-mapper", "/dev/sdd", "1 0 253:0 / / rw - ext4 /dev/mapper/root rw\n", "", false, "holds the running system's root file system"},
-		{"large disk", "/dev/sdc", rootOnSda2, "", false, "larger than the 68.7 GB"},
+		{"large disk", "/dev/sdc", rootOnSda2, "", false, "larger than the 64 GiB"},
 		{"large disk forced", "/dev/sdc", rootOnSda2, "", true, ""},
 		{"root in a container", "/dev/sdb", "1 0 0:50 / / rw - overlay overlay rw\n", "", false, ""},
 	} {
