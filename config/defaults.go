@@ -1,9 +1,6 @@
 package config
 
-import (
-	"encoding/json"
-	"fmt"
-)
+import "reflect"
 
 // Tunnel defaults, chosen to match strongSwan's so that a peer configured
 // with its defaults agrees with ours: rekey the IKE_SA every 4 h and the
@@ -119,15 +116,36 @@ func newElement(list string, name string) (any, bool) {
 	return nil, false
 }
 
-// Clone returns a deep copy.
+// Clone returns a deep copy. The schema holds only values, strings and
+// slices (netip values are immutable), so copying every slice is enough.
 func (c *Config) Clone() *Config {
-	b, err := json.Marshal(c)
-	if err != nil {
-		panic(fmt.Sprintf("config: marshal for clone: %v", err)) // only plain data: cannot fail
+	out := new(Config)
+	v := reflect.ValueOf(out).Elem()
+	v.Set(reflect.ValueOf(c).Elem())
+	copySlices(v)
+	return out
+}
+
+// copySlices replaces every slice reachable from v by a copy.
+func copySlices(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			if v.Type().Field(i).IsExported() {
+				copySlices(v.Field(i))
+			}
+		}
+	case reflect.Slice:
+		if v.IsNil() {
+			return
+		}
+		n := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		reflect.Copy(n, v)
+		v.Set(n)
+		if k := v.Type().Elem().Kind(); k == reflect.Struct || k == reflect.Slice {
+			for i := 0; i < n.Len(); i++ {
+				copySlices(n.Index(i))
+			}
+		}
 	}
-	var out Config
-	if err := json.Unmarshal(b, &out); err != nil {
-		panic(fmt.Sprintf("config: unmarshal for clone: %v", err))
-	}
-	return &out
 }

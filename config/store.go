@@ -244,7 +244,16 @@ func (s *Store) load() error {
 // conditions that must not lead to setting the file aside (the lock is
 // held by someone else).
 func (s *Store) inspect() (state dbState, why string, err error) {
-	if _, err := os.Stat(s.path); errors.Is(err, os.ErrNotExist) {
+	fi, err := os.Stat(s.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return stateEmpty, "", nil
+	}
+	if err == nil && fi.Size() == 0 {
+		// Power was cut while the file was being created: nothing to
+		// keep, so it is simply initialized.
+		if err := s.cardWrite(func() error { return os.Remove(s.path) }); err != nil {
+			return 0, "", fmt.Errorf("remove empty config database: %w", err)
+		}
 		return stateEmpty, "", nil
 	}
 	db, err := bolt.Open(s.path, 0o600, s.boltOptions(true))

@@ -401,6 +401,18 @@ func TestCorruptDatabaseIsSetAside(t *testing.T) {
 	}
 }
 
+func TestEmptyFileIsInitialized(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.db")
+	os.WriteFile(path, nil, 0o600)
+	s := openTest(t, path, nil)
+	if s.Recovered() != "" || hostname(s) != "flashgate" {
+		t.Fatalf("empty file: recovered %q, hostname %q", s.Recovered(), hostname(s))
+	}
+	if aside, _ := filepath.Glob(path + ".set-aside-*"); len(aside) != 0 {
+		t.Errorf("an empty file was set aside: %v", aside)
+	}
+}
+
 func TestLockedDatabaseIsNotSetAside(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.db")
 	s := openTest(t, path, nil)
