@@ -49,7 +49,9 @@ func TestDHCPServerReply(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s.Now = func() time.Time { return now }
 	s.SetDNS([]netip.Addr{netip.MustParseAddr("9.9.9.9")})
-	reqIP := func(ip string) dhcpv4.Modifier { return dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(net.ParseIP(ip))) }
+	reqIP := func(ip string) dhcpv4.Modifier {
+		return dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(net.ParseIP(ip)))
+	}
 	server := dhcpv4.WithOption(dhcpv4.OptServerIdentifier(net.ParseIP("192.168.7.1")))
 	other := dhcpv4.WithOption(dhcpv4.OptServerIdentifier(net.ParseIP("192.168.7.99")))
 	const a, b, c, d = "02:00:00:00:00:0a", "02:00:00:00:00:0b", "02:00:00:00:00:0c", "02:00:00:00:00:0d"
