@@ -114,6 +114,10 @@ type Endpoint struct {
 	halfOpen  int
 	inSPIs    map[uint32]struct{}
 	reqID     uint32
+	// contacts counts the live IKE SAs per peer identity, to send
+	// INITIAL_CONTACT only on the first (RFC 7296 2.4): the peer deletes
+	// every other SA with the same identities when it sees one.
+	contacts map[string]int
 }
 
 type initKey struct {
@@ -127,7 +131,8 @@ func NewEndpoint(cfg EndpointConfig) (*Endpoint, error) {
 		return nil, errors.New("ike: EndpointConfig.Send is required")
 	}
 	ep := &Endpoint{cfg: cfg, now: cfg.Now, rand: cfg.Rand,
-		sas: map[uint64]*IKESA{}, initIndex: map[initKey]*IKESA{}, inSPIs: map[uint32]struct{}{}}
+		sas: map[uint64]*IKESA{}, initIndex: map[initKey]*IKESA{}, inSPIs: map[uint32]struct{}{},
+		contacts: map[string]int{}}
 	if ep.now == nil {
 		ep.now = time.Now
 	}
@@ -291,7 +296,16 @@ func (ep *Endpoint) register(sa *IKESA) bool {
 		ep.halfOpen++
 	}
 	ep.sas[sa.localSPI()] = sa
+	sa.contact = sa.contactKey()
+	ep.contacts[sa.contact]++
 	return true
+}
+
+// firstContact reports whether sa is the only live IKE SA with its peer.
+func (ep *Endpoint) firstContact(sa *IKESA) bool {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return ep.contacts[sa.contact] <= 1
 }
 
 func (ep *Endpoint) unregister(sa *IKESA) {
@@ -299,6 +313,9 @@ func (ep *Endpoint) unregister(sa *IKESA) {
 	defer ep.mu.Unlock()
 	if ep.sas[sa.localSPI()] == sa {
 		delete(ep.sas, sa.localSPI())
+		if ep.contacts[sa.contact]--; ep.contacts[sa.contact] <= 0 {
+			delete(ep.contacts, sa.contact)
+		}
 	}
 	ep.clearHalfOpenLocked(sa)
 }

@@ -39,6 +39,7 @@ type IKESA struct {
 
 	local, remote netip.AddrPort
 	initRemote    netip.AddrPort // where IKE_SA_INIT came from (half-open index key)
+	contact       string         // contactKey when registered
 	halfOpen      bool
 	natLocal      bool // we are behind a NAT (or fake it: ForceEncap)
 	natRemote     bool // the peer is behind a NAT (or fakes it)
@@ -117,6 +118,12 @@ func (sa *IKESA) localSPI() uint64 {
 		return sa.spiI
 	}
 	return sa.spiR
+}
+
+// contactKey identifies the peer for INITIAL_CONTACT: its address and
+// both identities.
+func (sa *IKESA) contactKey() string {
+	return sa.remote.Addr().String() + "|" + sa.cfg.LocalID.String() + "|" + sa.cfg.RemoteID.String()
 }
 
 func (sa *IKESA) emit(f func()) { sa.events = append(sa.events, f) }
@@ -382,7 +389,10 @@ func (sa *IKESA) authExchange() *exchange {
 		if !sa.cfg.RemoteID.IsZero() {
 			ps = append(ps, sa.cfg.RemoteID.payload(true))
 		}
-		ps = append(ps, &Auth{Method: AuthSharedKeyMIC, Data: auth}, &Notify{NotifyType: INITIAL_CONTACT})
+		ps = append(ps, &Auth{Method: AuthSharedKeyMIC, Data: auth})
+		if sa.ep.firstContact(sa) {
+			ps = append(ps, &Notify{NotifyType: INITIAL_CONTACT})
+		}
 		ps = append(ps, sa.childOffer(inSPI, nil, nil, IKE_AUTH)...)
 		return ps
 	}

@@ -851,6 +851,18 @@ func TestRealNAT(t *testing.T) {
 	}
 }
 
+func TestInitialContactOnlyFirst(t *testing.T) {
+	ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", "aes128gcm16")
+	n, a, b := establish(t, ca, cb)
+	// A second IKE SA to the same peer must not make it drop the first.
+	a.ep.Initiate(ca)
+	n.run()
+	if len(a.established()) != 2 || len(b.established()) != 2 {
+		t.Fatalf("established: A %d, B %d; want 2 each", len(a.established()), len(b.established()))
+	}
+	checkPairs(t, a, b, 2)
+}
+
 func TestPeerRestartComesBack(t *testing.T) {
 	ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", "aes128gcm16")
 	n, a, _ := establish(t, ca, cb)
