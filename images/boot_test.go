@@ -3,6 +3,8 @@ package images
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,46 +71,59 @@ func TestBootQEMU(t *testing.T) {
 	bootCtx, bootCancel := context.WithTimeout(ctx, bootLimit)
 	defer bootCancel()
 
-	at, _, err := vm.WaitFor(bootCtx, 0, "ommand line: ")
+	elapsed, err := bootToLogin(bootCtx, vm, version)
 	if err != nil {
-		t.Fatalf("the kernel did not start: %v", err)
+		t.Fatal(err)
+	}
+	t.Logf("login prompt %s after qemu started (target 10 s)", elapsed.Round(100*time.Millisecond))
+}
+
+// testPassword is the admin password the boot test sets on first boot.
+const testPassword = "Fg-test-3141"
+
+// bootToLogin follows a fresh card's boot on the serial console to the
+// login prompt and returns the time from qemu's start to the prompt. It
+// checks the contract's markers in order and answers the first-boot
+// password prompts.
+func bootToLogin(ctx context.Context, vm *VM, version string) (time.Duration, error) {
+	at, _, err := vm.WaitFor(ctx, 0, "ommand line: ")
+	if err != nil {
+		return 0, fmt.Errorf("the kernel did not start: %w", err)
 	}
 	cmdline := lineAt(vm.Log(), at)
 	for _, want := range []string{"BOOT_IMAGE=/a/vmlinuz", "flashgate.board=qemu", "flashgate.version=" + version, "console=ttyS0,115200"} {
 		if !strings.Contains(cmdline, want) {
-			t.Errorf("kernel command line %q lacks %q: syslinux did not pass syslinux.cfg's APPEND", cmdline, want)
+			return 0, fmt.Errorf("kernel command line %q lacks %q: syslinux did not pass syslinux.cfg's APPEND", cmdline, want)
 		}
 	}
 	for _, marker := range []string{"flashgate init: pid 1, version " + version, "flashgate init: board qemu"} {
-		if at, _, err = vm.WaitFor(bootCtx, at, marker); err != nil {
-			t.Fatalf("PID 1: %v", err)
+		if at, _, err = vm.WaitFor(ctx, at, marker); err != nil {
+			return 0, fmt.Errorf("PID 1: %w", err)
 		}
 	}
 	// A fresh card has no admin account: the console asks for one.
-	const password = "Fg-test-3141"
-	steps := []struct{ prompt, answer string }{
+	for _, s := range []struct{ prompt, answer string }{
 		{"No admin password is set.", ""},
-		{"New admin password: ", password + "\r"},
-		{"Repeat password: ", password + "\r"},
-	}
-	for _, s := range steps {
-		if at, _, err = vm.WaitFor(bootCtx, at, s.prompt); err != nil {
-			t.Fatalf("first-boot password: %v", err)
+		{"New admin password: ", testPassword + "\r"},
+		{"Repeat password: ", testPassword + "\r"},
+	} {
+		if at, _, err = vm.WaitFor(ctx, at, s.prompt); err != nil {
+			return 0, fmt.Errorf("first-boot password: %w", err)
 		}
 		if s.answer != "" {
 			if err := vm.Type(s.answer); err != nil {
-				t.Fatalf("type on the serial console: %v", err)
+				return 0, fmt.Errorf("type on the serial console: %w", err)
 			}
 		}
 	}
-	_, elapsed, err := vm.WaitFor(bootCtx, at, "login: ")
+	_, elapsed, err := vm.WaitFor(ctx, at, "login: ")
 	if err != nil {
-		t.Fatalf("console: %v", err)
+		return 0, fmt.Errorf("console: %w", err)
 	}
-	if bytes.Contains(vm.Log(), []byte(password)) {
-		t.Error("the console echoed the admin password")
+	if bytes.Contains(vm.Log(), []byte(testPassword)) {
+		return 0, errors.New("the console echoed the admin password")
 	}
-	t.Logf("login prompt %s after qemu started (target 10 s)", elapsed.Round(100*time.Millisecond))
+	return elapsed, nil
 }
 
 // lineAt returns the line of log that contains offset at.

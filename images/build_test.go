@@ -17,7 +17,7 @@ import (
 // with `make image`). They fail, saying what to install, when a tool is
 // missing; -short skips them.
 
-func requireBuildHost(t *testing.T) (repoRoot string) {
+func requireBuildHost(t testing.TB) (repoRoot string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("-short: this test builds images from Debian's kernel packages")

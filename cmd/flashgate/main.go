@@ -1,6 +1,6 @@
 // Command flashgate is the host tool: it builds card images for the boards
 // (image), boots the qemu board (run), writes an image to a card (flash) and
-// lists the boards (boards). The Makefile calls it; every failure is one
+// lists the boards (boards) and runs the measurements (bench). The Makefile calls it; every failure is one
 // sentence on stderr and a non-zero exit status.
 package main
 
@@ -14,6 +14,8 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"github.com/flashgate/flashgate/bench"
 )
 
 // subcommand is one verb of the tool. Run gets the arguments after the verb
@@ -28,6 +30,7 @@ var subcommands = map[string]subcommand{
 	"run":    {"build the qemu board's image and boot it in qemu", runRun},
 	"flash":  {"write an image to a card, with checks", runFlash},
 	"boards": {"list the boards", runBoards},
+	"bench":  {"run the measurements of make bench (out/bench/results.json)", runBench},
 }
 
 // errUsage is returned after a flag set printed its own usage.
@@ -91,6 +94,14 @@ func parse(fs *flag.FlagSet, args []string) error {
 		fmt.Fprintf(fs.Output(), "unexpected argument %q\n", fs.Arg(0))
 		fs.Usage()
 		return errUsage
+	}
+	return nil
+}
+
+// runBench is `flashgate bench`: the bench package's runner.
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if rc := bench.Main(args); rc != 0 {
+		return fmt.Errorf("exit status %d", rc)
 	}
 	return nil
 }

@@ -1,0 +1,80 @@
+package images
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/boards"
+)
+
+// The benchmarks behind `make bench`'s image.<board>.firmware_bytes and
+// boot.qemu.login_s. Run them with -benchtime 1x: one build or boot is one
+// measurement.
+
+// BenchmarkImage builds every supported board's image and reports what one
+// firmware slot takes on the card.
+func BenchmarkImage(b *testing.B) {
+	root := requireBuildHost(b)
+	out := b.TempDir()
+	for _, board := range boards.All() {
+		if board.Unsupported != "" {
+			continue
+		}
+		b.Run(board.Name, func(b *testing.B) {
+			bl := &Builder{RepoRoot: root, OutDir: out, CacheDir: filepath.Join(root, "out", "cache")}
+			var rep *Report
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				var err error
+				if rep, err = bl.Build(context.Background(), board, "bench"); err != nil {
+					b.Fatal(err)
+				}
+				os.Remove(rep.Image)
+			}
+			b.ReportMetric(time.Since(start).Seconds()/float64(b.N), "build_s")
+			b.ReportMetric(float64(rep.FirmwareBytes()), "firmware_bytes")
+			b.ReportMetric(float64(rep.KernelBytes), "kernel_bytes")
+			b.ReportMetric(float64(rep.InitramfsXZ), "initramfs_bytes")
+			b.ReportMetric(float64(rep.BootFreeBytes), "boot_free_bytes")
+		})
+	}
+}
+
+// BenchmarkBootQEMU boots the qemu board's image on a fresh card and
+// reports the time from qemu's start to the console's login prompt.
+func BenchmarkBootQEMU(b *testing.B) {
+	root := requireBuildHost(b)
+	board, err := boards.Lookup("qemu")
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := b.TempDir()
+	bl := &Builder{RepoRoot: root, OutDir: out, CacheDir: filepath.Join(root, "out", "cache")}
+	rep, err := bl.Build(context.Background(), board, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		card := filepath.Join(out, "card.img")
+		if err := copyWhole(rep.Image, card); err != nil {
+			b.Fatal(err)
+		}
+		vm, err := StartVM(QEMUConfig{Board: board, Image: card, NoReboot: true}, bootLimit)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), bootLimit)
+		elapsed, err := bootToLogin(ctx, vm, "bench")
+		cancel()
+		vm.Stop()
+		if err != nil {
+			b.Fatalf("%v\nserial console:\n%s", err, vm.Log())
+		}
+		total += elapsed
+	}
+	b.ReportMetric(total.Seconds()/float64(b.N), "login_s")
+}
