@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"sort"
 	"sync"
@@ -202,7 +203,7 @@ func (s *Store) load() error {
 	}
 	switch state {
 	case stateBad:
-		aside := fmt.Sprintf("%s.set-aside-%s", s.path, s.opts.Clock.Now().UTC().Format("20060102T150405Z"))
+		aside := s.asideName()
 		if err := s.cardWrite(func() error { return os.Rename(s.path, aside) }); err != nil {
 			return fmt.Errorf("config database %s is unusable (%s) and could not be set aside: %w", s.path, why, err)
 		}
@@ -232,12 +233,30 @@ func (s *Store) load() error {
 			// before any service reads the unconfirmed config.
 			if _, err := s.rollbackLocked(p.RollbackTo, "flashgate", "confirm-timeout",
 				fmt.Sprintf("revision %d was not confirmed before the restart deadline: back to revision %d", p.Revision, p.RollbackTo)); err != nil {
-				return fmt.Errorf("roll back unconfirmed revision %d: %w", p.Revision, err)
+				// Refusing to open would leave the box without any
+				// configuration; run the unconfirmed one and say so.
+				// The pending state stays, so the next start tries again.
+				s.recovered = fmt.Sprintf("revision %d was not confirmed in time but could not be rolled back (%v); it is still running", p.Revision, err)
+				s.opts.Logf("config: %s", s.recovered)
+			} else {
+				s.opts.Logf("config: revision %d was not confirmed in time: rolled back to revision %d", p.Revision, p.RollbackTo)
 			}
-			s.opts.Logf("config: revision %d was not confirmed in time: rolled back to revision %d", p.Revision, p.RollbackTo)
 		}
 	}
 	return nil
+}
+
+// asideName returns a name for setting the database aside that no file
+// has yet: two set-asides within a second must not overwrite each other.
+func (s *Store) asideName() string {
+	base := fmt.Sprintf("%s.set-aside-%s", s.path, s.opts.Clock.Now().UTC().Format("20060102T150405Z"))
+	name := base
+	for i := 1; ; i++ {
+		if _, err := os.Lstat(name); errors.Is(err, os.ErrNotExist) {
+			return name
+		}
+		name = fmt.Sprintf("%s-%d", base, i)
+	}
 }
 
 // inspect opens the file read-only and classifies it. err is set only for
@@ -260,6 +279,9 @@ func (s *Store) inspect() (state dbState, why string, err error) {
 	if err != nil {
 		if errors.Is(err, bolterrors.ErrTimeout) {
 			return 0, "", fmt.Errorf("open config database %s: locked by another process for %v", s.path, s.opts.LockTimeout)
+		}
+		if errors.Is(err, fs.ErrPermission) {
+			return 0, "", fmt.Errorf("open config database: %w", err) // the file may be fine: not ours to move
 		}
 		return stateBad, describeBoltError(err), nil
 	}

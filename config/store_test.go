@@ -401,6 +401,20 @@ func TestCorruptDatabaseIsSetAside(t *testing.T) {
 	}
 }
 
+func TestSetAsideNeverOverwrites(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.db")
+	clock := newFakeClock() // the same second every time
+	for i := range 3 {
+		os.WriteFile(path, bytes.Repeat([]byte{byte('a' + i)}, 8192), 0o600)
+		s := openTest(t, path, clock)
+		s.Close()
+	}
+	aside, _ := filepath.Glob(path + ".set-aside-*")
+	if len(aside) != 3 {
+		t.Fatalf("three corrupt files in one second left %d set-aside files: %v", len(aside), aside)
+	}
+}
+
 func TestEmptyFileIsInitialized(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.db")
 	os.WriteFile(path, nil, 0o600)
