@@ -15,7 +15,33 @@ func Figures(res []Result, failures []string) []Figure {
 	}
 	var figs []Figure
 	figs = append(figs, tunnelFigures(res, why)...)
+	figs = append(figs, ikeFigures(res, why)...)
 	return figs
+}
+
+// pair reports a figure measured for flashgate and for a peer in the same
+// run (sub-benchmarks flashgate and peerKind of bench).
+func pair(res []Result, name, bench, unit, metric, peerKind, peerLabel, target, notes, why string) Figure {
+	var f Figure
+	if v, ok := Find(res, bench+"/flashgate", metric); ok {
+		f = Measured(name, v, unit, target, notes)
+	} else {
+		f = Unmeasured(name, unit, target, why)
+	}
+	if pv, ok := Find(res, bench+"/"+peerKind, metric); ok {
+		return f.Against(peerLabel, pv)
+	}
+	f.Peer = peerLabel
+	return f
+}
+
+func ikeFigures(res []Result, why string) []Figure {
+	return []Figure{
+		pair(res, "ike.setup_ms", "BenchmarkIKESetup", "ms", "ms/setup", "strongswan", "strongSwan", "ratio <= 1.0",
+			"IKE_SA + CHILD_SA, PSK, ecp256, serial, initiator to responder of the same kind, data plane install included, netns", why),
+		pair(res, "ike.setup_rate_per_s", "BenchmarkIKESetupRate", "SAs/s", "SAs/s", "strongswan", "strongSwan", "ratio >= 1.5",
+			"200 setups at once per round (strongSwan: 8 parallel vici initiators), PSK, ecp256, netns", why),
+	}
 }
 
 // tunnelFigures: esp.tcp_{1,4}stream_mbps, one row per peer. Our value is

@@ -100,3 +100,7 @@ func Ping(ns *NS, dst netip.Addr, count int) error {
 	_, err := ns.Output("ping", "-q", "-n", "-c", fmt.Sprint(count), "-i", "0.2", "-W", "1", "-w", fmt.Sprint(count+3), dst.String())
 	return err
 }
+
+// LANANets and LANBNets are the LANs as lists, the form connections take.
+func (s *SiteToSite) LANANets() []netip.Prefix { return []netip.Prefix{s.LANA} }
+func (s *SiteToSite) LANBNets() []netip.Prefix { return []netip.Prefix{s.LANB} }

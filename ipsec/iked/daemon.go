@@ -33,6 +33,10 @@ type Options struct {
 	// first (ipsec/hwcrypto); nil keeps the configured order.
 	Ranking ike.Ranking
 	Logf    func(format string, args ...any)
+	// StateChanged, if set, is called whenever a tunnel's state changes
+	// (live updates for the web UI, benchmarks). It is called with the
+	// daemon's lock held: it must not block or call into the Daemon.
+	StateChanged func(tunnel string, state ipsec.TunnelState)
 }
 
 // Daemon runs the tunnels of one configuration.
@@ -66,8 +70,7 @@ type tunnel struct {
 	events  []ipsec.TunnelEvent
 	retryAt time.Time
 	backoff time.Duration
-	// bytes counted on SAs that were rekeyed away, so totals do not drop
-	gone ipsec.SAStats
+	notify  func(string, ipsec.TunnelState) // Options.StateChanged
 }
 
 // New opens the data plane and the IKE sockets. Call Run to start, Apply
@@ -258,11 +261,11 @@ func (d *Daemon) Apply(cfg *config.Config) error {
 		peer, err := peerConfig(w, d.dev != nil)
 		if err != nil {
 			errs = append(errs, err)
-			d.tunnels[name] = &tunnel{cfg: *w, state: ipsec.StateFailed, reason: err.Error(), since: now}
+			d.tunnels[name] = &tunnel{cfg: *w, state: ipsec.StateFailed, reason: err.Error(), since: now, notify: d.opts.StateChanged}
 			continue
 		}
 		peer.Ranking = d.opts.Ranking
-		t := &tunnel{cfg: *w, peer: peer, state: ipsec.StateDown, since: now}
+		t := &tunnel{cfg: *w, peer: peer, state: ipsec.StateDown, since: now, notify: d.opts.StateChanged}
 		switch w.StartAction {
 		case config.StartRespond:
 			t.reason = "waiting for the peer to connect (start action: respond)"
@@ -410,7 +413,6 @@ func (d *Daemon) childUp(c ike.ChildUp) {
 }
 
 func (d *Daemon) childDown(sa *ike.IKESA, in uint32, reason error) {
-	stats, _ := d.dp.Stats(in)
 	if err := d.dp.DeletePair(in); err != nil {
 		d.logf("iked: %s: remove CHILD_SA %08x: %v", sa.Name(), in, err)
 	}
@@ -421,8 +423,6 @@ func (d *Daemon) childDown(sa *ike.IKESA, in uint32, reason error) {
 	if t == nil {
 		return
 	}
-	t.gone.Bytes += stats.Bytes
-	t.gone.Packets += stats.Packets
 	if reason != nil {
 		t.event(now, fmt.Sprintf("CHILD_SA %08x down: %v", in, reason))
 	}
@@ -477,10 +477,14 @@ func (d *Daemon) failure(peer *ike.PeerConfig, reason error) {
 }
 
 func (t *tunnel) setState(now time.Time, s ipsec.TunnelState, reason string) {
-	if t.state != s {
+	changed := t.state != s
+	if changed {
 		t.since = now
 	}
 	t.state, t.reason = s, reason
+	if changed && t.notify != nil {
+		t.notify(t.cfg.Name, s)
+	}
 }
 
 func (t *tunnel) event(now time.Time, msg string) {

@@ -31,7 +31,7 @@ func (d *Daemon) Status() []ipsec.TunnelStatus {
 				s.RemoteAddr = t.peer.Remote.String()
 			}
 		}
-		snaps = append(snaps, snap{t: s, sa: t.sa, gone: t.gone})
+		snaps = append(snaps, snap{t: s, sa: t.sa})
 	}
 	d.mu.Unlock()
 
