@@ -428,3 +428,56 @@ func TestMain_CorruptDatabaseIsReported(t *testing.T) {
 	syscall.Kill(os.Getpid(), syscall.SIGTERM)
 	time.Sleep(200 * time.Millisecond)
 }
+
+func TestWatchReconnectsAfterRestart(t *testing.T) {
+	dir := shortDir(t)
+	store, err := config.Open(filepath.Join(dir, "config.db"), config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	sock := filepath.Join(dir, "api.sock")
+	start := func() (*configd.Server, *http.Server) {
+		os.Remove(sock)
+		ln, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		api := configd.NewServer(store, "card", "", t.Logf)
+		srv := &http.Server{Handler: api}
+		go srv.Serve(ln)
+		return api, srv
+	}
+	api, srv := start()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	changes := client.New(sock).Watch(ctx)
+	recv := func() config.Change {
+		t.Helper()
+		select {
+		case c := <-changes:
+			return c
+		case <-time.After(10 * time.Second):
+			t.Fatal("no message from the watch stream")
+		}
+		return config.Change{}
+	}
+	if c := recv(); c.Reason != "current" {
+		t.Fatalf("first message %+v", c)
+	}
+	// configd goes away and comes back (the supervisor restarted it).
+	api.StopWatches()
+	srv.Close()
+	store.SetPath("", "system.hostname", "while-down")
+	if _, err := store.Commit("t", ""); err != nil {
+		t.Fatal(err)
+	}
+	api, srv = start()
+	defer func() { api.StopWatches(); srv.Close() }()
+	if c := recv(); c.Reason != "current" || c.Revision != 2 {
+		t.Fatalf("after reconnecting: %+v, want the current state at revision 2", c)
+	}
+	cancel()
+	for range changes {
+	}
+}
