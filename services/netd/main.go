@@ -37,6 +37,7 @@ func Main(args []string) int {
 	boardName := fs.String("board", "", "board name (default: flashgate.board= on the kernel command line)")
 	printOnly := fs.Bool("print", false, "print the ruleset of the running configuration and exit")
 	resync := fs.Duration("resync", 30*time.Second, "how often links, addresses and routes are checked again")
+	configdWait := fs.Duration("configd-wait", 10*time.Second, "how long to wait for configd at start before applying the board's defaults")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -81,7 +82,7 @@ func Main(args []string) int {
 	go srv.Serve(ln)
 	defer srv.Close()
 
-	cfg, source := firstConfig(ctx, cl, board, 10*time.Second)
+	cfg, source := firstConfig(ctx, cl, board, *configdWait)
 	log.Printf("netd: applying %s", source)
 	d.SetConfig(cfg, 0, source)
 

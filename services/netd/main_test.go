@@ -1,0 +1,121 @@
+package netd
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/internal/testnet"
+	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
+)
+
+// TestMainProcess is Main itself when TestMain starts this test binary in
+// a namespace; it does nothing in a normal run.
+func TestMainProcess(t *testing.T) {
+	args := os.Getenv("NETD_TEST_MAIN_ARGS")
+	if args == "" {
+		return
+	}
+	os.Exit(Main(strings.Fields(args)))
+}
+
+// TestMainInNamespace runs Main as the appliance does, in a namespace of its own with
+// the qemu board's ports and no configd: it must apply the board's default
+// firewall, serve its API on the socket, and leave the firewall in place
+// when stopped.
+func TestMainInNamespace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("namespace test: not in -short mode")
+	}
+	testnet.RequireRoot(t)
+	p := testnet.Prefix()
+	ns, peer := testnet.NewNS(t, p+"-nd"), testnet.NewNS(t, p+"-pe")
+	testnet.Link(t, ns, "eth0", "", peer, "eth0", "")
+	testnet.Link(t, ns, "eth1", "", peer, "eth1", "")
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "netd.sock")
+	cmd := ns.Command(os.Args[0], "-test.run=^TestMainProcess$")
+	cmd.Env = append(os.Environ(), "NETD_TEST_MAIN_ARGS=-socket "+sock+" -configd "+filepath.Join(dir, "none.sock")+" -configd-wait 200ms -board qemu")
+	out, err := os.Create(filepath.Join(dir, "netd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Kill()
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(dir, "netd.log"))
+			t.Logf("netd's log:\n%s", b)
+		}
+	}()
+
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		}}}
+	get := func(path string, v any) error {
+		resp, err := hc.Get("http://netd" + path)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		return json.NewDecoder(resp.Body).Decode(v)
+	}
+	var st Status
+	waitFor(t, 15*time.Second, "status with an applied configuration from netd's socket", func() bool {
+		return get("/v1/status", &st) == nil && !st.LastApply.At.IsZero()
+	})
+	if st.Board != "qemu" || !strings.Contains(st.ConfigSource, "defaults") || !st.LastApply.FirewallReplaced {
+		t.Errorf("status: board %q, source %q, firewall replaced %v", st.Board, st.ConfigSource, st.LastApply.FirewallReplaced)
+	}
+	var lan *LinkStatus
+	for i := range st.Links {
+		if st.Links[i].Name == "eth1" {
+			lan = &st.Links[i]
+		}
+	}
+	if lan == nil || !lan.Up || len(lan.Addresses) == 0 || !strings.HasPrefix(lan.Addresses[0], "192.168.1.1/24") {
+		t.Errorf("eth1 (the qemu board's LAN port) should be up with 192.168.1.1/24: %+v", lan)
+	}
+	var fw FirewallStatus
+	if err := get("/v1/firewall", &fw); err != nil {
+		t.Fatal(err)
+	}
+	if len(fw.Kernel) == 0 || len(fw.Kernel) != len(fw.Rules) || !strings.Contains(strings.Join(fw.Rules, "\n"), `iifname "eth1" meta l4proto tcp th dport 443`) {
+		t.Errorf("firewall status: %d rules built, %d in the kernel:\n%s", len(fw.Rules), len(fw.Kernel), strings.Join(fw.Rules, "\n"))
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("netd exited with %v after SIGTERM, want 0", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("netd did not stop within 10 s of SIGTERM")
+	}
+	fd, err := unix.Open("/run/netns/"+ns.Name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	rules, err := NewNFTables(nftables.WithNetNSFd(fd)).Rules()
+	if err != nil || len(rules) != len(fw.Kernel) {
+		t.Errorf("after netd stopped the firewall must stay: %d rules (%v), want %d", len(rules), err, len(fw.Kernel))
+	}
+}
