@@ -878,3 +878,54 @@ func TestPeerRestartComesBack(t *testing.T) {
 	}
 	checkPairs(t, a, b2, 1)
 }
+
+// TestShortLifetimesSoak runs both ends with 20 s IKE and CHILD lifetimes
+// and DPD for ten minutes of fake time: every kind of rekey, including
+// collisions between them, must leave exactly one working IKE SA and one
+// CHILD_SA pair, and no failure.
+func TestShortLifetimesSoak(t *testing.T) {
+	ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", "aes128gcm16-ecp256")
+	for _, c := range []*PeerConfig{ca, cb} {
+		c.IKELifetime, c.ChildLifetime, c.DPDDelay = 20*time.Second, 20*time.Second, 5*time.Second
+	}
+	n, a, b := establish(t, ca, cb)
+	n.step(10*time.Minute, 250*time.Millisecond)
+	for _, p := range []*peer{a, b} {
+		if f := p.lastFailure(); f != nil {
+			t.Errorf("%s: failure %v", p.name, f)
+		}
+		var states []string
+		for _, sa := range p.ep.SAs() {
+			states = append(states, sa.State().String())
+		}
+		if len(p.established()) != 1 {
+			t.Errorf("%s: IKE SAs %v, want one established", p.name, states)
+		}
+		t.Logf("%s: %d CHILD_SAs, %d IKE SAs up, stats %+v", p.name, len(p.ups), p.ikeUps, p.ep.Stats.Snapshot())
+		if len(p.ups) < 30 {
+			t.Errorf("%s: only %d CHILD_SAs in ten minutes of 20 s lifetimes", p.name, len(p.ups))
+		}
+	}
+	checkPairs(t, a, b, 1)
+	if sa, sb := a.established(), b.established(); len(sa) == 1 && len(sb) == 1 && sa[0].Status().SPIi != sb[0].Status().SPIi {
+		t.Errorf("A and B ended on different IKE SAs")
+	}
+}
+
+func TestEstablishIPv6(t *testing.T) {
+	ca, cb := pairConfigs("aes256gcm16-prfsha384-ecp384", "aes256gcm16")
+	ca.Local, ca.Remote = netip.MustParseAddrPort("[fd00::1]:500"), netip.MustParseAddrPort("[fd00::2]:500")
+	cb.Local, cb.Remote = ca.Remote, ca.Local
+	ca.LocalTS, ca.RemoteTS = pfx("fd01::/64"), pfx("fd02::/64")
+	cb.LocalTS, cb.RemoteTS = ca.RemoteTS, ca.LocalTS
+	ca.ForceEncap = true
+	n := newTestNet(t)
+	a := n.addPeer("A", "fd00::1", ca, nil)
+	b := n.addPeer("B", "fd00::2", cb, nil)
+	a.ep.Initiate(ca)
+	n.run()
+	checkPairs(t, a, b, 1)
+	if got := a.ups[0].In.RemoteTS; len(got) != 1 || got[0] != netip.MustParsePrefix("fd02::/64") {
+		t.Errorf("remote TS %v, want fd02::/64", got)
+	}
+}
