@@ -8,12 +8,14 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/ipsec"
+	"github.com/flashgate/flashgate/services/configd/client"
 )
 
 // Main is `flashgate iked`: the daemon, standalone with a configuration
@@ -22,6 +24,7 @@ import (
 func Main(args []string) int {
 	fs := flag.NewFlagSet("iked", flag.ContinueOnError)
 	file := fs.String("config", "", "configuration file (JSON, as `flashgate config export` writes it); SIGHUP reloads it")
+	configd := fs.String("configd", "", "configd's socket: follow the running configuration (the appliance's mode)")
 	sock := fs.String("socket", DefaultSocket, "local API socket")
 	plane := fs.String("dataplane", "auto", "data plane: auto, xfrm or userspace")
 	tun := fs.String("tun", "fgesp0", "TUN interface of the userspace data plane")
@@ -30,15 +33,18 @@ func Main(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *file == "" {
-		fmt.Fprintln(os.Stderr, "iked: give the configuration with -config FILE")
+	if (*file == "") == (*configd == "") {
+		fmt.Fprintln(os.Stderr, "iked: give the configuration with -config FILE or -configd SOCKET (one of them)")
 		return 2
 	}
 	logger := log.New(os.Stderr, "", log.LstdFlags)
-	cfg, err := loadFile(*file)
-	if err != nil {
-		logger.Printf("iked: %v", err)
-		return 1
+	cfg := &config.Config{}
+	if *file != "" {
+		var err error
+		if cfg, err = loadFile(*file); err != nil {
+			logger.Printf("iked: %v", err)
+			return 1
+		}
 	}
 	d, err := New(Options{DataPlane: *plane, TUN: *tun, IKEPort: uint16(*ikePort), NATTPort: uint16(*nattPort), Logf: logger.Printf})
 	if err != nil {
@@ -51,6 +57,9 @@ func Main(args []string) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	if *configd != "" {
+		go followConfigd(ctx, d, client.New(*configd), logger)
+	}
 	go func() {
 		if err := d.Serve(ctx, *sock); err != nil {
 			logger.Printf("iked: %v", err)
@@ -59,7 +68,7 @@ func Main(args []string) int {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	for s := range sig {
-		if s == syscall.SIGHUP {
+		if s == syscall.SIGHUP && *file != "" {
 			cfg, err := loadFile(*file)
 			if err != nil {
 				logger.Printf("iked: reload: %v (keeping the running tunnels)", err)
@@ -75,6 +84,25 @@ func Main(args []string) int {
 	cancel()
 	d.Close()
 	return 0
+}
+
+// followConfigd applies the running configuration at start and after every
+// commit that changed the tunnels (the first event of each connection to
+// configd is "current": apply it all, configd may have restarted).
+func followConfigd(ctx context.Context, d *Daemon, c *client.Client, logger *log.Logger) {
+	for ch := range c.Watch(ctx) {
+		if ch.Reason != "current" && !slices.Contains(ch.Sections, "tunnels") {
+			continue
+		}
+		cfg, rev, err := c.Running(ctx)
+		if err != nil {
+			logger.Printf("iked: read the running configuration: %v", err)
+			continue
+		}
+		if err := d.Apply(cfg); err != nil {
+			logger.Printf("iked: revision %d: %v", rev, err)
+		}
+	}
 }
 
 func loadFile(path string) (*config.Config, error) {
