@@ -1,0 +1,266 @@
+package webui
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/flashgate/flashgate/config"
+)
+
+// Accounts are the running configuration's system.admins: a password
+// counts once it is committed. There is no default password: on a fresh
+// box the console asks for one before anything else, and until then the
+// login page says so.
+
+// loginResult is what a login attempt came to; every failure reads the
+// same to the client, so that neither the user name nor the password is
+// confirmed separately.
+type loginResult int
+
+const (
+	loginOK loginResult = iota
+	loginWrong
+	loginNoAdmin
+	loginLimited
+	loginUnavailable
+)
+
+const wrongLogin = "Wrong user name or password."
+
+// authenticate checks a user name and password against the running
+// configuration, under the per-address rate limit.
+func (s *Server) authenticate(ctx context.Context, addr, user, password string) (loginResult, time.Duration, error) {
+	if ok, wait := s.limiter.allow(addr); !ok {
+		return loginLimited, wait, nil
+	}
+	running, _, err := s.opts.Config.Running(ctx)
+	if err != nil {
+		return loginUnavailable, 0, err
+	}
+	if len(running.System.Admins) == 0 {
+		return loginNoAdmin, 0, nil
+	}
+	admin := running.Admin(user)
+	known := admin != nil
+	if !known {
+		admin = &s.dummy // same work as a real check: timing does not tell
+	}
+	select {
+	case s.verifySem <- struct{}{}:
+	case <-ctx.Done():
+		return loginUnavailable, 0, ctx.Err()
+	}
+	ok := admin.VerifyPassword(password)
+	<-s.verifySem
+	if !ok || !known || len(password) > 1024 {
+		if wait := s.limiter.failure(addr); wait > 0 {
+			return loginLimited, wait, nil
+		}
+		return loginWrong, 0, nil
+	}
+	s.limiter.success(addr)
+	return loginOK, 0, nil
+}
+
+type loginView struct {
+	NoAdmin bool
+	Error   string
+	User    string
+	Next    string
+	Token   string
+}
+
+func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		if _, ok := s.sessions.lookup(c.Value); ok {
+			http.Redirect(w, r, "/", http.StatusSeeOther)
+			return
+		}
+	}
+	v := loginView{Next: r.URL.Query().Get("next")}
+	if !safeNext(v.Next) {
+		v.Next = "/"
+	}
+	running, _, err := s.opts.Config.Running(r.Context())
+	switch {
+	case err != nil:
+		v.Error = "The configuration service is not answering: " + err.Error()
+	case len(running.System.Admins) == 0:
+		v.NoAdmin = true
+	}
+	s.renderLogin(w, r, http.StatusOK, v)
+}
+
+// renderLogin shows the login form with a fresh login CSRF token: a
+// random value in a cookie that the form must echo (double submit), so a
+// foreign page cannot log the browser into an account of its choosing.
+func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, code int, v loginView) {
+	v.Token = randomToken()
+	setCookie(w, loginCookie, v.Token, 600)
+	s.renderBare(w, code, "login", v)
+}
+
+func (s *Server) loginSubmit(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBody)
+	v := loginView{User: r.PostFormValue("user"), Next: r.PostFormValue("next")}
+	if !safeNext(v.Next) {
+		v.Next = "/"
+	}
+	c, err := r.Cookie(loginCookie)
+	if err != nil || !tokensEqual(c.Value, r.PostFormValue(csrfField)) {
+		v.Error = "The login form expired; please try again."
+		s.renderLogin(w, r, http.StatusForbidden, v)
+		return
+	}
+	res, wait, err := s.authenticate(r.Context(), clientIP(r), v.User, r.PostFormValue("password"))
+	switch res {
+	case loginOK:
+		id, _ := s.sessions.create(v.User)
+		setCookie(w, sessionCookie, id, 0)
+		setCookie(w, loginCookie, "", -1)
+		http.Redirect(w, r, v.Next, http.StatusSeeOther)
+		return
+	case loginNoAdmin:
+		v.NoAdmin = true
+		s.renderLogin(w, r, http.StatusForbidden, v)
+	case loginLimited:
+		w.Header().Set("Retry-After", fmt.Sprint(int(wait.Seconds())+1))
+		v.Error = fmt.Sprintf("Too many failed logins from your address. Try again in %s.", roundWait(wait))
+		s.renderLogin(w, r, http.StatusTooManyRequests, v)
+	case loginUnavailable:
+		v.Error = "The configuration service is not answering: " + err.Error()
+		s.renderLogin(w, r, http.StatusServiceUnavailable, v)
+	default:
+		v.Error = wrongLogin
+		s.renderLogin(w, r, http.StatusUnauthorized, v)
+	}
+}
+
+func roundWait(d time.Duration) string {
+	if d < time.Minute {
+		return fmt.Sprintf("%d seconds", int(d.Seconds())+1)
+	}
+	return fmt.Sprintf("%d minutes", int(d.Minutes())+1)
+}
+
+// LoginRequest is the body of POST /api/v1/login.
+type LoginRequest struct {
+	User     string `json:"user"`
+	Password string `json:"password"`
+}
+
+// SessionInfo answers a login and GET /api/v1/session.
+type SessionInfo struct {
+	User      string    `json:"user"`
+	CSRFToken string    `json:"csrf_token"` // send as X-CSRF-Token on every POST, PUT, DELETE
+	Created   time.Time `json:"created"`
+	IdleLimit string    `json:"idle_limit"`
+	Limit     string    `json:"absolute_limit"`
+}
+
+// apiLogin logs in with JSON. Requiring a JSON body is its CSRF defence: a
+// foreign page cannot send one without a CORS preflight, which is refused.
+func (s *Server) apiLogin(w http.ResponseWriter, r *http.Request) {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		writeAPIError(w, http.StatusUnsupportedMediaType, "send the credentials as application/json")
+		return
+	}
+	var req LoginRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeAPIError(w, http.StatusBadRequest, "login body: "+err.Error())
+		return
+	}
+	res, wait, err := s.authenticate(r.Context(), clientIP(r), req.User, req.Password)
+	switch res {
+	case loginOK:
+		id, sess := s.sessions.create(req.User)
+		setCookie(w, sessionCookie, id, 0)
+		writeJSON(w, http.StatusOK, s.sessionInfo(sess))
+	case loginNoAdmin:
+		writeAPIError(w, http.StatusForbidden, "no admin password is set: set it on the serial console first")
+	case loginLimited:
+		w.Header().Set("Retry-After", fmt.Sprint(int(wait.Seconds())+1))
+		writeAPIError(w, http.StatusTooManyRequests, "too many failed logins from your address; try again in "+roundWait(wait))
+	case loginUnavailable:
+		writeAPIError(w, http.StatusServiceUnavailable, "configuration service: "+err.Error())
+	default:
+		writeAPIError(w, http.StatusUnauthorized, wrongLogin)
+	}
+}
+
+func (s *Server) sessionInfo(sess *session) SessionInfo {
+	return SessionInfo{User: sess.User, CSRFToken: sess.CSRF, Created: sess.Created,
+		IdleLimit: s.opts.IdleTimeout.String(), Limit: s.opts.AbsoluteTimeout.String()}
+}
+
+func (s *Server) apiSession(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.sessionInfo(sessionOf(r)))
+}
+
+func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
+	s.sessions.delete(sessionID(r))
+	setCookie(w, sessionCookie, "", -1)
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+func (s *Server) apiLogout(w http.ResponseWriter, r *http.Request) {
+	s.sessions.delete(sessionID(r))
+	setCookie(w, sessionCookie, "", -1)
+	writeJSON(w, http.StatusOK, map[string]string{"result": "logged out"})
+}
+
+// safeNext accepts only local paths as the place to return to after
+// login, so the login page cannot be used as an open redirect.
+func safeNext(p string) bool {
+	return strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "//") && !strings.Contains(p, `\`) &&
+		!strings.HasPrefix(p, "/login") && !strings.HasPrefix(p, "/api/") && !strings.HasPrefix(p, "/live/")
+}
+
+func urlQueryEscape(s string) string { return url.QueryEscape(s) }
+
+// passwordChange is used by the System page and the API: the current
+// password must be given again, the new one is hashed by configd into the
+// candidate, and committed at once when nothing else is pending (a
+// password that waits in the candidate surprises people).
+func (s *Server) changePassword(ctx context.Context, user, current, next, repeat string) (string, map[string]string) {
+	errs := map[string]string{}
+	running, _, err := s.opts.Config.Running(ctx)
+	if err != nil {
+		return "", map[string]string{"": err.Error()}
+	}
+	admin := running.Admin(user)
+	if admin == nil || !admin.VerifyPassword(current) {
+		errs["current"] = "This is not your current password."
+	}
+	if len(next) < config.MinPasswordLen {
+		errs["new"] = fmt.Sprintf("At least %d characters.", config.MinPasswordLen)
+	}
+	if next != repeat {
+		errs["repeat"] = "The two new passwords differ."
+	}
+	if len(errs) > 0 {
+		return "", errs
+	}
+	cand, err := s.opts.Config.Candidate(ctx)
+	if err != nil {
+		return "", map[string]string{"": err.Error()}
+	}
+	if _, err := s.opts.Config.SetPassword(ctx, cand.Etag, user, next); err != nil {
+		return "", map[string]string{"": err.Error()}
+	}
+	if cand.Changed {
+		return "The new password is in the pending changes; commit them to use it.", nil
+	}
+	if _, err := s.opts.Config.Commit(ctx, commitRequest(user, "password of "+user+" changed", 0)); err != nil {
+		return "", map[string]string{"": "commit: " + err.Error()}
+	}
+	return "Password changed.", nil
+}

@@ -1,0 +1,176 @@
+package webui
+
+import (
+	"context"
+	"errors"
+	"html/template"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/ipsec"
+)
+
+// stateUnknown is shown when iked cannot be asked: the UI never guesses a
+// tunnel's state.
+const stateUnknown ipsec.TunnelState = "unknown"
+
+// tunnelRow is a configured tunnel with its live state.
+type tunnelRow struct {
+	Name      string              `json:"name"`
+	Enabled   bool                `json:"enabled"`
+	Remote    string              `json:"remote_address"`
+	Committed bool                `json:"committed"` // false: only in the pending changes
+	State     ipsec.TunnelState   `json:"state"`
+	Reason    string              `json:"reason,omitempty"`
+	Status    *ipsec.TunnelStatus `json:"status,omitempty"`
+	Rates     []Rate              `json:"rates,omitempty"`
+	BytesIn   uint64              `json:"bytes_in"`
+	BytesOut  uint64              `json:"bytes_out"`
+	Graph     template.HTML       `json:"-"`
+}
+
+// tunnelRows merges the configured tunnels (running, then those only in
+// the candidate) with what iked reports.
+func (s *Server) tunnelRows(ctx context.Context) ([]tunnelRow, error) {
+	running, _, err := s.opts.Config.Running(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cand, err := s.opts.Config.Candidate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	statuses, serr := s.opts.Tunnels.Tunnels(tctx)
+	cancel()
+	byName := map[string]*ipsec.TunnelStatus{}
+	for i := range statuses {
+		byName[statuses[i].Name] = &statuses[i]
+	}
+	var rows []tunnelRow
+	add := func(t config.Tunnel, committed bool) {
+		row := tunnelRow{Name: t.Name, Enabled: t.Enabled, Remote: t.RemoteAddress.String(), Committed: committed, State: stateUnknown}
+		switch st := byName[t.Name]; {
+		case !committed:
+			row.Reason = "not committed yet"
+		case serr != nil && errors.Is(serr, ErrIkedNotRunning):
+			row.Reason = "iked is not running"
+		case serr != nil:
+			row.Reason = "iked did not answer: " + serr.Error()
+		case st == nil:
+			row.Reason = "iked does not report this tunnel (it may still be applying the last commit)"
+		default:
+			row.State, row.Reason, row.Status = st.State, st.Reason, st
+			for _, c := range st.Children {
+				row.BytesIn += c.BytesIn
+				row.BytesOut += c.BytesOut
+			}
+		}
+		row.Rates = s.sampler.rates(t.Name)
+		row.Graph = rateGraph(row.Rates, 240, 48)
+		rows = append(rows, row)
+	}
+	for _, t := range running.Tunnels {
+		add(t, true)
+	}
+	for _, t := range cand.Config.Tunnels {
+		if running.Tunnel(t.Name) == nil {
+			add(t, false)
+		}
+	}
+	return rows, nil
+}
+
+// Dashboard is the dashboard's data, also GET /api/v1/dashboard.
+type Dashboard struct {
+	Board      BoardInfo   `json:"board"`
+	Hostname   string      `json:"hostname"`
+	Uptime     string      `json:"uptime"`
+	CPUPercent *float64    `json:"cpu_percent"` // null until two samples exist
+	Memory     Memory      `json:"memory"`
+	MemPercent float64     `json:"memory_used_percent"`
+	Links      []Link      `json:"interfaces"`
+	Tunnels    []tunnelRow `json:"tunnels"`
+	Crypto     string      `json:"crypto_engine"`
+	Problems   []string    `json:"problems,omitempty"` // what could not be read, in words
+}
+
+func (s *Server) dashboard(ctx context.Context) Dashboard {
+	d := Dashboard{Board: s.opts.Board, Crypto: s.cryptoSummary(), Links: []Link{}, Tunnels: []tunnelRow{}}
+	if up, err := readUptime(s.opts.Root); err == nil {
+		d.Uptime = roundDuration(up)
+	} else {
+		d.Problems = append(d.Problems, "uptime: "+err.Error())
+	}
+	if cpu, ok := s.sampler.cpuPercent(); ok {
+		d.CPUPercent = &cpu
+	}
+	if m, err := readMemory(s.opts.Root); err == nil {
+		d.Memory, d.MemPercent = m, m.UsedPercent()
+	} else {
+		d.Problems = append(d.Problems, "memory: "+err.Error())
+	}
+	if links, err := readLinks(s.opts.Root); err == nil {
+		d.Links = links
+	} else {
+		d.Problems = append(d.Problems, "interfaces: "+err.Error())
+	}
+	if rows, err := s.tunnelRows(ctx); err == nil {
+		d.Tunnels = rows
+	} else {
+		d.Problems = append(d.Problems, "tunnels: "+err.Error())
+	}
+	if running, _, err := s.opts.Config.Running(ctx); err == nil {
+		d.Hostname = running.System.Hostname
+	}
+	return d
+}
+
+// cryptoSummary says which engine does the ESP work, in words.
+func (s *Server) cryptoSummary() string {
+	r := s.opts.Crypto
+	if r == nil {
+		return "unknown (crypto engines were not detected)"
+	}
+	for _, e := range r.Engines {
+		if e.State == 0 && e.InUse {
+			return e.Name + " (in use)"
+		}
+	}
+	if u := r.Usable(); len(u) > 0 {
+		return u[0].Name + " (ready; no SA uses it yet)"
+	}
+	if len(r.Engines) > 0 {
+		return "software: " + r.Engines[0].Name + " is " + r.Engines[0].State.String() + " (" + r.Engines[0].Reason + ")"
+	}
+	return "software (this board has no crypto engine)"
+}
+
+func (s *Server) dashboardPage(w http.ResponseWriter, r *http.Request) {
+	s.render(w, r, http.StatusOK, "dashboard", "Dashboard", s.dashboard(r.Context()))
+}
+
+func (s *Server) liveDashboard(w http.ResponseWriter, r *http.Request) {
+	s.execute(w, http.StatusOK, "dashboard", "live", s.dashboard(r.Context()))
+}
+
+func (s *Server) liveTunnels(w http.ResponseWriter, r *http.Request) {
+	rows, err := s.tunnelRows(r.Context())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	s.execute(w, http.StatusOK, "tunnels", "live", rows)
+}
+
+func (s *Server) liveTunnel(w http.ResponseWriter, r *http.Request) {
+	d, ok := s.tunnelDetail(r.Context(), mux.Vars(r)["name"])
+	if !ok {
+		http.Error(w, "no such tunnel", http.StatusNotFound)
+		return
+	}
+	s.execute(w, http.StatusOK, "tunnel", "live", d)
+}

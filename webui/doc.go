@@ -1,0 +1,12 @@
+// Package webui is flashgate's web interface: an HTTPS server (gorilla/mux)
+// with server-rendered pages and a JSON API under /api/v1 that do the same
+// things, for configuring tunnels, the firewall, interfaces and the system,
+// and for watching tunnels work.
+//
+// It owns the TLS certificate of the box, admin sessions (login, logout,
+// expiry, rate limiting), CSRF protection, the pages and their embedded
+// static files, and the small ring of throughput samples behind the graphs.
+// It owns no configuration: every edit goes to configd's candidate and is
+// applied by a commit through configd. Live state comes from iked (tunnels),
+// the supervisor (services, logs, reboot) and the kernel (/proc, /sys).
+package webui

@@ -1,0 +1,97 @@
+package webui
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/gorilla/mux"
+
+	"github.com/flashgate/flashgate/config"
+)
+
+func (s *Server) firewallPage(w http.ResponseWriter, r *http.Request) {
+	cand, err := s.opts.Config.Candidate(r.Context())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	s.render(w, r, http.StatusOK, "firewall", "Firewall", cand.Config.Firewall)
+}
+
+// moveRule moves a rule one place up or down: rules are evaluated in
+// order, so order is part of their meaning.
+func (s *Server) moveRule(r *http.Request, name, direction string) error {
+	if direction != "up" && direction != "down" {
+		return fmt.Errorf("direction must be up or down, not %q", direction)
+	}
+	return s.editCandidate(r.Context(), func(c *config.Config) error {
+		rules := c.Firewall.Rules
+		i := slices.IndexFunc(rules, func(x config.Rule) bool { return x.Name == name })
+		if i < 0 {
+			return fmt.Errorf("there is no rule called %q", name)
+		}
+		j := i - 1
+		if direction == "down" {
+			j = i + 1
+		}
+		if j < 0 || j >= len(rules) {
+			return nil // already first or last
+		}
+		rules[i], rules[j] = rules[j], rules[i]
+		return nil
+	})
+}
+
+func (s *Server) ruleMove(w http.ResponseWriter, r *http.Request) {
+	if err := s.moveRule(r, mux.Vars(r)["name"], r.PostFormValue("direction")); err != nil {
+		s.redirect(w, r, "/firewall", sentence(err.Error()), true)
+		return
+	}
+	s.redirect(w, r, "/firewall", "", false)
+}
+
+// InterfaceRow is a configured interface with what the kernel says.
+type InterfaceRow struct {
+	Config config.Interface `json:"config"`
+	Link   *Link            `json:"link,omitempty"` // nil: no such device on this box
+}
+
+func (s *Server) interfaceRows(r *http.Request) ([]InterfaceRow, []Link, error) {
+	cand, err := s.opts.Config.Candidate(r.Context())
+	if err != nil {
+		return nil, nil, err
+	}
+	links, _ := readLinks(s.opts.Root)
+	var rows []InterfaceRow
+	seen := map[string]bool{}
+	for _, ifc := range cand.Config.Interfaces {
+		row := InterfaceRow{Config: ifc}
+		for i := range links {
+			if links[i].Name == ifc.Name {
+				row.Link = &links[i]
+				seen[ifc.Name] = true
+			}
+		}
+		rows = append(rows, row)
+	}
+	var other []Link
+	for _, l := range links {
+		if !seen[l.Name] {
+			other = append(other, l)
+		}
+	}
+	return rows, other, nil
+}
+
+func (s *Server) interfacesPage(w http.ResponseWriter, r *http.Request) {
+	rows, other, err := s.interfaceRows(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	s.render(w, r, http.StatusOK, "interfaces", "Interfaces", struct {
+		Rows  []InterfaceRow
+		Other []Link
+	}{rows, other})
+}

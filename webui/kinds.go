@@ -1,0 +1,117 @@
+package webui
+
+import (
+	"strings"
+
+	"github.com/flashgate/flashgate/config"
+)
+
+// The kinds of element the UI edits, with their form fields. Field keys are
+// config paths below the element (see forms.go); labels and help are what
+// the admin reads.
+
+var kindTunnels = &kind{
+	Name: "tunnels", Singular: "tunnel", Path: "tunnels", Base: "/tunnels", Back: "/tunnels",
+	Fields: []field{
+		{Key: "enabled", Label: "Enabled", Kind: fCheck, Section: "Peer"},
+		{Key: "remote_address", Label: "Peer address", Placeholder: "203.0.113.7",
+			Help: "The other gateway's public IP address. May be empty only when this side only responds."},
+		{Key: "local_address", Label: "Local address", Placeholder: "automatic",
+			Help: "Leave empty to use the WAN interface's address."},
+		{Key: "remote_id", Label: "Peer ID", Placeholder: "the peer address", Help: "Empty: the peer's address."},
+		{Key: "local_id", Label: "Local ID", Placeholder: "the local address", Help: "Empty: our address."},
+		{Key: "psk", Label: "Pre-shared key", Kind: fSecret,
+			Help: "At least 16 characters; a generated one is best. Give the peer the same key over a safe channel."},
+		{Key: "local_subnets", Label: "Local networks", Kind: fList, Section: "Networks", Placeholder: "192.168.1.0/24",
+			Help: "Networks behind this box, one per line."},
+		{Key: "remote_subnets", Label: "Remote networks", Kind: fList, Placeholder: "10.20.0.0/16",
+			Help: "Networks behind the peer, one per line."},
+		{Key: "ike_proposals", Label: "IKE proposals", Kind: fProposals, Proposals: "ike", Section: "Encryption",
+			Help: "The peer must accept at least one. ⚡ marks what this board's crypto engine speeds up."},
+		{Key: "esp_proposals", Label: "ESP proposals", Kind: fProposals, Proposals: "esp"},
+		{Key: "start_action", Label: "Start", Kind: fSelect, Section: "Behaviour",
+			Options: []string{config.StartInitiate, config.StartRespond, config.StartOnTraffic},
+			Help:    "initiate: bring it up now and keep it up; respond: wait for the peer; on-traffic: when traffic needs it."},
+		{Key: "data_plane", Label: "Data plane", Kind: fSelect,
+			Options: []string{config.DataPlaneAuto, config.DataPlaneXFRM, config.DataPlaneUserspace},
+			Help:    "auto: the kernel's ESP when it has it, else flashgate's own."},
+		{Key: "ike_lifetime", Label: "IKE rekey", Placeholder: "4h", Help: "Like 30m, 4h; 10s to 24h."},
+		{Key: "child_lifetime", Label: "ESP rekey", Placeholder: "1h"},
+		{Key: "dpd_interval", Label: "Dead peer check every", Placeholder: "30s", Help: "0s turns checks off."},
+		{Key: "dpd_timeout", Label: "Dead peer after", Placeholder: "150s"},
+	},
+}
+
+var zoneHelp = "A zone (" + strings.Join(config.Zones, ", ") + ") or an interface (eth0). Empty: any."
+
+var kindRules = &kind{
+	Name: "rules", Singular: "rule", Path: "firewall.rules", Base: "/firewall/rules", Back: "/firewall",
+	Fields: []field{
+		{Key: "enabled", Label: "Enabled", Kind: fCheck},
+		{Key: "chain", Label: "Traffic", Kind: fSelect, Options: []string{config.ChainForward, config.ChainInput},
+			Help: "forward: through the box; input: to the box itself."},
+		{Key: "action", Label: "Action", Kind: fSelect, Options: []string{config.ActionAccept, config.ActionDrop, config.ActionReject}},
+		{Key: "in", Label: "Coming in on", Placeholder: "any", Help: zoneHelp},
+		{Key: "out", Label: "Going out on", Placeholder: "any", Help: "Forward rules only. " + zoneHelp},
+		{Key: "protocol", Label: "Protocol", Kind: fSelect, Options: config.Protocols},
+		{Key: "sources", Label: "From networks", Kind: fList, Placeholder: "any", Help: "One per line; empty: any."},
+		{Key: "destinations", Label: "To networks", Kind: fList, Placeholder: "any"},
+		{Key: "source_ports", Label: "From ports", Kind: fList, Placeholder: "any", Help: "tcp or udp only: 443 or 1000-2000."},
+		{Key: "destination_ports", Label: "To ports", Kind: fList, Placeholder: "any"},
+		{Key: "log", Label: "Log matches", Kind: fCheck},
+	},
+}
+
+var kindForwards = &kind{
+	Name: "port-forwards", Singular: "port forward", Path: "firewall.port_forwards", Base: "/firewall/port-forwards", Back: "/firewall",
+	Fields: []field{
+		{Key: "enabled", Label: "Enabled", Kind: fCheck},
+		{Key: "in", Label: "Coming in on", Placeholder: "wan", Help: "Usually wan. " + zoneHelp},
+		{Key: "protocol", Label: "Protocol", Kind: fSelect, Options: []string{"tcp", "udp"}},
+		{Key: "external_ports", Label: "External ports", Placeholder: "8443", Help: "One port or a range: 8000-8010."},
+		{Key: "destination", Label: "To host", Placeholder: "192.168.1.20"},
+		{Key: "destination_port", Label: "To port", Kind: fNumber, Placeholder: "same", Help: "Empty: the same port."},
+		{Key: "sources", Label: "Only from", Kind: fList, Placeholder: "anywhere", Help: "Networks allowed to connect, one per line."},
+		{Key: "log", Label: "Log", Kind: fCheck},
+	},
+}
+
+var kindMasquerade = &kind{
+	Name: "masquerade", Singular: "masquerade", Path: "firewall.nat.masquerade", Base: "/firewall/masquerade", Back: "/firewall",
+	Fields: []field{
+		{Key: "interface", Label: "Out of interface", Placeholder: "eth0",
+			Help: "Traffic leaving this interface gets its address. Tunnel traffic is never masqueraded."},
+		{Key: "sources", Label: "From networks", Kind: fList, Placeholder: "any"},
+	},
+}
+
+var kindInterfaces = &kind{
+	Name: "interfaces", Singular: "interface", Path: "interfaces", Base: "/interfaces", Back: "/interfaces", Fixed: true,
+	Fields: []field{
+		{Key: "description", Label: "Description"},
+		{Key: "enabled", Label: "Enabled", Kind: fCheck},
+		{Key: "role", Label: "Role", Kind: fSelect, Options: []string{config.RoleWAN, config.RoleLAN, config.RoleOpt},
+			Help: "wan faces the internet; the built-in firewall policy follows the roles."},
+		{Key: "addressing", Label: "Addressing", Kind: fSelect, Options: []string{config.AddressingStatic, config.AddressingDHCP}},
+		{Key: "addresses", Label: "Addresses", Kind: fList, Placeholder: "192.168.1.1/24", Help: "Static only; address/prefix, one per line."},
+		{Key: "mtu", Label: "MTU", Kind: fNumber, Placeholder: "driver default"},
+	},
+}
+
+var kindSystem = &kind{
+	Name: "system", Singular: "system settings", Path: "system", Base: "/system/settings", Back: "/system", Single: true,
+	Fields: []field{
+		{Key: "hostname", Label: "Host name", Placeholder: "flashgate"},
+		{Key: "timezone", Label: "Time zone", Placeholder: "UTC", Help: "Like UTC or Europe/Berlin."},
+		{Key: "ntp_servers", Label: "NTP servers", Kind: fList, Placeholder: "pool.ntp.org", Help: "One per line."},
+		{Key: "remote_syslog.host", Label: "Remote syslog host", Placeholder: "off", Help: "Empty: off."},
+		{Key: "remote_syslog.port", Label: "Syslog port", Kind: fNumber, Placeholder: "514"},
+		{Key: "remote_syslog.protocol", Label: "Syslog protocol", Kind: fSelect, Options: []string{"", "udp", "tcp"}},
+	},
+}
+
+// kinds are the kinds the JSON API edits, by API name.
+var kinds = map[string]*kind{
+	kindTunnels.Name: kindTunnels, kindRules.Name: kindRules, kindForwards.Name: kindForwards,
+	kindMasquerade.Name: kindMasquerade, kindInterfaces.Name: kindInterfaces,
+}

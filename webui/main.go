@@ -1,0 +1,189 @@
+package webui
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/flashgate/flashgate/boards"
+	"github.com/flashgate/flashgate/firmware/bootparam"
+	"github.com/flashgate/flashgate/firmware/supervisor"
+	"github.com/flashgate/flashgate/ipsec/hwcrypto"
+	"github.com/flashgate/flashgate/services/configd"
+	"github.com/flashgate/flashgate/services/configd/client"
+)
+
+// FingerprintFile is where the certificate's fingerprint is written for
+// the console banner.
+const FingerprintFile = "/run/flashgate/webui.fingerprint"
+
+// Main runs the web UI service: `flashgate webui [flags]`.
+func Main(args []string) int {
+	fs := flag.NewFlagSet("webui", flag.ContinueOnError)
+	listen := fs.String("listen", ":443", "HTTPS address")
+	plain := fs.String("http", ":80", "plain HTTP address that redirects to HTTPS (empty: none)")
+	configdSock := fs.String("configd", configd.DefaultSocket, "configd's socket")
+	ikedSock := fs.String("iked", "/run/flashgate/iked.sock", "iked's socket")
+	superSock := fs.String("supervisor", supervisor.SocketPath, "the supervisor's socket")
+	certDir := fs.String("cert-dir", "/cfg/webui", "where the TLS certificate and key are kept")
+	fpFile := fs.String("fingerprint-file", FingerprintFile, "where to write the certificate's SHA-256 fingerprint")
+	root := fs.String("root", "/", "root of /proc and /sys (tests)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	logger := log.New(os.Stderr, "webui: ", 0)
+
+	params, _ := bootparam.Read()
+	board := BoardInfo{Name: params.Board, Version: params.Version}
+	if board.Name != "" {
+		if b, err := boards.Lookup(board.Name); err == nil {
+			board.Description = b.Description
+		}
+	}
+	cfg := client.New(*configdSock)
+	host := "flashgate"
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if running, _, err := cfg.Running(ctx); err == nil {
+		host = running.System.Hostname
+	} else {
+		logger.Printf("configd: %v (continuing; pages will say so)", err)
+	}
+
+	cert, err := LoadOrCreateCertificate(*certDir, host, time.Now())
+	if err != nil {
+		logger.Print(err)
+		return 1
+	}
+	if !cert.Stored {
+		logger.Printf("could not store the new TLS certificate in %s: it changes at every start until that directory is writable", *certDir)
+	}
+	logger.Printf("TLS certificate SHA-256 %s", cert.Fingerprint)
+	if err := writeFileAtomic(*fpFile, []byte(cert.Fingerprint+"\n"), 0o644); err != nil {
+		logger.Printf("write fingerprint for the console: %v", err)
+	}
+
+	report, err := hwcrypto.Detect(*root)
+	if err != nil {
+		logger.Printf("crypto engines: %v", err)
+		report = nil
+	}
+	srv, err := New(Options{
+		Config:      cfg,
+		Tunnels:     NewIkedClient(*ikedSock),
+		Supervisor:  supervisor.NewClient(*superSock),
+		Crypto:      report,
+		Board:       board,
+		Root:        *root,
+		Fingerprint: cert.Fingerprint,
+		Logf:        logger.Printf,
+	})
+	if err != nil {
+		logger.Print(err)
+		return 1
+	}
+	go srv.Run(ctx)
+	if err := Serve(ctx, srv, cert, *listen, *plain, logger.Printf); err != nil {
+		logger.Print(err)
+		return 1
+	}
+	return 0
+}
+
+// Serve runs the HTTPS server on addr and, if plainAddr is set, the plain
+// HTTP redirector, until ctx is done.
+func Serve(ctx context.Context, h http.Handler, cert *Certificate, addr, plainAddr string, logf func(string, ...any)) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", addr, err)
+	}
+	tlsLn := tls.NewListener(ln, TLSConfig(cert))
+	srv := newHTTPServer(h, logf)
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Serve(tlsLn) }()
+	var redirect *http.Server
+	if plainAddr != "" {
+		pln, err := net.Listen("tcp", plainAddr)
+		if err != nil {
+			srv.Close()
+			return fmt.Errorf("listen %s: %w", plainAddr, err)
+		}
+		redirect = newHTTPServer(RedirectToHTTPS(httpsPort(addr)), logf)
+		go func() { errc <- redirect.Serve(pln) }()
+	}
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	if redirect != nil {
+		redirect.Shutdown(sctx)
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// newHTTPServer bounds every phase of a request: a small box must not be
+// held open by slow clients.
+func newHTTPServer(h http.Handler, logf func(string, ...any)) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second, // a backup upload on a slow link
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          log.New(logWriter(logf), "", 0),
+	}
+}
+
+type logWriter func(string, ...any)
+
+func (f logWriter) Write(p []byte) (int, error) {
+	f("%s", strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func httpsPort(addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "443" {
+		return ""
+	}
+	return port
+}
+
+// RedirectToHTTPS answers every plain HTTP request with a permanent
+// redirect to the same host and path over HTTPS (on port, when not 443).
+func RedirectToHTTPS(port string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if host == "" || strings.ContainsAny(host, "/\\@") {
+			http.Error(w, "use https", http.StatusBadRequest)
+			return
+		}
+		if strings.Contains(host, ":") { // IPv6 literal
+			host = "[" + host + "]"
+		}
+		if port != "" {
+			host += ":" + port
+		}
+		http.Redirect(w, r, "https://"+host+r.URL.RequestURI(), http.StatusMovedPermanently)
+	})
+}

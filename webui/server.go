@@ -1,0 +1,381 @@
+package webui
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/ipsec"
+	"github.com/flashgate/flashgate/ipsec/hwcrypto"
+	"github.com/flashgate/flashgate/services/configd/client"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// BoardInfo is what the dashboard says about the hardware and firmware.
+type BoardInfo struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Version     string `json:"version"`
+}
+
+// Options configure a Server. Config is required; the others may be nil
+// and their parts of the UI then say what is missing.
+type Options struct {
+	Config     *client.Client
+	Tunnels    TunnelSource
+	Supervisor Supervisor
+	Crypto     *hwcrypto.Report
+	Board      BoardInfo
+	// Root is where /proc and /sys are read ("/" on the box).
+	Root string
+	// Fingerprint of the TLS certificate, shown on the System page.
+	Fingerprint     string
+	IdleTimeout     time.Duration // default DefaultIdleTimeout
+	AbsoluteTimeout time.Duration // default DefaultAbsoluteTimeout
+	Now             func() time.Time
+	Logf            func(format string, args ...any)
+}
+
+// Server is the web UI: pages, the JSON API and their shared state.
+type Server struct {
+	opts      Options
+	sessions  *sessionStore
+	limiter   *loginLimiter
+	sampler   *sampler
+	pages     map[string]*template.Template
+	router    *mux.Router
+	handler   http.Handler
+	dummy     config.Admin  // verified against for unknown users, so timing does not tell
+	verifySem chan struct{} // one argon2id at a time: each takes 19 MiB
+	proposals proposalCatalog
+}
+
+// Upload and body limits.
+const (
+	maxFormBody   = 64 << 10
+	maxUploadBody = config.MaxDocumentSize + 64<<10 // a backup plus the form around it
+)
+
+// New builds the server and its routes.
+func New(opts Options) (*Server, error) {
+	if opts.Config == nil {
+		return nil, fmt.Errorf("webui: a configd client is required")
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Root == "" {
+		opts.Root = "/"
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.AbsoluteTimeout <= 0 {
+		opts.AbsoluteTimeout = DefaultAbsoluteTimeout
+	}
+	if opts.Logf == nil {
+		opts.Logf = log.Printf
+	}
+	if opts.Tunnels == nil {
+		opts.Tunnels = noTunnels{}
+	}
+	s := &Server{
+		opts:      opts,
+		sessions:  newSessionStore(opts.IdleTimeout, opts.AbsoluteTimeout, opts.Now),
+		limiter:   newLoginLimiter(opts.Now),
+		sampler:   newSampler(opts.Tunnels, opts.Root, opts.Now),
+		verifySem: make(chan struct{}, 1),
+		proposals: newProposalCatalog(opts.Crypto),
+	}
+	if err := s.dummy.SetPassword(randomToken()); err != nil {
+		return nil, err
+	}
+	var err error
+	if s.pages, err = parsePages(); err != nil {
+		return nil, err
+	}
+	s.router = s.routes()
+	s.handler = securityHeaders(http.NewCrossOriginProtection().Handler(s.router))
+	return s, nil
+}
+
+// noTunnels stands in when no tunnel source is given.
+type noTunnels struct{}
+
+func (noTunnels) Tunnels(context.Context) ([]ipsec.TunnelStatus, error) {
+	return nil, ErrIkedNotRunning
+}
+
+// ServeHTTP serves the UI.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// Router exposes the routes (tests walk them).
+func (s *Server) Router() *mux.Router { return s.router }
+
+// Run samples throughput until ctx is done.
+func (s *Server) Run(ctx context.Context) { s.sampler.run(ctx) }
+
+// Route protection classes, kept on each route so that the middleware and
+// the tests agree on what each route needs.
+const (
+	classPublic = "public" // login and static files
+	classPage   = "page"   // needs a session; without one, redirect to /login
+	classAPI    = "api"    // needs a session; without one, 401 JSON
+)
+
+func (s *Server) routes() *mux.Router {
+	r := mux.NewRouter()
+	r.StrictSlash(false)
+	r.NotFoundHandler = http.HandlerFunc(s.notFound)
+	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	})
+
+	static, _ := fs.Sub(staticFS, "static")
+	r.PathPrefix("/static/").Handler(staticHandler(static)).Methods("GET", "HEAD").Name(classPublic + " static")
+	r.HandleFunc("/login", s.loginPage).Methods("GET").Name(classPublic + " login")
+	r.HandleFunc("/login", s.loginSubmit).Methods("POST").Name(classPublic + " login")
+	r.HandleFunc("/api/v1/login", s.apiLogin).Methods("POST").Name(classPublic + " api-login")
+
+	api := r.PathPrefix("/api/v1").Subrouter()
+	api.Use(s.requireSession(classAPI), s.requireCSRF(classAPI))
+	s.apiRoutes(api)
+
+	live := r.PathPrefix("/live").Subrouter()
+	live.Use(s.requireSession(classAPI))
+	live.HandleFunc("/dashboard", s.liveDashboard).Methods("GET").Name(classAPI + " live")
+	live.HandleFunc("/tunnels", s.liveTunnels).Methods("GET").Name(classAPI + " live")
+	live.HandleFunc("/tunnels/{name}", s.liveTunnel).Methods("GET").Name(classAPI + " live")
+	live.HandleFunc("/logs/{service}", s.liveLogs).Methods("GET").Name(classAPI + " live")
+
+	pages := r.PathPrefix("/").Subrouter()
+	pages.Use(s.requireSession(classPage), s.requireCSRF(classPage))
+	s.pageRoutes(pages)
+	return r
+}
+
+func (s *Server) pageRoutes(r *mux.Router) {
+	page := func(path, method string, h http.HandlerFunc) {
+		r.HandleFunc(path, h).Methods(method).Name(classPage)
+	}
+	page("/", "GET", s.dashboardPage)
+	page("/logout", "POST", s.logout)
+
+	page("/tunnels", "GET", s.tunnelsPage)
+	page("/tunnels/new", "GET", s.tunnelNewPage)
+	page("/tunnels/new", "POST", s.tunnelCreate)
+	page("/tunnels/{name}", "GET", s.tunnelDetailPage)
+	page("/tunnels/{name}/edit", "GET", s.tunnelEditPage)
+	page("/tunnels/{name}/edit", "POST", s.tunnelUpdate)
+	page("/tunnels/{name}/delete", "POST", s.tunnelDelete)
+
+	page("/firewall", "GET", s.firewallPage)
+	for _, k := range []*kind{kindRules, kindForwards, kindMasquerade} {
+		page(k.Base+"/new", "GET", s.elementNewPage(k))
+		page(k.Base+"/new", "POST", s.elementCreate(k))
+		page(k.Base+"/{name}/edit", "GET", s.elementEditPage(k))
+		page(k.Base+"/{name}/edit", "POST", s.elementUpdate(k))
+		page(k.Base+"/{name}/delete", "POST", s.elementDelete(k))
+	}
+	page("/firewall/rules/{name}/move", "POST", s.ruleMove)
+
+	page("/interfaces", "GET", s.interfacesPage)
+	page("/interfaces/{name}/edit", "GET", s.elementEditPage(kindInterfaces))
+	page("/interfaces/{name}/edit", "POST", s.elementUpdate(kindInterfaces))
+
+	page("/system", "GET", s.systemPage)
+	page("/system/settings", "POST", s.systemSettings)
+	page("/system/password", "POST", s.passwordChange)
+	page("/system/backup", "POST", s.backupDownload)
+	page("/system/restore", "POST", s.restoreUpload)
+	page("/system/factory-reset", "POST", s.factoryReset)
+	page("/system/reboot", "POST", s.reboot)
+
+	page("/logs", "GET", s.logsPage)
+	page("/logs/{service}", "GET", s.logsPage)
+
+	page("/changes", "GET", s.changesPage)
+	page("/changes/commit", "POST", s.commit)
+	page("/changes/confirm", "POST", s.confirm)
+	page("/changes/discard", "POST", s.discard)
+	page("/changes/rollback/{rev:[0-9]+}", "POST", s.rollback)
+}
+
+// clientIP is the peer address without the port: the rate limit key. No
+// proxy headers are trusted: nothing sits in front of the box's UI.
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+type ctxKey int
+
+const sessionKey ctxKey = iota
+
+type authed struct {
+	id   string
+	sess *session
+}
+
+func sessionOf(r *http.Request) *session {
+	if a, ok := r.Context().Value(sessionKey).(authed); ok {
+		return a.sess
+	}
+	return nil
+}
+
+func sessionID(r *http.Request) string {
+	if a, ok := r.Context().Value(sessionKey).(authed); ok {
+		return a.id
+	}
+	return ""
+}
+
+// requireSession lets a request through only with a live session. Pages
+// without one are sent to the login page (which brings them back); API
+// and live requests get 401, so scripts and fetch see the real status.
+func (s *Server) requireSession(class string) mux.MiddlewareFunc {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c, err := r.Cookie(sessionCookie)
+			var sess *session
+			ok := false
+			if err == nil {
+				sess, ok = s.sessions.lookup(c.Value)
+			}
+			if !ok {
+				if class == classPage {
+					next := "/"
+					if r.Method == http.MethodGet && safeNext(r.URL.Path) {
+						next = r.URL.Path
+					}
+					http.Redirect(w, r, "/login?next="+urlQueryEscape(next), http.StatusSeeOther)
+					return
+				}
+				writeAPIError(w, http.StatusUnauthorized, "not logged in, or the session expired")
+				return
+			}
+			ctx := context.WithValue(r.Context(), sessionKey, authed{id: c.Value, sess: sess})
+			next.ServeHTTP(w, r.WithContext(ctx))
+		})
+	}
+}
+
+// requireCSRF checks the session's token on every request that may change
+// something. Pages send it as a hidden form field or a header, the API as
+// the X-CSRF-Token header only. The body size is bounded here too, before
+// any form parsing reads it.
+func (s *Server) requireCSRF(class string) mux.MiddlewareFunc {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.Method {
+			case http.MethodGet, http.MethodHead:
+				next.ServeHTTP(w, r)
+				return
+			}
+			limit := int64(maxFormBody)
+			if strings.HasSuffix(r.URL.Path, "/restore") {
+				limit = maxUploadBody
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
+			sess := sessionOf(r)
+			token := r.Header.Get(csrfHeader)
+			if token == "" && class == classPage {
+				if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
+					if err := r.ParseMultipartForm(1 << 20); err != nil {
+						http.Error(w, "upload too large or malformed: "+err.Error(), http.StatusRequestEntityTooLarge)
+						return
+					}
+				}
+				token = r.PostFormValue(csrfField)
+			}
+			if sess == nil || !tokensEqual(token, sess.CSRF) {
+				if class == classPage {
+					http.Error(w, "the form expired or did not come from this page (CSRF token missing or wrong); reload the page and try again", http.StatusForbidden)
+					return
+				}
+				writeAPIError(w, http.StatusForbidden, "missing or wrong X-CSRF-Token header")
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// securityHeaders sets what every response needs: no framing, no
+// sniffing, scripts and styles from the box only, no caching of pages
+// that carry configuration. No HSTS: with a self-signed certificate it
+// would make a certificate change impossible to click through.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "+
+			"object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		if !strings.HasPrefix(r.URL.Path, "/static/") {
+			h.Set("Cache-Control", "no-store")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func staticHandler(root fs.FS) http.Handler {
+	files := http.StripPrefix("/static/", http.FileServerFS(root))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") {
+			http.NotFound(w, r) // no directory listings
+			return
+		}
+		w.Header().Set("Cache-Control", "public, max-age=86400")
+		files.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		writeAPIError(w, http.StatusNotFound, "no such API route")
+		return
+	}
+	http.Error(w, "page not found", http.StatusNotFound)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// APIError is the body of every API error. Fields maps form field names to
+// their problem, for validation errors.
+type APIError struct {
+	Error  string            `json:"error"`
+	Fields map[string]string `json:"fields,omitempty"`
+}
+
+func writeAPIError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, APIError{Error: msg})
+}

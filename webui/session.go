@@ -1,0 +1,181 @@
+package webui
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Sessions live in memory only: a restart of the web UI logs everyone out,
+// which is what an admin expects after a reboot, and nothing about a
+// session ever touches the card.
+const (
+	sessionCookie = "__Host-fg_session" // __Host-: Secure, Path=/, no Domain, enforced by the browser
+	loginCookie   = "__Host-fg_login"   // login CSRF token, before a session exists
+	csrfHeader    = "X-CSRF-Token"
+	csrfField     = "csrf"
+
+	DefaultIdleTimeout     = 15 * time.Minute
+	DefaultAbsoluteTimeout = 8 * time.Hour
+	maxSessions            = 64 // a few admins; bounds memory against a flood of logins
+)
+
+// session is one logged-in admin.
+type session struct {
+	User     string
+	CSRF     string
+	Created  time.Time
+	LastSeen time.Time
+	Flash    flash
+}
+
+// sessionStore keeps sessions keyed by the SHA-256 of their ID, so that a
+// map lookup (not constant-time) leaks nothing about a valid ID, and a
+// memory dump does not hand out live cookies.
+type sessionStore struct {
+	mu       sync.Mutex
+	byHash   map[[32]byte]*session
+	idle     time.Duration
+	absolute time.Duration
+	now      func() time.Time
+}
+
+func newSessionStore(idle, absolute time.Duration, now func() time.Time) *sessionStore {
+	return &sessionStore{byHash: map[[32]byte]*session{}, idle: idle, absolute: absolute, now: now}
+}
+
+// randomToken returns 256 random bits, URL-safe base64.
+func randomToken() string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("webui: no randomness: " + err.Error()) // crypto/rand does not fail on Linux ≥ 3.17
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func hashID(id string) [32]byte { return sha256.Sum256([]byte(id)) }
+
+// create starts a session for user and returns its ID.
+func (s *sessionStore) create(user string) (string, *session) {
+	id := randomToken()
+	now := s.now()
+	sess := &session{User: user, CSRF: randomToken(), Created: now, LastSeen: now}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expireLocked(now)
+	if len(s.byHash) >= maxSessions {
+		// Drop the least recently used: an attacker who can log in
+		// repeatedly already has the password.
+		var oldest [32]byte
+		var t time.Time
+		for h, x := range s.byHash {
+			if t.IsZero() || x.LastSeen.Before(t) {
+				oldest, t = h, x.LastSeen
+			}
+		}
+		delete(s.byHash, oldest)
+	}
+	s.byHash[hashID(id)] = sess
+	return id, sess
+}
+
+// lookup returns the live session for id and refreshes its idle timer.
+func (s *sessionStore) lookup(id string) (*session, bool) {
+	if id == "" {
+		return nil, false
+	}
+	h := hashID(id)
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess, ok := s.byHash[h]
+	if !ok {
+		return nil, false
+	}
+	if s.expired(sess, now) {
+		delete(s.byHash, h)
+		return nil, false
+	}
+	sess.LastSeen = now
+	cp := *sess
+	return &cp, true
+}
+
+func (s *sessionStore) expired(x *session, now time.Time) bool {
+	return now.Sub(x.LastSeen) > s.idle || now.Sub(x.Created) > s.absolute
+}
+
+func (s *sessionStore) expireLocked(now time.Time) {
+	for h, x := range s.byHash {
+		if s.expired(x, now) {
+			delete(s.byHash, h)
+		}
+	}
+}
+
+func (s *sessionStore) delete(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.byHash, hashID(id))
+}
+
+// deleteUser ends every session of user (after a password change).
+func (s *sessionStore) deleteUser(user string, keep string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := hashID(keep)
+	for h, x := range s.byHash {
+		if x.User == user && h != k {
+			delete(s.byHash, h)
+		}
+	}
+}
+
+func (s *sessionStore) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.byHash)
+}
+
+// tokensEqual compares secrets in constant time.
+func tokensEqual(a, b string) bool {
+	return a != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+func setCookie(w http.ResponseWriter, name, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{
+		Name: name, Value: value, Path: "/", MaxAge: maxAge,
+		HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode,
+	})
+}
+
+// flash is a one-shot message for the next page the session sees (the
+// result of a POST, shown after its redirect).
+type flash struct {
+	Text  string
+	Error bool
+}
+
+func (s *sessionStore) setFlash(id string, f flash) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if x, ok := s.byHash[hashID(id)]; ok {
+		x.Flash = f
+	}
+}
+
+func (s *sessionStore) takeFlash(id string) flash {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	x, ok := s.byHash[hashID(id)]
+	if !ok {
+		return flash{}
+	}
+	f := x.Flash
+	x.Flash = flash{}
+	return f
+}

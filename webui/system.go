@@ -1,0 +1,238 @@
+package webui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/firmware/supervisor"
+	"github.com/flashgate/flashgate/services/configd"
+)
+
+type systemData struct {
+	Settings    *formState
+	Now         time.Time
+	Timezone    string
+	Fingerprint string
+	Board       BoardInfo
+	PasswordErr formErrors
+	Storage     configd.Status
+}
+
+func (s *Server) systemData(ctx context.Context, settings *formState) (systemData, error) {
+	cand, err := s.opts.Config.Candidate(ctx)
+	if err != nil {
+		return systemData{}, err
+	}
+	if settings == nil {
+		vals, _ := kindSystem.values(cand.Config, "")
+		settings = s.newForm(kindSystem, "", false, vals, nil)
+	}
+	st, _ := s.opts.Config.Status(ctx)
+	return systemData{Settings: settings, Now: s.opts.Now(), Timezone: cand.Config.System.Timezone,
+		Fingerprint: s.opts.Fingerprint, Board: s.opts.Board, Storage: st}, nil
+}
+
+func (s *Server) systemPage(w http.ResponseWriter, r *http.Request) {
+	d, err := s.systemData(r.Context(), nil)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	s.render(w, r, http.StatusOK, "system", "System", d)
+}
+
+func (s *Server) systemSettings(w http.ResponseWriter, r *http.Request) {
+	vals := formValues(r, kindSystem)
+	ferrs, err := s.saveElement(r.Context(), kindSystem, "", vals, false, false)
+	if err != nil {
+		ferrs = formErrors{"": err.Error()}
+	}
+	if ferrs != nil {
+		d, err := s.systemData(r.Context(), s.newForm(kindSystem, "", false, vals, ferrs))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		s.render(w, r, http.StatusUnprocessableEntity, "system", "System", d)
+		return
+	}
+	s.redirect(w, r, "/system", "Settings saved to the pending changes. Commit them to apply.", false)
+}
+
+func (s *Server) passwordChange(w http.ResponseWriter, r *http.Request) {
+	sess := sessionOf(r)
+	msg, errs := s.changePassword(r.Context(), sess.User, r.PostFormValue("current"), r.PostFormValue("new"), r.PostFormValue("repeat"))
+	if errs != nil {
+		d, err := s.systemData(r.Context(), nil)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		d.PasswordErr = errs
+		s.render(w, r, http.StatusUnprocessableEntity, "system", "System", d)
+		return
+	}
+	s.sessions.deleteUser(sess.User, sessionID(r)) // other logins of this account end
+	s.redirect(w, r, "/system", msg, false)
+}
+
+// backup returns a backup document of the running configuration.
+func (s *Server) backup(ctx context.Context, secrets, passphrase string) ([]byte, string, error) {
+	switch secrets {
+	case config.SecretsOmitted, config.SecretsEncrypted:
+	case config.SecretsIncluded:
+		// Allowed through the API for scripted transfers; the page does
+		// not offer it (a plaintext PSK file in a downloads folder).
+	default:
+		return nil, "", fmt.Errorf("secrets must be %q or %q", config.SecretsOmitted, config.SecretsEncrypted)
+	}
+	data, err := s.opts.Config.Export(ctx, secrets, passphrase)
+	if err != nil {
+		return nil, "", err
+	}
+	running, _, _ := s.opts.Config.Running(ctx)
+	host := "flashgate"
+	if running != nil {
+		host = running.System.Hostname
+	}
+	name := fmt.Sprintf("%s-%s-%s.json", host, s.opts.Now().UTC().Format("20060102-1504"), secrets)
+	return data, name, nil
+}
+
+func (s *Server) backupDownload(w http.ResponseWriter, r *http.Request) {
+	data, name, err := s.backup(r.Context(), r.PostFormValue("secrets"), r.PostFormValue("passphrase"))
+	if err != nil {
+		s.redirect(w, r, "/system", "Backup failed: "+err.Error(), true)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
+	w.Write(data)
+}
+
+// readUpload reads the "backup" file of a multipart form, bounded.
+func readUpload(r *http.Request) ([]byte, error) {
+	if r.MultipartForm == nil {
+		if err := r.ParseMultipartForm(1 << 20); err != nil {
+			return nil, fmt.Errorf("upload: %w", err)
+		}
+	}
+	f, _, err := r.FormFile("backup")
+	if err != nil {
+		return nil, errors.New("no backup file was chosen")
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, config.MaxDocumentSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("upload: %w", err)
+	}
+	if len(data) > config.MaxDocumentSize {
+		return nil, fmt.Errorf("the file is larger than a backup can be (%d KiB)", config.MaxDocumentSize>>10)
+	}
+	return data, nil
+}
+
+// restore makes a backup the candidate. configd checks it completely
+// (format, schema, secrets, validation) before anything changes.
+func (s *Server) restore(ctx context.Context, data []byte, passphrase string) error {
+	cand, err := s.opts.Config.Candidate(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = s.opts.Config.Import(ctx, cand.Etag, data, passphrase)
+	return err
+}
+
+func (s *Server) restoreUpload(w http.ResponseWriter, r *http.Request) {
+	data, err := readUpload(r)
+	if err == nil {
+		err = s.restore(r.Context(), data, r.FormValue("passphrase"))
+	}
+	if err != nil {
+		s.redirect(w, r, "/system", "Restore refused, nothing was changed: "+err.Error(), true)
+		return
+	}
+	s.redirect(w, r, "/changes", "The backup is now the pending configuration. Review the changes and commit them to apply.", false)
+}
+
+func (s *Server) factoryReset(w http.ResponseWriter, r *http.Request) {
+	if r.PostFormValue("confirm") != "factory-reset" {
+		s.redirect(w, r, "/system", "Type factory-reset into the box to confirm.", true)
+		return
+	}
+	if _, err := s.opts.Config.FactoryReset(r.Context(), sessionOf(r).User); err != nil {
+		s.redirect(w, r, "/system", "Factory reset failed: "+err.Error(), true)
+		return
+	}
+	// The admin accounts are gone with the rest: the session is over.
+	s.sessions.delete(sessionID(r))
+	setCookie(w, sessionCookie, "", -1)
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+func (s *Server) doReboot(ctx context.Context) error {
+	if s.opts.Supervisor == nil {
+		return errors.New("the supervisor is not reachable")
+	}
+	return s.opts.Supervisor.Power(ctx, supervisor.Reboot)
+}
+
+func (s *Server) reboot(w http.ResponseWriter, r *http.Request) {
+	if err := s.doReboot(r.Context()); err != nil {
+		s.redirect(w, r, "/system", "Reboot failed: "+err.Error(), true)
+		return
+	}
+	s.redirect(w, r, "/system", "Rebooting. The box will be back in a minute or two.", false)
+}
+
+// LogsView is the logs page: the services and one ring.
+type LogsView struct {
+	Services []supervisor.ServiceStatus `json:"services"`
+	Current  string                     `json:"current"`
+	Lines    []supervisor.Line          `json:"lines"`
+	Dropped  uint64                     `json:"dropped"`
+	Error    string                     `json:"error,omitempty"`
+}
+
+const logLines = 300
+
+func (s *Server) logsView(ctx context.Context, name string) LogsView {
+	v := LogsView{Current: name}
+	if s.opts.Supervisor == nil {
+		v.Error = "the supervisor is not reachable"
+		return v
+	}
+	svcs, err := s.opts.Supervisor.Services(ctx)
+	if err != nil {
+		v.Error = err.Error()
+		return v
+	}
+	v.Services = svcs
+	if v.Current == "" && len(svcs) > 0 {
+		v.Current = svcs[0].Name
+	}
+	if v.Current != "" {
+		rep, err := s.opts.Supervisor.Logs(ctx, v.Current, logLines)
+		if err != nil {
+			v.Error = err.Error()
+		} else {
+			v.Lines, v.Dropped = rep.Lines, rep.Dropped
+		}
+	}
+	return v
+}
+
+func (s *Server) logsPage(w http.ResponseWriter, r *http.Request) {
+	name := strings.TrimSpace(muxVar(r, "service"))
+	s.render(w, r, http.StatusOK, "logs", "Logs", s.logsView(r.Context(), name))
+}
+
+func (s *Server) liveLogs(w http.ResponseWriter, r *http.Request) {
+	s.execute(w, http.StatusOK, "logs", "live", s.logsView(r.Context(), muxVar(r, "service")))
+}

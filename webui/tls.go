@@ -1,0 +1,175 @@
+package webui
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// The certificate is self-signed: the box has no name a public CA could
+// vouch for. What makes it trustworthy is its SHA-256 fingerprint, which
+// the serial console shows next to the login prompt, so that the admin can
+// compare it with what the browser shows the first time.
+const (
+	certFile = "webui-cert.pem"
+	keyFile  = "webui-key.pem"
+	// certValidity is long because nothing renews it: the box may sit in a
+	// cupboard for years, and a browser exception is tied to the
+	// certificate, not to its dates.
+	certValidity = 20 * 365 * 24 * time.Hour
+)
+
+// Certificate is the server's key pair and its fingerprint.
+type Certificate struct {
+	TLS         tls.Certificate
+	Fingerprint string // SHA-256 of the DER certificate, colon-separated hex
+	// Stored tells whether the pair is kept in the certificate directory;
+	// false when it could not be written, so it changes at each start.
+	Stored bool
+	Path   string
+}
+
+// LoadOrCreateCertificate reads the pair from dir or, on first start, makes
+// an ECDSA P-256 pair and stores it there (key mode 0600). When dir cannot
+// be written, the new pair is used anyway and Stored is false: the UI must
+// not be unreachable because the card is read-only, but the caller says so.
+func LoadOrCreateCertificate(dir, hostname string, now time.Time) (*Certificate, error) {
+	cp, kp := filepath.Join(dir, certFile), filepath.Join(dir, keyFile)
+	pair, err := tls.LoadX509KeyPair(cp, kp)
+	switch {
+	case err == nil:
+		return newCertificate(pair, true, cp)
+	case !errors.Is(err, os.ErrNotExist):
+		// A damaged pair is not silently replaced: the admin trusted its
+		// fingerprint, so a new one must be a visible event.
+		return nil, fmt.Errorf("load TLS certificate from %s: %w (remove both files to make a new one)", dir, err)
+	}
+	certPEM, keyPEM, err := makeSelfSigned(hostname, now)
+	if err != nil {
+		return nil, err
+	}
+	pair, err = tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("new TLS certificate: %w", err)
+	}
+	stored := writeFileAtomic(kp, keyPEM, 0o600) == nil && writeFileAtomic(cp, certPEM, 0o644) == nil
+	return newCertificate(pair, stored, cp)
+}
+
+func newCertificate(pair tls.Certificate, stored bool, path string) (*Certificate, error) {
+	if len(pair.Certificate) == 0 {
+		return nil, errors.New("TLS certificate file holds no certificate")
+	}
+	return &Certificate{TLS: pair, Fingerprint: Fingerprint(pair.Certificate[0]), Stored: stored, Path: path}, nil
+}
+
+// Fingerprint formats the SHA-256 of a DER certificate the way browsers
+// show it: upper-case hex pairs separated by colons.
+func Fingerprint(der []byte) string {
+	sum := sha256.Sum256(der)
+	h := strings.ToUpper(hex.EncodeToString(sum[:]))
+	var b strings.Builder
+	for i := 0; i < len(h); i += 2 {
+		if i > 0 {
+			b.WriteByte(':')
+		}
+		b.WriteString(h[i : i+2])
+	}
+	return b.String()
+}
+
+func makeSelfSigned(hostname string, now time.Time) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generate TLS key: %w", err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, nil, fmt.Errorf("certificate serial: %w", err)
+	}
+	if hostname == "" {
+		hostname = "flashgate"
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: hostname, Organization: []string{"flashgate appliance (self-signed)"}},
+		NotBefore:             now.Add(-time.Hour), // tolerate a clock slightly behind
+		NotAfter:              now.Add(certValidity),
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		DNSNames:              []string{hostname},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create TLS certificate: %w", err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode TLS key: %w", err)
+	}
+	defer clear(kder)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), nil
+}
+
+// writeFileAtomic writes through a temporary file and a rename, so that a
+// power cut leaves the old file or the new one.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+// TLSConfig returns the server's TLS settings. Every knob is set explicitly:
+// the busybox build of the firmware does not get the GODEBUG defaults of a
+// recent go.mod, and old defaults allowed TLS 1.0 and CBC-SHA suites. The
+// suites are forward-secret AEADs only; TLS 1.3 suites are not configurable
+// in Go and are all AEADs.
+func TLSConfig(cert *Certificate) *tls.Config {
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert.TLS},
+		MinVersion:   tls.VersionTLS12,
+		MaxVersion:   tls.VersionTLS13,
+		CipherSuites: []uint16{
+			tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+			tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305,
+			tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+		},
+		CurvePreferences:       []tls.CurveID{tls.X25519, tls.CurveP256},
+		SessionTicketsDisabled: false,
+		NextProtos:             []string{"h2", "http/1.1"},
+	}
+}

@@ -1,0 +1,85 @@
+package webui
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/gorilla/mux"
+
+	"github.com/flashgate/flashgate/config"
+)
+
+func (s *Server) tunnelsPage(w http.ResponseWriter, r *http.Request) {
+	rows, err := s.tunnelRows(r.Context())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	s.render(w, r, http.StatusOK, "tunnels", "Tunnels", rows)
+}
+
+func (s *Server) tunnelNewPage(w http.ResponseWriter, r *http.Request) {
+	s.elementNewPage(kindTunnels)(w, r)
+}
+
+func (s *Server) tunnelCreate(w http.ResponseWriter, r *http.Request) {
+	s.elementCreate(kindTunnels)(w, r)
+}
+
+func (s *Server) tunnelEditPage(w http.ResponseWriter, r *http.Request) {
+	s.elementEditPage(kindTunnels)(w, r)
+}
+
+func (s *Server) tunnelUpdate(w http.ResponseWriter, r *http.Request) {
+	s.elementUpdate(kindTunnels)(w, r)
+}
+
+func (s *Server) tunnelDelete(w http.ResponseWriter, r *http.Request) {
+	s.elementDelete(kindTunnels)(w, r)
+}
+
+// TunnelDetail is one tunnel's configuration (secrets left out) and live
+// state, for the detail page and GET /api/v1/tunnels/{name}.
+type TunnelDetail struct {
+	Config tunnelConfigView `json:"config"`
+	Row    tunnelRow        `json:"live"`
+}
+
+// tunnelConfigView is a tunnel without its PSK.
+type tunnelConfigView struct {
+	config.Tunnel
+	PSK    *struct{} `json:"psk,omitempty"` // shadows the secret: never sent
+	PSKSet bool      `json:"psk_set"`
+}
+
+func (s *Server) tunnelDetail(ctx context.Context, name string) (TunnelDetail, bool) {
+	cand, err := s.opts.Config.Candidate(ctx)
+	if err != nil {
+		return TunnelDetail{}, false
+	}
+	t := cand.Config.Tunnel(name)
+	if t == nil {
+		return TunnelDetail{}, false
+	}
+	d := TunnelDetail{Config: tunnelConfigView{Tunnel: *t, PSKSet: t.PSK.IsSet()}}
+	d.Config.Tunnel.PSK = config.Secret{}
+	rows, err := s.tunnelRows(ctx)
+	if err == nil {
+		for _, row := range rows {
+			if row.Name == name {
+				d.Row = row
+			}
+		}
+	}
+	return d, true
+}
+
+func (s *Server) tunnelDetailPage(w http.ResponseWriter, r *http.Request) {
+	name := mux.Vars(r)["name"]
+	d, ok := s.tunnelDetail(r.Context(), name)
+	if !ok {
+		http.Error(w, "no tunnel called "+name, http.StatusNotFound)
+		return
+	}
+	s.render(w, r, http.StatusOK, "tunnel", "Tunnel "+name, d)
+}
