@@ -581,6 +581,10 @@ func (sa *IKESA) RekeyChild(inboundSPI uint32) error {
 		err = fmt.Errorf("IKE SA is %v", sa.state)
 	case c.state != childInstalled:
 		err = fmt.Errorf("CHILD_SA %08x is already being rekeyed or deleted", inboundSPI)
+	case sa.ikeRekey != nil:
+		// RFC 7296 2.25.2: not while the IKE SA is being rekeyed; the
+		// timers retry on whichever IKE SA owns the child by then.
+		c.rekeyAt = sa.ep.now().Add(time.Second)
 	default:
 		sa.startExchange(sa.createChildExchange(c, 0))
 	}

@@ -126,7 +126,7 @@ func (sa *IKESA) handle(pkt []byte, m *Message, local, remote netip.AddrPort) {
 			p.ex.onResponse(inner)
 		}
 		if sa.state == StateDeleting && p.exchange == INFORMATIONAL && len(sa.queue) == 0 {
-			sa.die(sa.lastErr)
+			sa.die(sa.closeReason)
 			return
 		}
 		sa.sendNext()

@@ -73,8 +73,9 @@ type IKESA struct {
 	// IKE rekeying in flight, and its collision bookkeeping.
 	ikeRekey *ikeRekeyState
 
-	lastErr error
-	events  []func()
+	lastErr     error // the latest failure, for status
+	closeReason error // what IKEDown reports once our DELETE is done
+	events      []func()
 }
 
 // pending is our request in flight.
@@ -444,8 +445,8 @@ func (sa *IKESA) handleAuthResponse(ps []Payload, inSPI, reqID uint32) {
 		sa.ep.freeSPI(inSPI)
 		sa.report(fail)
 		// A tunnel without its CHILD_SA is useless: close the IKE SA.
-		sa.lastErr = fail
 		sa.Close()
+		sa.closeReason = fail
 		return
 	}
 	sa.addChild(pc, true, 0)
@@ -539,6 +540,7 @@ func (sa *IKESA) fail(f error) {
 // AUTHENTICATION_FAILED notice) has been answered or timed out.
 func (sa *IKESA) failLater(f error) {
 	sa.lastErr = f
+	sa.closeReason = f
 	sa.state = StateDeleting
 }
 
@@ -611,6 +613,12 @@ func (sa *IKESA) Close() {
 		return
 	}
 	sa.state = StateDeleting
+	sa.closeReason = nil
+	for _, ex := range sa.queue {
+		if ex.onAbort != nil {
+			ex.onAbort() // e.g. a child rekey: the child may live on in a successor
+		}
+	}
 	sa.queue = nil
 	sa.startExchange(&exchange{typ: INFORMATIONAL, build: func() []Payload {
 		return []Payload{&Delete{Protocol: ProtoIKE}}

@@ -13,7 +13,7 @@ func (sa *IKESA) tick(now time.Time) {
 	if p := sa.out; p != nil && !now.Before(p.next) {
 		if p.tries >= sa.cfg.retransmitTries() {
 			if sa.state == StateDeleting || sa.state == StateRekeyed {
-				sa.die(sa.lastErr)
+				sa.die(sa.closeReason)
 				return
 			}
 			sa.fail(&Failure{Reason: ReasonPeerTimeout, Peer: sa.remote, Exchange: p.exchange, Tries: p.tries, After: now.Sub(p.first)})
