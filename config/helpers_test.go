@@ -1,7 +1,6 @@
 package config
 
 import (
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -10,26 +9,8 @@ import (
 // sampleConfig returns a valid config with n tunnels, a routed LAN and a
 // few firewall rules: the shape of a busy hub box.
 func sampleConfig(n int) *Config {
-	c := Default()
-	c.System.Hostname = "hub"
+	c := SyntheticConfig(n)
 	c.System.Admins = []Admin{{Name: "admin", PasswordHash: NewSecret(testHash())}}
-	c.Interfaces[1].Addresses = []Prefix{MustPrefix("10.0.0.1/16")}
-	c.Routes = []Route{{Name: "mgmt", Enabled: true, Destination: MustPrefix("172.16.0.0/12"), Gateway: MustAddr("10.0.0.254"), Interface: "eth1"}}
-	c.Firewall.Rules = []Rule{
-		{Name: "ssh-from-lan", Enabled: true, Chain: ChainInput, In: RoleLAN, Protocol: "tcp", DestinationPorts: []PortRange{Port(22)}, Action: ActionAccept},
-		{Name: "no-smb-out", Enabled: true, Chain: ChainForward, In: RoleLAN, Out: "eth0", Protocol: "tcp", DestinationPorts: []PortRange{Port(445)}, Action: ActionReject, Log: true},
-	}
-	c.Firewall.PortForwards = []PortForward{{Name: "web", Enabled: true, In: RoleWAN, Protocol: "tcp", ExternalPorts: Port(443), Destination: MustAddr("10.0.0.10")}}
-	for i := 0; i < n; i++ {
-		t := NewTunnel(fmt.Sprintf("site%02d", i))
-		t.RemoteAddress = MustAddr(fmt.Sprintf("192.0.2.%d", i+1))
-		t.PSK = NewSecret(fmt.Sprintf("psk-for-site-%02d-0123456789", i))
-		t.LocalSubnets = []Prefix{MustPrefix("10.0.0.0/16")}
-		t.RemoteSubnets = []Prefix{MustPrefix(fmt.Sprintf("10.%d.0.0/16", i+1))}
-		t.IKEProposals = []string{"aes128gcm16-prfsha256-ecp256", "aes256-sha256-modp2048"}
-		c.Tunnels = append(c.Tunnels, t)
-	}
-	c.normalize()
 	return c
 }
 
