@@ -196,6 +196,9 @@ func Diff(a, b *Config) []DiffLine {
 		hy--
 	}
 	n, m := hx-lo, hy-lo
+	if n*m > maxDiffCells {
+		return diffBySet(x[lo:hx], y[lo:hy])
+	}
 	lcs := make([][]int32, n+1)
 	for i := range lcs {
 		lcs[i] = make([]int32, m+1)
@@ -222,6 +225,40 @@ func Diff(a, b *Config) []DiffLine {
 		default:
 			out = append(out, DiffLine{'+', y[lo+j]})
 			j++
+		}
+	}
+	return out
+}
+
+// maxDiffCells bounds the LCS table (4 bytes a cell): 16 MiB at most, on
+// boards with 128 MB. Diffs that big are whole-config replacements.
+const maxDiffCells = 1 << 22
+
+// diffBySet is the fallback for very different configs: the lines only in
+// x, then the lines only in y, each in order. It does not show moves.
+func diffBySet(x, y []Line) []DiffLine {
+	id := func(l Line) string { return strings.Join(l.Path, " ") + "\x00" + l.key }
+	inX := make(map[string]int, len(x))
+	inY := make(map[string]int, len(y))
+	for _, l := range x {
+		inX[id(l)]++
+	}
+	for _, l := range y {
+		inY[id(l)]++
+	}
+	var out []DiffLine
+	for _, l := range x {
+		if k := id(l); inY[k] > 0 {
+			inY[k]--
+		} else {
+			out = append(out, DiffLine{'-', l})
+		}
+	}
+	for _, l := range y {
+		if k := id(l); inX[k] > 0 {
+			inX[k]--
+		} else {
+			out = append(out, DiffLine{'+', l})
 		}
 	}
 	return out

@@ -93,3 +93,42 @@ func TestChangedSections(t *testing.T) {
 		t.Errorf("ChangedSections = %s, want routes,tunnels", got)
 	}
 }
+
+func TestDiffOfVeryDifferentConfigsIsBounded(t *testing.T) {
+	a, b := SyntheticConfig(200), Default()
+	b.Tunnels = SyntheticConfig(250).Tunnels[50:] // nothing in common in the middle
+	for i := range b.Tunnels {
+		b.Tunnels[i].Name = "other" + b.Tunnels[i].Name
+	}
+	d := Diff(a, b)
+	plus, minus := 0, 0
+	for _, l := range d {
+		if l.Op == '+' {
+			plus++
+		} else {
+			minus++
+		}
+	}
+	if want := len(b.Lines()) - commonLines(a, b); plus != want {
+		t.Errorf("%d added lines, want %d", plus, want)
+	}
+	if want := len(a.Lines()) - commonLines(a, b); minus != want {
+		t.Errorf("%d removed lines, want %d", minus, want)
+	}
+}
+
+// commonLines counts lines present in both (as multisets).
+func commonLines(a, b *Config) int {
+	seen := map[string]int{}
+	for _, l := range a.Lines() {
+		seen[l.String()+l.key]++
+	}
+	n := 0
+	for _, l := range b.Lines() {
+		if seen[l.String()+l.key] > 0 {
+			seen[l.String()+l.key]--
+			n++
+		}
+	}
+	return n
+}
