@@ -271,3 +271,45 @@ func cloneDesired(d *Desired) *Desired {
 	}
 	return &c
 }
+
+// TestKernelRefusedBatchChangesNothing makes the kernel itself refuse a
+// batch (a DNAT in a filter chain passes our translation but not the
+// kernel's checks) and checks that the table's deletion at the start of
+// that same batch was undone with the rest: the old ruleset is in force.
+// It also applies a 600-rule ruleset, which must fit in one batch.
+func TestKernelRefusedBatchChangesNothing(t *testing.T) {
+	l := newLab(t)
+	big := Build(bigFirewall())
+	if err := l.nft.Apply(big); err != nil {
+		t.Fatalf("apply %d rules: %v", len(big), err)
+	}
+	if rules, err := l.nft.Rules(); err != nil || len(rules) != len(big) {
+		t.Fatalf("after applying %d rules the kernel has %d (%v)", len(big), len(rules), err)
+	}
+	fw := labFirewall()
+	good := Build(&fw)
+	if err := l.nft.Apply(good); err != nil {
+		t.Fatal(err)
+	}
+	before, err := l.nft.Rules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := append(slices.Clone(good), Spec{Chain: ChainInput, Comment: "bad", Family: 4, Verdict: VerdictDNAT,
+		DNAT: netip.MustParseAddr("192.0.2.1")})
+	if err := l.nft.Apply(bad); err == nil {
+		t.Fatal("the kernel accepted a DNAT in a filter chain; the test needs a batch it refuses")
+	}
+	after, err := l.nft.Rules()
+	if err != nil {
+		t.Fatalf("the table is gone after a refused batch: %v", err)
+	}
+	if !reflect.DeepEqual(handles(before), handles(after)) {
+		t.Errorf("a refused batch changed the ruleset:\nbefore %v\nafter  %v", handles(before), handles(after))
+	}
+	// And the old policy still works.
+	tcpWhoami(t, l.wan, "10.99.0.2:7000")
+	if seen, err := probe(l.lan, "tcp4", netip.Addr{}, netip.AddrPortFrom(wanPeer, 7000)); err != nil || seen != rtWAN.String() {
+		t.Errorf("after the refused batch LAN to WAN: seen %q, %v", seen, err)
+	}
+}

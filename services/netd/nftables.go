@@ -10,6 +10,7 @@ import (
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,11 +30,41 @@ func NewNFTables(opts ...nftables.ConnOption) *NFTables {
 }
 
 func (n *NFTables) conn() (*nftables.Conn, error) {
-	c, err := nftables.New(n.opts...)
+	c, err := nftables.New(append([]nftables.ConnOption{nftables.WithSockOptions(bigBuffers)}, n.opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("nftables: open netlink: %w", err)
 	}
 	return c, nil
+}
+
+// batchBuffer is the socket buffer for a whole ruleset: the batch goes to
+// the kernel in one sendmsg, which fails with EMSGSIZE past the send buffer
+// (about 200 KiB by default, some 500 rules). 8 MiB holds tens of
+// thousands of rules; the kernel only allocates what is sent.
+const batchBuffer = 8 << 20
+
+// bigBuffers raises the netlink socket's buffers past net.core.wmem_max /
+// rmem_max (SO_SNDBUFFORCE needs CAP_NET_ADMIN, which changing nftables
+// needs anyway).
+func bigBuffers(c *netlink.Conn) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("netlink socket: %w", err)
+	}
+	var serr error
+	err = rc.Control(func(fd uintptr) {
+		if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, batchBuffer); serr != nil {
+			return
+		}
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, batchBuffer)
+	})
+	if err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("netlink socket buffers: %w", err)
+	}
+	return nil
 }
 
 var table = &nftables.Table{Name: TableName, Family: nftables.TableFamilyINet}

@@ -58,6 +58,7 @@ type Spec struct {
 	Comment  string
 	IIf, OIf string       // interface names (meta iifname / oifname)
 	Src, Dst netip.Prefix // one network each; the family follows from them
+	Family   int          // 4 or 6 to match one family without networks; 0 otherwise
 	Proto    uint8        // IP protocol, 0 for any
 	SPort    PortRange    // zero: any
 	DPort    PortRange    // zero: any
@@ -76,6 +77,9 @@ type ICMPTypes struct{ Lo, Hi uint8 }
 
 // family is 4 or 6 when the Spec matches one address family only, else 0.
 func (s Spec) family() int {
+	if s.Family != 0 {
+		return s.Family
+	}
 	for _, a := range []netip.Addr{s.Src.Addr(), s.Dst.Addr(), s.DNAT} {
 		if a.IsValid() {
 			if a.Is4() {
@@ -493,9 +497,16 @@ func (b *builder) postrouting() {
 			}
 		}
 	}
+	// Masquerade is IPv4's answer to one public address; IPv6 LANs have
+	// their own global addresses and are routed, so without sources naming
+	// IPv6 networks it stays IPv4 only.
 	for _, m := range b.f.Masquerade {
 		for _, src := range orAnyNet(m.Sources) {
-			b.add(Spec{Chain: c, Comment: "masquerade:" + m.Name, OIf: m.Interface, Src: src, Verdict: VerdictMasquerade})
+			s := Spec{Chain: c, Comment: "masquerade:" + m.Name, OIf: m.Interface, Src: src, Verdict: VerdictMasquerade}
+			if !src.IsValid() {
+				s.Family = 4
+			}
+			b.add(s)
 		}
 	}
 }

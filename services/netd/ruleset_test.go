@@ -33,7 +33,7 @@ func TestBuildDefaultPolicy(t *testing.T) {
 		`forward ct state invalid counter drop comment "builtin:invalid"`,
 		`forward iifname "eth1" oifname "eth0" counter accept comment "builtin:lan-to-wan"`,
 		`forward counter drop comment "builtin:drop"`,
-		`postrouting oifname "eth0" counter masquerade comment "masquerade:lan-out-eth0"`,
+		`postrouting oifname "eth0" meta nfproto ipv4 counter masquerade comment "masquerade:lan-out-eth0"`,
 	}
 	got := specStrings(Build(&fw))
 	if !slices.Equal(got, want) {
@@ -66,7 +66,7 @@ func TestBuild(t *testing.T) {
 				`forward oifname "eth1" meta nfproto ipv4 ip saddr 10.2.0.0/16 counter accept comment "builtin:tunnel-to-lan"`,
 				`postrouting meta nfproto ipv4 ip daddr 10.2.0.0/16 counter accept comment "builtin:tunnel-no-nat"`,
 				`postrouting meta nfproto ipv4 ip daddr 10.3.0.0/16 counter accept comment "builtin:tunnel-no-nat"`,
-				`postrouting oifname "eth0" counter masquerade`,
+				`postrouting oifname "eth0" meta nfproto ipv4 counter masquerade`,
 			},
 		},
 		{
@@ -155,7 +155,7 @@ func TestBuild(t *testing.T) {
 			want: []string{
 				`input iifname "eth1" meta l4proto udp th dport 67 counter accept comment "builtin:lan-dhcp"`,
 				`postrouting meta nfproto ipv4 ip daddr 100.64.0.0/10 counter accept comment "exempt:partner"`,
-				`postrouting oifname "eth0" counter masquerade comment "masquerade:lan-out-eth0"`,
+				`postrouting oifname "eth0" meta nfproto ipv4 counter masquerade comment "masquerade:lan-out-eth0"`,
 			},
 		},
 	}
