@@ -429,9 +429,13 @@ func (v *validator) tunnels() {
 			if !v.checkNetwork(rp, p, true) {
 				continue
 			}
+			// A remote network inside a local one (or a connected one)
+			// makes those hosts unreachable one way or the other. A
+			// broader remote network is fine: 0.0.0.0/0 sends everything
+			// but the more specific local networks through the tunnel.
 			for _, o := range mine {
-				if o.p.Overlaps(p.Prefix) {
-					v.add(rp, "%s overlaps this tunnel's own %s (%s)", p, o.path, o.p)
+				if within(p.Prefix, o.p) {
+					v.add(rp, "%s lies within this tunnel's own %s (%s)", p, o.path, o.p)
 				}
 			}
 			if t.Enabled {
@@ -441,8 +445,8 @@ func (v *validator) tunnels() {
 					}
 				}
 				for _, o := range local {
-					if o.p.Overlaps(p.Prefix) {
-						v.add(rp, "%s overlaps the directly connected network %s (%s)", p, o.path, o.p)
+					if within(p.Prefix, o.p) {
+						v.add(rp, "%s lies within the directly connected network %s (%s)", p, o.path, o.p)
 					}
 				}
 				remote = append(remote, owned{rp, p.Prefix})
@@ -465,6 +469,11 @@ func (v *validator) tunnels() {
 			v.add(path+".data_plane", "%q is not auto, xfrm or userspace", t.DataPlane)
 		}
 	})
+}
+
+// within reports whether inner is contained in (or equal to) outer.
+func within(inner, outer netip.Prefix) bool {
+	return inner.Bits() >= outer.Bits() && outer.Contains(inner.Addr())
 }
 
 func (v *validator) proposals(path string, ps []string, check func(string) error) {

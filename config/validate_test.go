@@ -27,11 +27,11 @@ func TestValidate(t *testing.T) {
 		{"overlapping tunnel subnets", func(c *Config) { c.Tunnels[1].RemoteSubnets[0] = MustPrefix("10.1.128.0/17") },
 			"tunnels[site01].remote_subnets[0]", "overlaps tunnels[site00].remote_subnets[0]"},
 		{"remote overlaps own local", func(c *Config) { c.Tunnels[0].RemoteSubnets[0] = MustPrefix("10.0.5.0/24") },
-			"tunnels[site00].remote_subnets[0]", "overlaps this tunnel's own"},
+			"tunnels[site00].remote_subnets[0]", "lies within this tunnel's own"},
 		{"remote overlaps a LAN", func(c *Config) {
 			c.Tunnels[0].LocalSubnets[0] = MustPrefix("10.200.0.0/16")
 			c.Tunnels[0].RemoteSubnets[0] = MustPrefix("10.0.7.0/24")
-		}, "tunnels[site00].remote_subnets[0]", "directly connected network interfaces[eth1].addresses[0]"},
+		}, "tunnels[site00].remote_subnets[0]", "lies within the directly connected network interfaces[eth1].addresses[0]"},
 		{"duplicate tunnel names", func(c *Config) { c.Tunnels[1].Name = "site00" },
 			"tunnels[site00].name", `duplicate name "site00"`},
 		{"invalid tunnel name", func(c *Config) { c.Tunnels[0].Name = "a b" },
@@ -148,6 +148,14 @@ func TestValidateReportsAllErrors(t *testing.T) {
 	if ve[2].Error() != want {
 		t.Errorf("third error = %q, want %q", ve[2].Error(), want)
 	}
+}
+
+func TestFullTunnelIsValid(t *testing.T) {
+	// Everything but the LAN through the tunnel: the remote network is
+	// broader than the local and connected ones, which is fine.
+	c := sampleConfig(1)
+	c.Tunnels[0].RemoteSubnets = []Prefix{MustPrefix("0.0.0.0/0")}
+	mustValid(t, c)
 }
 
 func TestDisabledTunnelMayOverlap(t *testing.T) {
