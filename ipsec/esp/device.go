@@ -63,7 +63,7 @@ type Device struct {
 	nl    *netlink.Handle // bound to the namespace the Device was made in
 	link  netlink.Link
 	socks []*udpSocket // ESP-in-UDP and IKE, one per worker
-	raws  []*udpSocket // raw ESP, one per worker; only raws[0] receives
+	raws  []*udpSocket // raw ESP: one socket, a handle per worker; raws[0] receives
 
 	table atomic.Pointer[saTable]
 	ike   atomic.Pointer[func(pkt []byte, from netip.AddrPort)]
@@ -149,7 +149,12 @@ func NewDevice(cfg Config) (*Device, error) {
 		}
 		d.socks = append(d.socks, s)
 		if !cfg.NoRawESP {
-			r, err := listenRawESP(cfg.Listen.Addr(), i == 0)
+			var r *udpSocket
+			if i == 0 {
+				r, err = listenRawESP(cfg.Listen.Addr())
+			} else {
+				r, err = d.raws[0].dupRaw()
+			}
 			if err != nil {
 				return fail(err)
 			}

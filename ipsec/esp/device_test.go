@@ -189,10 +189,20 @@ func tcpTransfer(t *testing.T, s *testnet.SiteToSite, n int64) {
 // so the runner can put them side by side.
 func BenchmarkTunnelTCP(b *testing.B) {
 	testnet.RequireTool(b, "iperf3", "iperf3")
-	for _, tc := range []transformCase{transforms[0], transforms[3], transforms[5]} {
+	kinds := []struct {
+		name string
+		tc   transformCase
+		port uint16
+	}{
+		{"esp-aes128gcm16", transforms[0], 4500},
+		{"esp-chacha20poly1305", transforms[3], 4500},
+		{"esp-aes128-sha256", transforms[5], 4500},
+		{"rawesp-aes128gcm16", transforms[0], 0},
+	}
+	for _, k := range kinds {
 		for _, streams := range []int{1, 4} {
-			b.Run(fmt.Sprintf("esp-%s/streams=%d", tc.name, streams), func(b *testing.B) {
-				tn := newTunnel(b, tc)
+			b.Run(fmt.Sprintf("%s/streams=%d", k.name, streams), func(b *testing.B) {
+				tn := newTunnelPort(b, k.tc, k.port)
 				s := tn.s
 				if err := testnet.Ping(s.HostA, s.HostBIP, 2); err != nil {
 					b.Fatalf("hostA cannot reach hostB: %v", err)

@@ -37,9 +37,9 @@ type Counters struct {
 	Bytes, Packets atomic.Uint64
 	ReplayDrops    atomic.Uint64
 	AuthFailures   atomic.Uint64
-	BadPadding     atomic.Uint64
-	PolicyDrops    atomic.Uint64
-	lastUsed       atomic.Int64 // unix nanoseconds
+	BadPadding     atomic.Uint64 // bad padding, unknown next header or malformed inner packet
+	PolicyDrops    atomic.Uint64 // inner addresses outside the traffic selectors
+	lastUsed       atomic.Int64  // unix nanoseconds
 }
 
 // CounterSnapshot is a copy of Counters at one moment.
@@ -150,6 +150,7 @@ func (sa *SA) Zero() {
 	if sa.child != nil {
 		sa.child.Zero()
 	}
+	clear(sa.suite.macKey)
 }
 
 func (sa *SA) account(n int) {

@@ -52,6 +52,7 @@ type suite struct {
 	block   cipher.Block     // CBC: the data cipher
 	ivBlock cipher.Block     // CBC: turns sequence numbers into unpredictable IVs
 	newMAC  func() hash.Hash // CBC: the keyed HMAC
+	macKey  []byte           // CBC: our copy of the HMAC key, zeroed with the SA
 
 	ivLen      int
 	blockAlign int // ciphertext length multiple (RFC 4303 2.4: at least 4)
@@ -153,8 +154,8 @@ func newSuite(t ipsec.Transform, encKey, integKey []byte) (*suite, error) {
 		if len(integKey) == 0 {
 			return nil, fmt.Errorf("%s: empty integrity key", t.Integrity)
 		}
-		key := append([]byte(nil), integKey...)
-		s.newMAC = func() hash.Hash { return hmac.New(newHash, key) }
+		s.macKey = append([]byte(nil), integKey...)
+		s.newMAC = func() hash.Hash { return hmac.New(newHash, s.macKey) }
 		s.ivLen, s.blockAlign, s.icvLen = aes.BlockSize, aes.BlockSize, full/8
 	default:
 		return nil, fmt.Errorf("encryption %q not supported", t.Encryption)

@@ -58,7 +58,9 @@ type mmsghdr struct {
 const (
 	udpBatch   = 16    // messages per recvmmsg / sendmmsg
 	udpBufSize = 65536 // one GRO super-datagram
-	gsoMaxSegs = 64    // UDP_MAX_SEGMENTS on older kernels
+	rawBatch   = 64
+	rawBufSize = 9216 // IPv4 header + a jumbo-frame ESP packet
+	gsoMaxSegs = 64   // UDP_MAX_SEGMENTS on older kernels
 )
 
 var cmsgSpace = unix.CmsgSpace(4)
@@ -95,11 +97,10 @@ func listenUDP(addr netip.AddrPort) (*udpSocket, error) {
 }
 
 // listenRawESP opens a raw IP protocol 50 socket for peers that send ESP
-// without UDP encapsulation (no NAT on the path). Every raw socket gets a
-// copy of every ESP packet, so only one of a Device's raw sockets receives;
-// the others, made with receive false, drop everything with a socket filter
-// and only send.
-func listenRawESP(addr netip.Addr, receive bool) (*udpSocket, error) {
+// without UDP encapsulation (no NAT on the path). Every raw socket gets its
+// own copy of every ESP packet, so a Device opens one and gives the other
+// workers duplicates of its descriptor (dupRaw) to send from.
+func listenRawESP(addr netip.Addr) (*udpSocket, error) {
 	if !addr.Is4() {
 		return nil, fmt.Errorf("raw ESP on %v: only IPv4 outer addresses are implemented", addr)
 	}
@@ -107,15 +108,8 @@ func listenRawESP(addr netip.Addr, receive bool) (*udpSocket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raw ESP socket: %w", err)
 	}
-	if !receive {
-		dropAll := []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: 0}}
-		prog := unix.SockFprog{Len: 1, Filter: &dropAll[0]}
-		if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &prog); err != nil {
-			unix.Close(fd)
-			return nil, fmt.Errorf("raw ESP socket: filter: %w", err)
-		}
-	}
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20)
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 8<<20)
 	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: addr.As4()}); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("raw ESP %v: bind: %w", addr, err)
@@ -127,6 +121,22 @@ func listenRawESP(addr netip.Addr, receive bool) (*udpSocket, error) {
 	return s, nil
 }
 
+// dupRaw returns another handle on the same raw socket with its own
+// batch buffers, for a second worker to send from.
+func (s *udpSocket) dupRaw() (*udpSocket, error) {
+	var fd int
+	var err error
+	cerr := s.raw.Control(func(f uintptr) { fd, err = unix.FcntlInt(f, unix.F_DUPFD_CLOEXEC, 0) })
+	if err = errors.Join(cerr, err); err != nil {
+		return nil, fmt.Errorf("raw ESP socket: dup: %w", err)
+	}
+	d := &udpSocket{rawESP: true}
+	if err := d.init(fd, s.f.Name()); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
 func (s *udpSocket) init(fd int, name string) error {
 	s.f = os.NewFile(uintptr(fd), name)
 	var err error
@@ -134,14 +144,20 @@ func (s *udpSocket) init(fd int, name string) error {
 		s.f.Close()
 		return err
 	}
-	s.rmsgs = make([]mmsghdr, udpBatch)
-	s.riov = make([]unix.Iovec, udpBatch)
-	s.rnames = make([]unix.RawSockaddrInet4, udpBatch)
-	s.smsgs = make([]mmsghdr, udpBatch)
-	s.siov = make([]unix.Iovec, udpBatch)
-	s.snames = make([]unix.RawSockaddrInet4, udpBatch)
-	for i := 0; i < udpBatch; i++ {
-		s.rbufs = append(s.rbufs, make([]byte, udpBufSize))
+	// Raw ESP has no GSO or GRO: one packet per message, so more
+	// messages per system call and smaller buffers (jumbo frames fit).
+	batch, bufSize := udpBatch, udpBufSize
+	if s.rawESP {
+		batch, bufSize = rawBatch, rawBufSize
+	}
+	s.rmsgs = make([]mmsghdr, batch)
+	s.riov = make([]unix.Iovec, batch)
+	s.rnames = make([]unix.RawSockaddrInet4, batch)
+	s.smsgs = make([]mmsghdr, batch)
+	s.siov = make([]unix.Iovec, batch)
+	s.snames = make([]unix.RawSockaddrInet4, batch)
+	for i := 0; i < batch; i++ {
+		s.rbufs = append(s.rbufs, make([]byte, bufSize))
 		s.rctl = append(s.rctl, make([]byte, cmsgSpace))
 		s.sctl = append(s.sctl, make([]byte, cmsgSpace))
 	}
@@ -155,7 +171,7 @@ func (s *udpSocket) init(fd int, name string) error {
 func (s *udpSocket) recv() (int, error) {
 	for i := range s.rmsgs {
 		s.riov[i].Base = &s.rbufs[i][0]
-		s.riov[i].SetLen(udpBufSize)
+		s.riov[i].SetLen(len(s.rbufs[i]))
 		h := &s.rmsgs[i].hdr
 		h.Name = (*byte)(unsafe.Pointer(&s.rnames[i]))
 		h.Namelen = unix.SizeofSockaddrInet4
@@ -197,12 +213,17 @@ func (s *udpSocket) message(i int) (data []byte, segSize int, from netip.AddrPor
 		if h.Len < unix.SizeofCmsghdr || int(h.Len) > len(ctl) {
 			break
 		}
-		if h.Level == unix.IPPROTO_UDP && h.Type == unix.UDP_GRO && int(h.Len) >= unix.CmsgLen(2) {
-			if v := int(*(*uint16)(unsafe.Pointer(&ctl[unix.CmsgLen(0)]))); v > 0 {
+		if h.Level == unix.IPPROTO_UDP && h.Type == unix.UDP_GRO && int(h.Len) >= unix.CmsgLen(4) {
+			// The kernel reports the segment size as an int.
+			if v := int(*(*int32)(unsafe.Pointer(&ctl[unix.CmsgLen(0)]))); v > 0 {
 				segSize = v
 			}
 		}
-		ctl = ctl[unix.CmsgSpace(int(h.Len)-unix.CmsgLen(0)):]
+		step := unix.CmsgSpace(int(h.Len) - unix.CmsgLen(0))
+		if step > len(ctl) {
+			break
+		}
+		ctl = ctl[step:]
 	}
 	n := &s.rnames[i]
 	port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&n.Port))[:])
@@ -283,6 +304,11 @@ func (s *udpSocket) sendmmsg(fd uintptr) bool {
 		return false
 	}
 	if e != 0 {
+		if e == unix.EIO && msgs[0].hdr.Controllen != 0 {
+			// The route's device cannot segment UDP (no checksum
+			// offload): send one packet per message from now on.
+			s.gso = false
+		}
 		s.serr = fmt.Errorf("sendmmsg: %w", e)
 		return true
 	}
