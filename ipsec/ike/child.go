@@ -395,6 +395,10 @@ func (sa *IKESA) createChildExchange(old *child, forceGroup DHGroup) *exchange {
 			if dh != nil {
 				dh.Zero()
 			}
+			// A refused rekey is tried again until the child expires.
+			if old != nil && old.state == childInstalled && old.rekeyAt.IsZero() && sa.cfg.ChildLifetime > 0 {
+				old.rekeyAt = sa.ep.now().Add(max(sa.cfg.ChildLifetime/20, time.Second))
+			}
 		}()
 		if n := firstErrorNotify(ps); n != nil {
 			sa.ep.freeSPI(inSPI)

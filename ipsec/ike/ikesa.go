@@ -69,6 +69,7 @@ type IKESA struct {
 	created, established time.Time
 	lastRecv, lastSend   time.Time
 	rekeyAt              time.Time
+	expireAt             time.Time // hard lifetime: rekeying kept failing
 
 	// IKE rekeying in flight, and its collision bookkeeping.
 	ikeRekey *ikeRekeyState
@@ -461,6 +462,7 @@ func (sa *IKESA) establish() {
 	sa.lastRecv = now
 	if sa.cfg.IKELifetime > 0 {
 		sa.rekeyAt = now.Add(sa.jitter(sa.cfg.IKELifetime))
+		sa.expireAt = now.Add(sa.cfg.IKELifetime + sa.cfg.IKELifetime/10)
 	}
 	sa.ep.clearHalfOpen(sa)
 	sa.emit(func() {

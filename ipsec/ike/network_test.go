@@ -929,3 +929,33 @@ func TestEstablishIPv6(t *testing.T) {
 		t.Errorf("remote TS %v, want fd02::/64", got)
 	}
 }
+
+func TestRefusedRekeysRetryThenExpire(t *testing.T) {
+	ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", "aes128gcm16")
+	ca.ChildLifetime, ca.IKELifetime = 20*time.Second, 40*time.Second
+	n, a, b := establish(t, ca, cb)
+	// B's configuration changes under the running SAs: it no longer
+	// accepts what the SAs use, so every rekey is refused.
+	cb.ESPProposals = MustParseProposals(ProtoESP, "aes256-sha256")
+	cb.IKEProposals = MustParseProposals(ProtoIKE, "aes256-sha256-modp2048")
+	n.step(25*time.Second, 250*time.Millisecond)
+	a.mu.Lock()
+	refusals := len(a.failures)
+	a.mu.Unlock()
+	if refusals < 2 {
+		t.Errorf("%d refused child rekeys reported in 25 s, want retries (at least 2)", refusals)
+	}
+	if len(a.pairList()) != 0 || len(b.pairList()) != 0 {
+		t.Errorf("child still installed after its hard lifetime: %d/%d", len(a.pairList()), len(b.pairList()))
+	}
+	n.step(25*time.Second, 250*time.Millisecond)
+	if len(a.ep.SAs()) != 0 || len(b.ep.SAs()) != 0 {
+		t.Fatalf("IKE SAs left after the hard lifetime: %d/%d", len(a.ep.SAs()), len(b.ep.SAs()))
+	}
+	a.mu.Lock()
+	last := a.ikeDowns[len(a.ikeDowns)-1]
+	a.mu.Unlock()
+	if last == nil || !bytes.Contains([]byte(last.Error()), []byte("hard lifetime")) {
+		t.Errorf("IKE SA went down with %v, want the hard lifetime explained", last)
+	}
+}

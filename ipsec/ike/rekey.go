@@ -44,6 +44,7 @@ func (sa *IKESA) successor(weInitiated bool, spiI, spiR uint64, prop Proposal, n
 	}
 	if sa.cfg.IKELifetime > 0 {
 		n.rekeyAt = now.Add(n.jitter(sa.cfg.IKELifetime))
+		n.expireAt = now.Add(sa.cfg.IKELifetime + sa.cfg.IKELifetime/10)
 	}
 	return n, nil
 }
@@ -110,10 +111,18 @@ func (sa *IKESA) rekeyIKEExchange(forceGroup DHGroup) *exchange {
 		if sa.ikeRekey == st {
 			sa.ikeRekey = nil
 		}
+		done := false
+		defer func() {
+			// A refused rekey is tried again until the SA's lifetime runs out.
+			if !done && sa.rekeyAt.IsZero() && sa.cfg.IKELifetime > 0 {
+				sa.rekeyAt = sa.ep.now().Add(max(sa.cfg.IKELifetime/20, time.Second))
+			}
+		}()
 		if n := firstErrorNotify(ps); n != nil {
 			switch n.NotifyType {
 			case INVALID_KE_PAYLOAD:
 				if g := DHGroup(binary.BigEndian.Uint16(append(n.Data, 0, 0))); forceGroup == 0 && g.supported() {
+					done = true
 					sa.startExchange(sa.rekeyIKEExchange(g))
 					return
 				}
@@ -148,6 +157,7 @@ func (sa *IKESA) rekeyIKEExchange(forceGroup DHGroup) *exchange {
 			sa.report(&Failure{Reason: ReasonProtocol, Peer: sa.remote, Exchange: CREATE_CHILD_SA, Detail: err.Error()})
 			return
 		}
+		done = true
 		if st.peerNew != nil && lowestNonce(st.ni, nonce.Data, st.peerNi, st.ourNr) {
 			// Simultaneous rekey, and ours holds the lowest nonce: the SA
 			// the peer's exchange made survives; we delete ours, and the

@@ -41,6 +41,13 @@ func (sa *IKESA) tick(now time.Time) {
 	default:
 		return
 	}
+	if !sa.expireAt.IsZero() && !now.Before(sa.expireAt) {
+		sa.Close()
+		sa.closeReason = &Failure{Reason: ReasonProtocol, Peer: sa.remote, Exchange: CREATE_CHILD_SA,
+			Detail: "the IKE SA reached its hard lifetime because rekeying it did not succeed"}
+		sa.lastErr = sa.closeReason
+		return
+	}
 	if !sa.rekeyAt.IsZero() && !now.Before(sa.rekeyAt) && sa.ikeRekey == nil && !sa.childRekeyInFlight() {
 		sa.rekeyAt = time.Time{}
 		sa.startExchange(sa.rekeyIKEExchange(0))
