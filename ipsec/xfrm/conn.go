@@ -3,6 +3,7 @@ package xfrm
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +30,9 @@ func dial(ns netns.NsHandle) (*conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("xfrm netlink socket: %w", err)
 	}
+	// Extended acks carry the kernel's reason with the errno
+	// ("Requested AEAD algorithm not found"); older kernels ignore this.
+	_ = s.SetExtAck(true)
 	tv := unix.NsecToTimeval(requestTimeout.Nanoseconds())
 	if err := s.SetReceiveTimeout(&tv); err != nil {
 		s.Close()
@@ -82,6 +86,9 @@ func (c *conn) request(typ uint16, ack bool, payload []byte) ([][]byte, error) {
 					return nil, errors.New("netlink: short error message")
 				}
 				if errno := -int32(ne.Uint32(m.Data[0:4])); errno != 0 {
+					if msg := extAckMessage(m.Header.Flags, m.Data); msg != "" {
+						return nil, &kernelError{errno: unix.Errno(errno), msg: msg}
+					}
 					return nil, unix.Errno(errno)
 				}
 				return replies, nil // the acknowledgement
@@ -95,4 +102,44 @@ func (c *conn) request(typ uint16, ack bool, payload []byte) ([][]byte, error) {
 			}
 		}
 	}
+}
+
+// kernelError is an errno with the kernel's extended-ack explanation.
+type kernelError struct {
+	errno unix.Errno
+	msg   string
+}
+
+func (e *kernelError) Error() string { return e.errno.Error() + " (kernel: " + e.msg + ")" }
+func (e *kernelError) Unwrap() error { return e.errno }
+
+// extAckMessage returns the NLMSGERR_ATTR_MSG of an error message, if the
+// kernel attached one. The payload is struct nlmsgerr (the errno and the
+// header of our request, or the whole request unless NLM_F_CAPPED), then
+// attributes.
+func extAckMessage(flags uint16, data []byte) string {
+	const (
+		flagCapped  = 0x100 // NLM_F_CAPPED
+		flagAckTLVs = 0x200 // NLM_F_ACK_TLVS
+		attrMsg     = 1     // NLMSGERR_ATTR_MSG
+	)
+	if flags&flagAckTLVs == 0 || len(data) < 4+unix.SizeofNlMsghdr {
+		return ""
+	}
+	off := 4 + unix.SizeofNlMsghdr
+	if flags&flagCapped == 0 {
+		off = 4 + int(ne.Uint32(data[4:8])) // the echoed request's length
+	}
+	for off+unix.SizeofNlAttr <= len(data) {
+		n := int(ne.Uint16(data[off:]))
+		typ := ne.Uint16(data[off+2:])
+		if n < unix.SizeofNlAttr || off+n > len(data) {
+			return ""
+		}
+		if typ == attrMsg {
+			return strings.TrimRight(string(data[off+unix.SizeofNlAttr:off+n]), "\x00")
+		}
+		off += (n + 3) &^ 3
+	}
+	return ""
 }

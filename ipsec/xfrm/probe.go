@@ -60,6 +60,12 @@ func probeIn(ns netns.NsHandle) error {
 		return fmt.Errorf("%w: adding an ESP SA failed with %v (esp4 not built in or loaded)", ErrNoESP, err)
 	case errors.Is(err, unix.ENOSYS):
 		return fmt.Errorf("%w: the crypto API has no cbc(aes) or hmac(sha256) for ESP: %v", ErrNoESP, err)
+	case errors.Is(err, unix.ENOENT):
+		// ESP is there but could not allocate its transform: a crypto
+		// module it needs is neither built in nor loaded, and without
+		// modprobe the kernel cannot load it (echainiv/seqiv need drbg
+		// for stdrng, authenc, gcm...).
+		return fmt.Errorf("%w: ESP could not set up its crypto (a crypto module is missing: drbg, authenc, echainiv?): %v", ErrNoESP, err)
 	case errors.Is(err, unix.EOPNOTSUPP):
 		// The kernel refuses XFRM messages from a 32-bit process on a
 		// 64-bit kernel unless CONFIG_XFRM_USER_COMPAT translates them.
