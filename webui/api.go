@@ -20,7 +20,7 @@ import (
 
 func (s *Server) apiRoutes(r *mux.Router) {
 	api := func(path, method string, h http.HandlerFunc) {
-		r.HandleFunc(path, h).Methods(method).Name(classAPI)
+		r.HandleFunc(path, h).Methods(method)
 	}
 	api("/session", "GET", s.apiSession)
 	api("/logout", "POST", s.apiLogout)

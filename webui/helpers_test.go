@@ -1,0 +1,222 @@
+package webui
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/services/configd"
+	"github.com/flashgate/flashgate/services/configd/client"
+)
+
+// testClock is a settable clock for session and rate-limit expiry.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// startConfigd runs the real configd API over a real store in a temporary
+// directory, on a unix socket, and returns its client.
+func startConfigd(t testing.TB) (*client.Client, *config.Store) {
+	t.Helper()
+	dir := t.TempDir()
+	store, err := config.Open(filepath.Join(dir, "config.db"), config.Options{Logf: t.Logf})
+	if err != nil {
+		t.Fatalf("open config store: %v", err)
+	}
+	sock := filepath.Join(dir, "configd.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatalf("configd socket: %v", err)
+	}
+	api := configd.NewServer(store, "ram", "test", t.Logf)
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 5 * time.Second}
+	srv.RegisterOnShutdown(api.StopWatches)
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		store.Close()
+	})
+	return client.New(sock), store
+}
+
+const (
+	testAdmin    = "admin"
+	testPassword = "correct horse battery"
+)
+
+// setAdmin sets an admin password through configd and commits it, as the
+// console does on first boot.
+func setAdmin(t testing.TB, c *client.Client, name, password string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := c.SetPassword(ctx, "", name, password); err != nil {
+		t.Fatalf("set password: %v", err)
+	}
+	if _, err := c.Commit(ctx, configd.CommitRequest{Who: "test", Message: "admin password"}); err != nil {
+		t.Fatalf("commit admin: %v", err)
+	}
+}
+
+// harness is a web UI over a real configd, served over TLS by httptest.
+type harness struct {
+	t     testing.TB
+	cfg   *client.Client
+	store *config.Store
+	clock *testClock
+	srv   *Server
+	ts    *httptest.Server
+}
+
+type harnessOption func(*Options)
+
+func newHarness(t testing.TB, withAdmin bool, opts ...harnessOption) *harness {
+	t.Helper()
+	cfg, store := startConfigd(t)
+	if withAdmin {
+		setAdmin(t, cfg, testAdmin, testPassword)
+	}
+	clock := &testClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	o := Options{Config: cfg, Now: clock.Now, Root: "testdata/root", Logf: t.Logf,
+		Board: BoardInfo{Name: "qemu-i386", Description: "QEMU i386 (pentium2, e1000)", Version: "test"}}
+	for _, f := range opts {
+		f(&o)
+	}
+	srv, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(srv)
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	return &harness{t: t, cfg: cfg, store: store, clock: clock, srv: srv, ts: ts}
+}
+
+// browser is an HTTP client with a cookie jar that does not follow
+// redirects, so tests see them.
+type browser struct {
+	h    *harness
+	hc   *http.Client
+	csrf string
+}
+
+func (h *harness) browser() *browser {
+	jar, _ := cookiejar.New(nil)
+	hc := new(http.Client)
+	*hc = *h.ts.Client() // a copy: each browser has its own jar
+	hc.Jar = jar
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &browser{h: h, hc: hc}
+}
+
+type response struct {
+	Code     int
+	Body     string
+	Header   http.Header
+	Location string
+}
+
+func (b *browser) do(req *http.Request) response {
+	b.h.t.Helper()
+	resp, err := b.hc.Do(req)
+	if err != nil {
+		b.h.t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return response{Code: resp.StatusCode, Body: string(body), Header: resp.Header, Location: resp.Header.Get("Location")}
+}
+
+func (b *browser) get(path string) response {
+	b.h.t.Helper()
+	req, _ := http.NewRequest("GET", b.h.ts.URL+path, nil)
+	return b.do(req)
+}
+
+// post sends a form; the session's CSRF token is added unless the form
+// already has a csrf field.
+func (b *browser) post(path string, form url.Values) response {
+	b.h.t.Helper()
+	if form == nil {
+		form = url.Values{}
+	}
+	if _, ok := form["csrf"]; !ok && b.csrf != "" {
+		form.Set("csrf", b.csrf)
+	}
+	req, _ := http.NewRequest("POST", b.h.ts.URL+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return b.do(req)
+}
+
+var (
+	csrfMetaRE  = regexp.MustCompile(`<meta name="csrf-token" content="([^"]+)">`)
+	loginTokRE  = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+	errNoLogins = errors.New("no login form")
+)
+
+// tryLogin submits the login form and returns the response.
+func (b *browser) tryLogin(user, password string) response {
+	b.h.t.Helper()
+	page := b.get("/login")
+	m := loginTokRE.FindStringSubmatch(page.Body)
+	if m == nil {
+		b.h.t.Fatalf("login page has no form token (%v): %s", errNoLogins, page.Body)
+	}
+	return b.post("/login", url.Values{"csrf": {m[1]}, "user": {user}, "password": {password}, "next": {"/"}})
+}
+
+// login logs in as the test admin and keeps the CSRF token of the session.
+func (b *browser) login() {
+	b.h.t.Helper()
+	r := b.tryLogin(testAdmin, testPassword)
+	if r.Code != http.StatusSeeOther || r.Location != "/" {
+		b.h.t.Fatalf("login: %d to %q, want 303 to /: %s", r.Code, r.Location, r.Body)
+	}
+	b.loadCSRF()
+}
+
+// loadCSRF reads the session's CSRF token from the dashboard.
+func (b *browser) loadCSRF() {
+	b.h.t.Helper()
+	page := b.get("/")
+	m := csrfMetaRE.FindStringSubmatch(page.Body)
+	if m == nil {
+		b.h.t.Fatalf("dashboard after login (%d) has no CSRF token: %s", page.Code, page.Body)
+	}
+	b.csrf = m[1]
+}
+
+func mustContain(t testing.TB, what, body string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(body, w) {
+			t.Errorf("%s does not contain %q", what, w)
+		}
+	}
+}
