@@ -46,6 +46,7 @@ type Config struct {
 type DeviceCounters struct {
 	UnknownSPI atomic.Uint64 // ESP with an SPI we do not have
 	Truncated  atomic.Uint64 // datagrams too short to be ESP
+	Oversized  atomic.Uint64 // datagrams larger than the receive buffer
 	NoSA       atomic.Uint64 // packets from the TUN that match no outbound SA
 	BadOffload atomic.Uint64 // malformed packets from the TUN
 	TxErrors   atomic.Uint64 // packets the kernel refused to send
@@ -643,7 +644,11 @@ func (d *Device) decryptLoop(sock *udpSocket, q *os.File) {
 		t := d.table.Load()
 		var last *SA
 		for i := 0; i < n; i++ {
-			data, segSize, from := sock.message(i)
+			data, segSize, from, truncated := sock.message(i)
+			if truncated {
+				d.Counters.Oversized.Add(1)
+				continue
+			}
 			for off := 0; off < len(data); off += segSize {
 				dg := data[off:min(off+segSize, len(data))]
 				if sa := d.receive(t, dg, from, co); sa != nil {

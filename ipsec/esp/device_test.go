@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/flashgate/flashgate/internal/testnet"
 	"github.com/flashgate/flashgate/ipsec"
 )
@@ -406,6 +408,24 @@ func TestIKEHook(t *testing.T) {
 	if string(buf[:n]) != "\x00\x00\x00\x00IKE_AUTH" || from.Port != 4500 {
 		t.Fatalf("SendIKE delivered %q from port %d, want the marker and IKE_AUTH from 4500", buf[:n], from.Port)
 	}
+	// Raw ESP larger than the receive buffer: counted, not misread as a
+	// forgery.
+	if err := ns.Do(func() error {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_ESP)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return unix.Sendto(fd, make([]byte, rawBufSize+100), 0, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(2 * time.Second); c.Oversized.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("oversized raw ESP packet not counted")
+		}
+	}
+
 	if err := d.SendKeepalive(to); err != nil {
 		t.Fatal(err)
 	}

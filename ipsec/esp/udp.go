@@ -28,14 +28,15 @@ type udpSocket struct {
 	rawESP bool // an IP protocol 50 socket: datagrams start with the IPv4 header
 
 	// receive side
-	rmsgs  []mmsghdr
-	riov   []unix.Iovec
-	rbufs  [][]byte
-	rnames []unix.RawSockaddrInet4
-	rctl   [][]byte
-	rn     int
-	rerr   error
-	recvFn func(fd uintptr) bool
+	rmsgs    []mmsghdr
+	riov     []unix.Iovec
+	rbufs    [][]byte
+	rbufSize int
+	rnames   []unix.RawSockaddrInet4
+	rctl     [][]byte
+	rn       int
+	rerr     error
+	recvFn   func(fd uintptr) bool
 
 	// send side
 	smsgs  []mmsghdr
@@ -156,8 +157,8 @@ func (s *udpSocket) init(fd int, name string) error {
 	s.smsgs = make([]mmsghdr, batch)
 	s.siov = make([]unix.Iovec, batch)
 	s.snames = make([]unix.RawSockaddrInet4, batch)
+	s.rbufSize = bufSize
 	for i := 0; i < batch; i++ {
-		s.rbufs = append(s.rbufs, make([]byte, bufSize))
 		s.rctl = append(s.rctl, make([]byte, cmsgSpace))
 		s.sctl = append(s.sctl, make([]byte, cmsgSpace))
 	}
@@ -169,6 +170,13 @@ func (s *udpSocket) init(fd int, name string) error {
 // recv fills the receive buffers and returns how many messages arrived.
 // Use datagram(i) to walk them.
 func (s *udpSocket) recv() (int, error) {
+	if s.rbufs == nil {
+		// Allocated on first use: handles that only send (the raw ESP
+		// duplicates) never need the megabyte.
+		for range s.rmsgs {
+			s.rbufs = append(s.rbufs, make([]byte, s.rbufSize))
+		}
+	}
 	for i := range s.rmsgs {
 		s.riov[i].Base = &s.rbufs[i][0]
 		s.riov[i].SetLen(len(s.rbufs[i]))
@@ -202,9 +210,14 @@ func (s *udpSocket) recvmmsg(fd uintptr) bool {
 }
 
 // message returns the i-th received message: its bytes, the size of each
-// datagram in it (UDP GRO), and the sender.
-func (s *udpSocket) message(i int) (data []byte, segSize int, from netip.AddrPort) {
+// datagram in it (UDP GRO), and the sender. A message the kernel had to
+// cut because it did not fit the buffer comes back empty: it could only
+// fail authentication.
+func (s *udpSocket) message(i int) (data []byte, segSize int, from netip.AddrPort, truncated bool) {
 	m := &s.rmsgs[i]
+	if m.hdr.Flags&unix.MSG_TRUNC != 0 {
+		return nil, 1, netip.AddrPort{}, true
+	}
 	data = s.rbufs[i][:m.len]
 	segSize = len(data)
 	ctl := s.rctl[i][:m.hdr.Controllen]
@@ -239,7 +252,7 @@ func (s *udpSocket) message(i int) (data []byte, segSize int, from netip.AddrPor
 		data = data[hl:]
 		segSize, port = max(len(data), 1), 0
 	}
-	return data, segSize, netip.AddrPortFrom(netip.AddrFrom4(n.Addr), port)
+	return data, segSize, netip.AddrPortFrom(netip.AddrFrom4(n.Addr), port), false
 }
 
 // queue adds one message to the send batch: data holds one packet, or
