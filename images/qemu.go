@@ -264,6 +264,7 @@ func PrepareRunCard(ctx context.Context, image, card string) (reset bool, err er
 	if len(old) < 512 || !bytes.Equal(old[446:512], newMBR[446:512]) {
 		return true, copyWhole(image, card)
 	}
+	mtools := command{Env: []string{"MTOOLS_SKIP_CHECK=1", "MTOOLSRC=/dev/null"}}
 	tmp, err := os.MkdirTemp("", "flashgate-run-")
 	if err != nil {
 		return false, err
@@ -271,10 +272,10 @@ func PrepareRunCard(ctx context.Context, image, card string) (reset bool, err er
 	defer os.RemoveAll(tmp)
 	for _, p := range []string{"/syslinux.cfg", slotAKernel, slotAInitramfs} {
 		local := filepath.Join(tmp, filepath.Base(p))
-		if _, err := (command{}).run(ctx, tool(toolMcopy), "-n", "-m", "-i", fmt.Sprintf("%s@@%d", image, bootStart), "::"+p, local); err != nil {
+		if _, err := mtools.run(ctx, tool(toolMcopy), "-n", "-m", "-i", fmt.Sprintf("%s@@%d", image, bootStart), "::"+p, local); err != nil {
 			return false, fmt.Errorf("read %s from the new image: %w", p, err)
 		}
-		if _, err := (command{}).run(ctx, tool(toolMcopy), "-o", "-m", "-i", fmt.Sprintf("%s@@%d", card, bootStart), local, "::"+p); err != nil {
+		if _, err := mtools.run(ctx, tool(toolMcopy), "-o", "-m", "-i", fmt.Sprintf("%s@@%d", card, bootStart), local, "::"+p); err != nil {
 			return false, fmt.Errorf("update %s on %s: %w", p, card, err)
 		}
 	}
