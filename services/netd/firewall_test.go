@@ -203,6 +203,19 @@ func TestRefusedApplyKeepsRuleset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The same state again (the periodic resync) leaves the table alone,
+	// counters included.
+	same := cloneDesired(good)
+	if err := r.Apply(same); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, res := r.Current(); res.FirewallReplaced {
+		t.Errorf("applying an unchanged state replaced the firewall")
+	}
+	if again, _ := l.nft.Rules(); !reflect.DeepEqual(handles(before), handles(again)) {
+		t.Errorf("applying an unchanged state changed the kernel's rules")
+	}
+	good = same
 	cases := []struct {
 		name     string
 		change   func(d *Desired)

@@ -168,7 +168,7 @@ var errBlocked = errors.New("no answer (dropped)")
 func probe(ns *testnet.NS, network string, src netip.Addr, dst netip.AddrPort) (string, error) {
 	var seen string
 	err := do(ns, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		d := net.Dialer{}
 		if src.IsValid() {
@@ -187,7 +187,7 @@ func probe(ns *testnet.NS, network string, src netip.Addr, dst netip.AddrPort) (
 			return err
 		}
 		defer c.Close()
-		c.SetDeadline(time.Now().Add(800 * time.Millisecond))
+		c.SetDeadline(time.Now().Add(time.Second))
 		if network == "udp4" {
 			if _, err := c.Write([]byte("hello")); err != nil {
 				return err

@@ -2,6 +2,7 @@ package netd
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -45,17 +46,11 @@ func (r *Reconciler) Apply(d *Desired) error {
 		r.result.Error = err.Error()
 		return err
 	}
-	res := ApplyResult{At: time.Now()}
-	specs := Build(&d.Firewall)
-	res.Rules = len(specs)
-	if r.current == nil || !slices.Equal(specStrings(specs), specStrings(r.specs)) {
-		if err := r.NFT.Apply(specs); err != nil {
-			res.Error = err.Error()
-			r.result = res
-			return err
-		}
-		r.specs = specs
-		res.FirewallReplaced = true
+	res := ApplyResult{At: time.Now(), Rules: len(r.specs)}
+	if err := r.applyFirewall(d, &res); err != nil {
+		res.Error = err.Error()
+		r.result = res
+		return err
 	}
 	if r.Netlink != nil {
 		if err := r.Netlink.Reconcile(d); err != nil {
@@ -65,6 +60,25 @@ func (r *Reconciler) Apply(d *Desired) error {
 		}
 	}
 	r.current, r.result = d, res
+	return nil
+}
+
+// applyFirewall replaces the ruleset if d's differs from the one in force.
+func (r *Reconciler) applyFirewall(d *Desired, res *ApplyResult) error {
+	// The periodic resync applies the same state again and again: skip
+	// even building the ruleset when the firewall's input did not change.
+	if r.current != nil && reflect.DeepEqual(d.Firewall, r.current.Firewall) {
+		return nil
+	}
+	specs := Build(&d.Firewall)
+	res.Rules = len(specs)
+	if r.current != nil && slices.Equal(specStrings(specs), specStrings(r.specs)) {
+		return nil
+	}
+	if err := r.NFT.Apply(specs); err != nil {
+		return err
+	}
+	r.specs, res.FirewallReplaced = specs, true
 	return nil
 }
 
