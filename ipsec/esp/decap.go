@@ -63,9 +63,13 @@ func (sa *SA) Decap(pkt []byte) ([]byte, error) {
 	}
 	sa.scratch.Put(sc)
 
-	if !sa.replay.accept(seq) {
+	ok, late := sa.replay.accept(seq)
+	if !ok {
 		sa.Counters.ReplayDrops.Add(1)
 		return nil, ErrReplay
+	}
+	if late > 0 {
+		sa.Counters.noteLate(late)
 	}
 
 	// Trailer: padding 1, 2, 3, ..., pad length, next header.

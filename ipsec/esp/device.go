@@ -44,15 +44,16 @@ type Config struct {
 
 // DeviceCounters are drops and events that belong to no SA.
 type DeviceCounters struct {
-	UnknownSPI atomic.Uint64 // ESP with an SPI we do not have
-	Truncated  atomic.Uint64 // datagrams too short to be ESP
-	Oversized  atomic.Uint64 // datagrams larger than the receive buffer
-	NoSA       atomic.Uint64 // packets from the TUN that match no outbound SA
-	BadOffload atomic.Uint64 // malformed packets from the TUN
-	TxErrors   atomic.Uint64 // packets the kernel refused to send
-	RxErrors   atomic.Uint64 // packets the TUN refused to take
-	IKE        atomic.Uint64 // IKE messages handed to the IKE handler
-	Keepalives atomic.Uint64 // NAT keepalives (RFC 3948 2.3)
+	UnknownSPI  atomic.Uint64 // ESP with an SPI we do not have
+	Truncated   atomic.Uint64 // datagrams too short to be ESP
+	Oversized   atomic.Uint64 // datagrams larger than the receive buffer
+	NoSA        atomic.Uint64 // packets from the TUN that match no outbound SA
+	BadOffload  atomic.Uint64 // malformed packets from the TUN
+	EncapErrors atomic.Uint64 // packets an expired or exhausted SA refused
+	TxErrors    atomic.Uint64 // packets the kernel refused to send
+	RxErrors    atomic.Uint64 // packets the TUN refused to take
+	IKE         atomic.Uint64 // IKE messages handed to the IKE handler
+	Keepalives  atomic.Uint64 // NAT keepalives (RFC 3948 2.3)
 }
 
 // Device is the userspace ESP data plane: a TUN interface whose routed
@@ -470,7 +471,7 @@ func (d *Device) encryptLoop(q *os.File, sock, raw *udpSocket) {
 			return // the TUN was closed
 		}
 		t := d.table.Load()
-		var last *SA
+		var last, held *SA
 		for i := 0; i < r.n; i++ {
 			frame := r.bufs[i][:r.lens[i]]
 			if len(frame) < vnetHdrLen+20 {
@@ -488,6 +489,17 @@ func (d *Device) encryptLoop(q *os.File, sock, raw *udpSocket) {
 				d.Counters.BadOffload.Add(1)
 				continue
 			}
+			if sa != held {
+				// At most one SA held at a time (no lock order to get
+				// wrong): what was sealed for the previous one goes out
+				// before its lock is released.
+				if held != nil {
+					tx.flush()
+					held.txMu.Unlock()
+				}
+				sa.txMu.Lock()
+				held = sa
+			}
 			to := netip.AddrPortFrom(sa.Dst, sa.EncapDstPort)
 			hl := sa.headerLen()
 			for {
@@ -501,13 +513,17 @@ func (d *Device) encryptLoop(q *os.File, sock, raw *udpSocket) {
 				}
 				esp, err := sa.Encap(tx.buf[:at+n], at, n)
 				if err != nil {
-					continue // counted by the SA (expiry) or impossible
+					d.Counters.EncapErrors.Add(1)
+					continue
 				}
 				tx.add(len(esp), to)
 			}
 			last = sa
 		}
 		tx.flush()
+		if held != nil {
+			held.txMu.Unlock()
+		}
 		if last != nil {
 			last.Touch(time.Now())
 		}

@@ -53,11 +53,13 @@ func (w *replayWindow) checkLocked(seq uint64) bool {
 
 // accept marks seq as received once its ICV is verified. It checks again
 // because another worker may have accepted the same number in between.
-func (w *replayWindow) accept(seq uint64) bool {
+// late is how far behind the highest number seen the packet arrived (0
+// for a packet in order).
+func (w *replayWindow) accept(seq uint64) (ok bool, late uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.checkLocked(seq) {
-		return false
+		return false, 0
 	}
 	mask := uint64(len(w.blocks) - 1)
 	if seq > w.top {
@@ -69,7 +71,9 @@ func (w *replayWindow) accept(seq uint64) bool {
 			w.blocks[b&mask] = 0
 		}
 		w.top = seq
+	} else {
+		late = w.top - seq
 	}
 	w.blocks[(seq>>6)&mask] |= 1 << (seq & 63)
-	return true
+	return true, late
 }

@@ -39,12 +39,28 @@ type Counters struct {
 	AuthFailures   atomic.Uint64
 	BadPadding     atomic.Uint64 // bad padding, unknown next header or malformed inner packet
 	PolicyDrops    atomic.Uint64 // inner addresses outside the traffic selectors
+	Late           atomic.Uint64 // packets accepted behind the highest sequence number
+	MaxLate        atomic.Uint64 // the furthest behind one arrived
 	lastUsed       atomic.Int64  // unix nanoseconds
+}
+
+// noteLate records a packet that arrived late by distance sequence
+// numbers. Peers with the common 32-packet replay window drop what is
+// later than that, so this is what to look at when they report replays.
+func (c *Counters) noteLate(distance uint64) {
+	c.Late.Add(1)
+	for {
+		m := c.MaxLate.Load()
+		if distance <= m || c.MaxLate.CompareAndSwap(m, distance) {
+			return
+		}
+	}
 }
 
 // CounterSnapshot is a copy of Counters at one moment.
 type CounterSnapshot struct {
 	Bytes, Packets, ReplayDrops, AuthFailures, BadPadding, PolicyDrops uint64
+	Late, MaxLate                                                      uint64
 	LastUsed                                                           time.Time
 }
 
@@ -64,7 +80,12 @@ type SA struct {
 	suite   *suite
 	scratch sync.Pool
 
-	seq    atomic.Uint64 // outbound: last sequence number sent
+	seq atomic.Uint64 // outbound: last sequence number sent
+	// txMu is held by the TX worker that is sealing and sending packets of
+	// this SA, from reserving their sequence numbers until the kernel has
+	// them, so that workers never put an SA's packets on the wire out of
+	// order: peers with a 32-packet replay window would drop them.
+	txMu   sync.Mutex
 	replay *replayWindow // inbound
 
 	softBytes, hardBytes uint64
@@ -127,6 +148,7 @@ func (sa *SA) Snapshot() CounterSnapshot {
 		Bytes: c.Bytes.Load(), Packets: c.Packets.Load(),
 		ReplayDrops: c.ReplayDrops.Load(), AuthFailures: c.AuthFailures.Load(),
 		BadPadding: c.BadPadding.Load(), PolicyDrops: c.PolicyDrops.Load(),
+		Late: c.Late.Load(), MaxLate: c.MaxLate.Load(),
 	}
 	if ns := c.lastUsed.Load(); ns != 0 {
 		s.LastUsed = time.Unix(0, ns)
