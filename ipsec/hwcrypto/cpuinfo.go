@@ -11,11 +11,11 @@ import (
 // CPUInfo is what /proc/cpuinfo says about the first processor. Every core
 // of the boards we support is identical, so the first block is enough.
 type CPUInfo struct {
-	Vendor    string // vendor_id, e.g. "CentaurHauls", "AuthenticAMD"
-	Family    int    // cpu family
-	Model     int    // model
-	ModelName string // model name, e.g. "VIA Nehemiah"
-	Flags     map[string]bool
+	Vendor    string          `json:"vendor"`     // vendor_id, e.g. "CentaurHauls", "AuthenticAMD"
+	Family    int             `json:"family"`     // cpu family
+	Model     int             `json:"model"`      // model
+	ModelName string          `json:"model_name"` // model name, e.g. "VIA Nehemiah"
+	Flags     map[string]bool `json:"-"`
 }
 
 // Has reports whether the CPU advertises flag (e.g. "aes", "ace_en").

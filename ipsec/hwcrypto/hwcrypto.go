@@ -64,22 +64,22 @@ func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
 // Engine is one detected crypto engine.
 type Engine struct {
-	Name        string   // "Geode LX AES"
-	Modules     []string // kernel modules that drive it
-	Accelerates string   // what it does in hardware, for humans
-	Evidence    string   // what showed it is there: "PCI 1022:2082 at 0000:00:01.2 (...)"
-	State       State
-	Reason      string   // why it is not usable; empty when usable
-	Drivers     []string // its registered /proc/crypto drivers
-	InUse       bool     // one of its drivers is referenced by a transform (an SA, AF_ALG)
+	Name        string   `json:"name"`        // "Geode LX AES"
+	Modules     []string `json:"modules"`     // kernel modules that drive it
+	Accelerates string   `json:"accelerates"` // what it does in hardware, for humans
+	Evidence    string   `json:"evidence"`    // what showed it is there: "PCI 1022:2082 at 0000:00:01.2 (...)"
+	State       State    `json:"state"`
+	Reason      string   `json:"reason,omitempty"`  // why it is not usable; empty when usable
+	Drivers     []string `json:"drivers,omitempty"` // its registered /proc/crypto drivers
+	InUse       bool     `json:"in_use"`            // one of its drivers is referenced by a transform (an SA, AF_ALG)
 
 	spec *engineSpec
 }
 
 // Report is the outcome of detection on one system.
 type Report struct {
-	CPU     CPUInfo
-	Engines []Engine
+	CPU     CPUInfo  `json:"cpu"`
+	Engines []Engine `json:"engines"`
 }
 
 // Usable returns the engines that do work.

@@ -1,6 +1,7 @@
 package hwcrypto
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -391,5 +392,21 @@ func TestKernelModulesLoad(t *testing.T) {
 	}
 	if err := k.Load("no-such-module"); err == nil || !strings.Contains(err.Error(), "not in") {
 		t.Errorf("Load of an unknown module: expected a 'not in modules.dep' error, got %v", err)
+	}
+}
+
+func TestReportJSON(t *testing.T) {
+	r, err := Setup("testdata/alix-unloaded", &recordingLoader{fail: map[string]error{"geode-aes": errors.New("no such device")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"name":"Geode LX AES"`, `"state":"module failed"`, `"reason":"no such device"`, `"model_name":"Geode(TM) Integrated Processor by AMD PCS"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("JSON for the web UI lacks %s:\n%s", want, b)
+		}
 	}
 }

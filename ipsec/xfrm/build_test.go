@@ -308,3 +308,28 @@ func TestDecodeExpireAndAcquire(t *testing.T) {
 		}
 	}
 }
+
+func TestExtAckMessage(t *testing.T) {
+	ne := binary.NativeEndian
+	// struct nlmsgerr with a capped echo (header only), then NLMSGERR_ATTR_MSG.
+	msg := make([]byte, 4+16)
+	ne.PutUint32(msg[0:], uint32(0xfffffffe)) // -ENOENT
+	ne.PutUint32(msg[4:], 300)                // length of our request, not echoed
+	msg = attr(msg, 1, []byte("Kernel was unable to initialize cryptographic operations\x00"))
+	if got := extAckMessage(0x300, msg); got != "Kernel was unable to initialize cryptographic operations" {
+		t.Errorf("capped ext ack: got %q", got)
+	}
+	// Uncapped: the whole request is echoed, the attributes follow it.
+	full := make([]byte, 4+24)
+	ne.PutUint32(full[4:], 24)
+	full = attr(full, 1, []byte("Invalid policy direction\x00"))
+	if got := extAckMessage(0x200, full); got != "Invalid policy direction" {
+		t.Errorf("uncapped ext ack: got %q", got)
+	}
+	if got := extAckMessage(0, msg); got != "" {
+		t.Errorf("without NLM_F_ACK_TLVS: got %q, expected nothing", got)
+	}
+	if got := extAckMessage(0x200, full[:30]); got != "" {
+		t.Errorf("truncated: got %q, expected nothing", got)
+	}
+}

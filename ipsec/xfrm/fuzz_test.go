@@ -2,8 +2,8 @@ package xfrm
 
 import "testing"
 
-// FuzzDecodeEvents feeds arbitrary kernel event payloads to the expire and
-// acquire decoders of both ABIs: they must fail cleanly, never panic, and
+// FuzzDecodeEvents feeds arbitrary kernel payloads to the expire, acquire
+// and extended-ack decoders of both ABIs: they must fail cleanly, never panic, and
 // an accepted acquire always names a reqid.
 func FuzzDecodeEvents(f *testing.F) {
 	in, _ := childPair()
@@ -23,6 +23,9 @@ func FuzzDecodeEvents(f *testing.F) {
 			if a, err := l.decodeAcquire(b); err == nil && a.ReqID == 0 {
 				t.Fatalf("acquire without reqid accepted: %+v", a)
 			}
+		}
+		for _, flags := range []uint16{0x200, 0x300} {
+			_ = extAckMessage(flags, b) // error replies come from the kernel too
 		}
 	})
 }
