@@ -43,6 +43,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		rep.Write(stderr)
 		*image = rep.Image
+	} else if _, err := os.Stat(*image); err != nil {
+		return fmt.Errorf("image: %w", err)
 	}
 	card := filepath.Join(f.out, "run", board.Name+".img")
 	reset, err := images.PrepareRunCard(ctx, *image, card)
