@@ -125,7 +125,7 @@ func (n *Netlink) reconcileLink(want Link) (netlink.Link, error) {
 
 func (n *Netlink) reconcileAddresses(l netlink.Link, want []netip.Prefix) error {
 	name := l.Attrs().Name
-	have, err := n.h.AddrList(l, netlink.FAMILY_ALL)
+	have, err := retryDump(func() ([]netlink.Addr, error) { return n.h.AddrList(l, netlink.FAMILY_ALL) })
 	if err != nil {
 		return fmt.Errorf("link %s: list addresses: %w", name, err)
 	}
@@ -171,9 +171,11 @@ type routeKey struct {
 }
 
 func (n *Netlink) reconcileRoutes(want []Route, links map[string]netlink.Link) error {
-	have, err := n.h.RouteListFiltered(netlink.FAMILY_ALL,
-		&netlink.Route{Table: unix.RT_TABLE_MAIN, Protocol: RouteProtocol},
-		netlink.RT_FILTER_TABLE|netlink.RT_FILTER_PROTOCOL)
+	have, err := retryDump(func() ([]netlink.Route, error) {
+		return n.h.RouteListFiltered(netlink.FAMILY_ALL,
+			&netlink.Route{Table: unix.RT_TABLE_MAIN, Protocol: RouteProtocol},
+			netlink.RT_FILTER_TABLE|netlink.RT_FILTER_PROTOCOL)
+	})
 	if err != nil {
 		return fmt.Errorf("list routes: %w", err)
 	}
@@ -232,6 +234,19 @@ func (n *Netlink) reconcileRoutes(want []Route, links map[string]netlink.Link) e
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// retryDump repeats a netlink dump the kernel interrupted because the
+// table changed meanwhile (a DHCP lease arriving, a link flapping): a
+// partial list would make the diff remove or re-add the wrong things.
+func retryDump[T any](dump func() ([]T, error)) ([]T, error) {
+	for range 4 {
+		out, err := dump()
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return out, err
+		}
+	}
+	return dump()
 }
 
 func defaultRoute(family int) netip.Prefix {
