@@ -56,6 +56,22 @@ type DeviceCounters struct {
 	Keepalives  atomic.Uint64 // NAT keepalives (RFC 3948 2.3)
 }
 
+// DeviceCounterSnapshot is a copy of DeviceCounters, for status output.
+type DeviceCounterSnapshot struct {
+	UnknownSPI, Truncated, Oversized, NoSA, BadOffload, EncapErrors uint64
+	TxErrors, RxErrors, IKE, Keepalives                             uint64
+}
+
+// CounterSnapshot returns the Device's own counters.
+func (d *Device) CounterSnapshot() DeviceCounterSnapshot {
+	c := &d.Counters
+	return DeviceCounterSnapshot{
+		UnknownSPI: c.UnknownSPI.Load(), Truncated: c.Truncated.Load(), Oversized: c.Oversized.Load(),
+		NoSA: c.NoSA.Load(), BadOffload: c.BadOffload.Load(), EncapErrors: c.EncapErrors.Load(),
+		TxErrors: c.TxErrors.Load(), RxErrors: c.RxErrors.Load(), IKE: c.IKE.Load(), Keepalives: c.Keepalives.Load(),
+	}
+}
+
 // Device is the userspace ESP data plane: a TUN interface whose routed
 // traffic is encrypted into ESP-in-UDP, and the reverse. It implements
 // ipsec.DataPlane.

@@ -425,9 +425,8 @@ func TestIKEHook(t *testing.T) {
 		t.Fatal("IKE message not handed to the handler")
 	}
 	c := &d.Counters
-	if c.Keepalives.Load() != 1 || c.Truncated.Load() != 1 || c.UnknownSPI.Load() != 1 || c.IKE.Load() != 1 {
-		t.Errorf("counters: keepalives %d, truncated %d, unknown SPI %d, IKE %d; want 1 each",
-			c.Keepalives.Load(), c.Truncated.Load(), c.UnknownSPI.Load(), c.IKE.Load())
+	if cs := d.CounterSnapshot(); cs != (DeviceCounterSnapshot{Keepalives: 1, Truncated: 1, UnknownSPI: 1, IKE: 1}) {
+		t.Errorf("counters %+v; want 1 keepalive, 1 truncated, 1 unknown SPI, 1 IKE and nothing else", cs)
 	}
 
 	to := peer.LocalAddr().(*net.UDPAddr).AddrPort()
