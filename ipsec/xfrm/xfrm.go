@@ -32,11 +32,10 @@ type Options struct {
 
 // pair is one installed CHILD_SA.
 type pair struct {
-	in, out   *ipsec.ChildSA
-	inSA      saKey
-	outSA     saKey
-	policies  []policy
-	installed time.Time
+	in, out  *ipsec.ChildSA
+	inSA     saKey
+	outSA    saKey
+	policies []policy
 }
 
 type saKey struct {
@@ -48,7 +47,6 @@ type saKey struct {
 type Plane struct {
 	l    layout
 	conn *conn
-	ns   netns.NsHandle
 
 	mu    sync.Mutex
 	pairs map[uint32]*pair // by inbound SPI
@@ -75,7 +73,7 @@ func New(opts Options) (*Plane, error) {
 		return nil, err
 	}
 	p := &Plane{
-		l: native, conn: c, ns: ns,
+		l: native, conn: c,
 		pairs:    map[uint32]*pair{},
 		sas:      map[uint32]saKey{},
 		traps:    map[uint32][]policy{},
@@ -127,7 +125,7 @@ func (p *Plane) AddPair(in, out *ipsec.ChildSA) error {
 		return err
 	}
 	if err := p.addSA(outSt); err != nil {
-		p.delSA(saKey{(inSt.Dst), inSt.SPI})
+		p.delSA(saKey{inSt.Dst, inSt.SPI})
 		return err
 	}
 	for i := range pols {
@@ -137,17 +135,16 @@ func (p *Plane) AddPair(in, out *ipsec.ChildSA) error {
 					p.delPolicy(&pols[j])
 				}
 			}
-			p.delSA(saKey{(inSt.Dst), inSt.SPI})
-			p.delSA(saKey{(outSt.Dst), outSt.SPI})
+			p.delSA(saKey{inSt.Dst, inSt.SPI})
+			p.delSA(saKey{outSt.Dst, outSt.SPI})
 			return err
 		}
 	}
 	pr := &pair{
 		in: in, out: out,
-		inSA:      saKey{(inSt.Dst), inSt.SPI},
-		outSA:     saKey{(outSt.Dst), outSt.SPI},
-		policies:  pols,
-		installed: time.Now(),
+		inSA:     saKey{inSt.Dst, inSt.SPI},
+		outSA:    saKey{outSt.Dst, outSt.SPI},
+		policies: pols,
 	}
 	p.pairs[in.SPI] = pr
 	p.sas[in.SPI] = pr.inSA
