@@ -16,7 +16,7 @@ func TestBackupRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", mode, err)
 		}
-		hasPSK := strings.Contains(string(data), "psk-for-site-00")
+		hasPSK := strings.Contains(string(data), c.Tunnels[0].PSK.Reveal())
 		if hasPSK != (mode == SecretsIncluded) {
 			t.Errorf("%s backup contains the PSK: %v", mode, hasPSK)
 		}

@@ -2,6 +2,8 @@ package config
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -28,7 +30,10 @@ func SyntheticConfig(n int) *Config {
 	for i := range min(n, 250) {
 		t := NewTunnel(fmt.Sprintf("site%02d", i))
 		t.RemoteAddress = MustAddr(fmt.Sprintf("192.0.2.%d", i+1))
-		t.PSK = NewSecret(fmt.Sprintf("psk-for-site-%02d-0123456789", i))
+		// Real PSKs are random and do not compress: derive
+		// incompressible ones so that record sizes are realistic.
+		sum := sha256.Sum256([]byte(fmt.Sprintf("flashgate synthetic psk %d", i)))
+		t.PSK = NewSecret(base64.RawURLEncoding.EncodeToString(sum[:24]))
 		t.LocalSubnets = []Prefix{MustPrefix("10.0.0.0/16")}
 		t.RemoteSubnets = []Prefix{MustPrefix(fmt.Sprintf("10.%d.0.0/16", i+1))}
 		t.IKEProposals = []string{"aes128gcm16-prfsha256-ecp256", "aes256-sha256-modp2048"}

@@ -456,8 +456,14 @@ func (s *Store) writeRevision(tx *bolt.Tx, meta *bolt.Bucket, info RevisionInfo,
 	if p, err := readPending(meta); err == nil && p != nil {
 		keep[p.RollbackTo] = true
 	}
+	// Trimming touches the oldest leaf page of the history, so it is done
+	// in batches: only when the history has grown trimBatch past the
+	// limit, which spares the card a page on most commits.
 	var keys [][]byte
 	revs.ForEach(func(k, _ []byte) error { keys = append(keys, bytes.Clone(k)); return nil })
+	if len(keys) <= s.opts.HistoryLimit+trimBatch {
+		return nil
+	}
 	for n := len(keys); n > s.opts.HistoryLimit && len(keys) > 0; keys = keys[1:] {
 		if keep[binary.BigEndian.Uint64(keys[0])] {
 			continue
@@ -469,6 +475,10 @@ func (s *Store) writeRevision(tx *bolt.Tx, meta *bolt.Bucket, info RevisionInfo,
 	}
 	return nil
 }
+
+// trimBatch is how far the history may grow past HistoryLimit before the
+// oldest revisions are deleted (see writeRevision).
+const trimBatch = 8
 
 func readPending(meta *bolt.Bucket) (*Pending, error) {
 	v := meta.Get(keyPending)
@@ -579,7 +589,8 @@ func (s *Store) notifyLocked(c Change) {
 	}
 }
 
-// History returns the recorded revisions, newest first.
+// History returns the recorded revisions, newest first, at most
+// HistoryLimit of them.
 func (s *Store) History() ([]RevisionInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -595,6 +606,9 @@ func (s *Store) History() ([]RevisionInfo, error) {
 		})
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].Revision > out[j].Revision })
+	if len(out) > s.opts.HistoryLimit {
+		out = out[:s.opts.HistoryLimit] // the rest waits for the next batch trim
+	}
 	return out, err
 }
 

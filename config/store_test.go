@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -121,13 +122,26 @@ func TestHistoryIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	for i := range 12 {
-		mustCommit(t, s, "a", "n", func(c *Config) { c.System.Hostname = "h" + string(rune('a'+i)) })
+	for i := range 40 {
+		mustCommit(t, s, "a", "n", func(c *Config) { c.System.Hostname = fmt.Sprint("h", i) })
+		h, _ := s.History()
+		if want := min(i+2, 5); len(h) != want || h[0].Revision != uint64(i+2) {
+			t.Fatalf("history after %d commits with limit 5: %d entries, newest %d; want %d, %d", i+1, len(h), h[0].Revision, want, i+2)
+		}
 	}
-	h, _ := s.History()
-	if len(h) != 5 || h[0].Revision != 13 || h[4].Revision != 9 {
-		t.Fatalf("history after 12 commits with limit 5: %d entries, newest %d, oldest %d; want 5, 13, 9", len(h), h[0].Revision, h[len(h)-1].Revision)
+	s.Close()
+	// On disk: never more than the limit plus one trim batch.
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer db.Close()
+	db.View(func(tx *bolt.Tx) error {
+		if n := tx.Bucket(bucketRevisions).Stats().KeyN; n > 5+trimBatch {
+			t.Errorf("%d revisions stored with limit 5", n)
+		}
+		return nil
+	})
 }
 
 func TestTwoWriters(t *testing.T) {
