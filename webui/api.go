@@ -120,7 +120,7 @@ func (s *Server) apiRoutes(r *mux.Router) {
 		if !decodeAPI(w, r, &req) {
 			return
 		}
-		data, name, err := s.backup(r.Context(), req.Secrets, req.Passphrase)
+		data, name, err := s.backup(r.Context(), req.Secrets, req.Passphrase, true)
 		if err != nil {
 			writeAPIError(w, http.StatusUnprocessableEntity, err.Error())
 			return

@@ -3,6 +3,7 @@ package webui
 import (
 	"context"
 	"errors"
+	"html"
 	"io"
 	"net"
 	"net/http"
@@ -214,6 +215,7 @@ func (b *browser) loadCSRF() {
 
 func mustContain(t testing.TB, what, body string, want ...string) {
 	t.Helper()
+	body = html.UnescapeString(body) // html/template writes + as &#43;
 	for _, w := range want {
 		if !strings.Contains(body, w) {
 			t.Errorf("%s does not contain %q", what, w)

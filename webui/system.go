@@ -83,12 +83,13 @@ func (s *Server) passwordChange(w http.ResponseWriter, r *http.Request) {
 }
 
 // backup returns a backup document of the running configuration.
-func (s *Server) backup(ctx context.Context, secrets, passphrase string) ([]byte, string, error) {
-	switch secrets {
-	case config.SecretsOmitted, config.SecretsEncrypted:
-	case config.SecretsIncluded:
-		// Allowed through the API for scripted transfers; the page does
-		// not offer it (a plaintext PSK file in a downloads folder).
+// Secrets in the clear (allowPlain) are for scripted transfers through the
+// API; the page does not offer them (a file of plaintext PSKs in a
+// downloads folder).
+func (s *Server) backup(ctx context.Context, secrets, passphrase string, allowPlain bool) ([]byte, string, error) {
+	switch {
+	case secrets == config.SecretsOmitted, secrets == config.SecretsEncrypted:
+	case secrets == config.SecretsIncluded && allowPlain:
 	default:
 		return nil, "", fmt.Errorf("secrets must be %q or %q", config.SecretsOmitted, config.SecretsEncrypted)
 	}
@@ -106,7 +107,7 @@ func (s *Server) backup(ctx context.Context, secrets, passphrase string) ([]byte
 }
 
 func (s *Server) backupDownload(w http.ResponseWriter, r *http.Request) {
-	data, name, err := s.backup(r.Context(), r.PostFormValue("secrets"), r.PostFormValue("passphrase"))
+	data, name, err := s.backup(r.Context(), r.PostFormValue("secrets"), r.PostFormValue("passphrase"), false)
 	if err != nil {
 		s.redirect(w, r, "/system", "Backup failed: "+err.Error(), true)
 		return
