@@ -173,6 +173,8 @@ func RedirectToHTTPS(port string) http.Handler {
 		host := r.Host
 		if h, _, err := net.SplitHostPort(host); err == nil {
 			host = h
+		} else {
+			host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
 		}
 		if host == "" || strings.ContainsAny(host, "/\\@") {
 			http.Error(w, "use https", http.StatusBadRequest)

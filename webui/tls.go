@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -52,7 +53,7 @@ func LoadOrCreateCertificate(dir, hostname string, now time.Time) (*Certificate,
 	switch {
 	case err == nil:
 		return newCertificate(pair, true, cp)
-	case !errors.Is(err, os.ErrNotExist):
+	case !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
 		// A damaged pair is not silently replaced: the admin trusted its
 		// fingerprint, so a new one must be a visible event.
 		return nil, fmt.Errorf("load TLS certificate from %s: %w (remove both files to make a new one)", dir, err)
