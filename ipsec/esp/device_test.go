@@ -24,6 +24,13 @@ import (
 // then kill the test binary.
 func init() { runtime.LockOSThread() }
 
+// skipShort skips namespace tests in -short mode (make test-unit).
+func skipShort(t testing.TB) {
+	if testing.Short() {
+		t.Skip("namespace test: not in -short mode")
+	}
+}
+
 // tunnel is two Devices, one in each gateway namespace of a SiteToSite
 // topology, keyed with a matched static CHILD_SA pair as IKE would.
 type tunnel struct {
@@ -41,9 +48,7 @@ func newTunnel(t testing.TB, tc transformCase) *tunnel { return newTunnelPort(t,
 // newTunnelPort is newTunnel with ESP in UDP to port, or raw ESP for 0.
 func newTunnelPort(t testing.TB, tc transformCase, port uint16) *tunnel {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("namespace test: not in -short mode")
-	}
+	skipShort(t)
 	s := testnet.NewSiteToSite(t)
 	tn := &tunnel{s: s}
 	var err error
@@ -333,6 +338,7 @@ func TestTunnelRekey(t *testing.T) {
 // TestLifetimes checks that time limits reach iked through Expires, that
 // a hard limit stops the SA and that DeletePair then removes it.
 func TestLifetimes(t *testing.T) {
+	skipShort(t)
 	testnet.RequireRoot(t)
 	ns := testnet.NewNS(t, testnet.Prefix()+"-lt")
 	var d *Device
@@ -384,6 +390,7 @@ func TestLifetimes(t *testing.T) {
 // to the handler without the marker, SendIKE adds it, and keepalives,
 // runts and unknown SPIs are counted and dropped.
 func TestIKEHook(t *testing.T) {
+	skipShort(t)
 	testnet.RequireRoot(t)
 	ns := testnet.NewNS(t, testnet.Prefix()+"-ik")
 	var d *Device
