@@ -16,6 +16,72 @@ func Figures(res []Result, failures []string) []Figure {
 	var figs []Figure
 	figs = append(figs, tunnelFigures(res, why)...)
 	figs = append(figs, ikeFigures(res, why)...)
+	figs = append(figs, imageFigures(res, why)...)
+	figs = append(figs, configFigures(res, why)...)
+	figs = append(figs, espFigures(res, why)...)
+	return figs
+}
+
+// one reports a figure measured for flashgate alone.
+func one(res []Result, name, bench, metric, unit string, scale float64, target, notes, why string) Figure {
+	if v, ok := Find(res, bench, metric); ok {
+		return Measured(name, v*scale, unit, target, notes)
+	}
+	return Unmeasured(name, unit, target, why)
+}
+
+// mib is the factor from bytes to MiB.
+const mib = 1.0 / (1 << 20)
+
+func imageFigures(res []Result, why string) []Figure {
+	var figs []Figure
+	seen := false
+	for _, r := range res {
+		board, ok := strings.CutPrefix(r.Name, "BenchmarkImage/")
+		if !ok {
+			continue
+		}
+		seen = true
+		target := ""
+		if board == "alix2d13" {
+			target = "<= 12 MiB"
+		}
+		v := r.Metrics["firmware_bytes"]
+		figs = append(figs, Measured("image."+board+".firmware_bytes", v, "bytes", target,
+			fmt.Sprintf("kernel + modules + initramfs = %.2f MiB; boot partition free %.1f MiB", v*mib, r.Metrics["boot_free_bytes"]*mib)))
+	}
+	if !seen {
+		figs = append(figs, Unmeasured("image.alix2d13.firmware_bytes", "bytes", "<= 12 MiB", why))
+	}
+	figs = append(figs, one(res, "boot.qemu.login_s", "BenchmarkBootQEMU", "login_s", "s", 1, "<= 10 s",
+		"qemu start to the console's login prompt, software emulation (TCG), -cpu pentium2, fresh card", why))
+	return figs
+}
+
+func configFigures(res []Result, why string) []Figure {
+	const b = "BenchmarkCommitSmallChange50Tunnels"
+	return []Figure{
+		one(res, "config.commit_ms", b, "ns/op", "ms", 1e-6, "<= 50 ms", "one field changed in a 50-tunnel config, bbolt fsync included", why),
+		one(res, "config.commit_written_bytes", b, "written_bytes/op", "bytes", 1, "<= 64 KiB",
+			"bytes the process wrote to storage per such commit (/proc/self/io write_bytes)", why),
+	}
+}
+
+func espFigures(res []Result, why string) []Figure {
+	var figs []Figure
+	for _, suite := range []string{"aes128gcm16", "aes128-sha256", "chacha20poly1305"} {
+		for _, dir := range []string{"Encap", "Decap"} {
+			bench := fmt.Sprintf("Benchmark%s/%s/1400", dir, suite)
+			name := fmt.Sprintf("esp.%s_%s_1400_mbps", strings.ToLower(dir), strings.ReplaceAll(suite, "-", "_"))
+			f := one(res, name, bench, "MB/s", "Mbit/s", 8, "", "one core, 1400-byte packets, in place", why)
+			if a, ok := Find(res, bench, "allocs/op"); ok {
+				f.Notes += fmt.Sprintf(", %.0f allocs/op", a)
+			}
+			figs = append(figs, f)
+		}
+	}
+	figs = append(figs, one(res, "ike.bytes_per_sa", "BenchmarkBytesPerSA", "bytes/ike_sa", "bytes", 1, "",
+		"heap per established IKE_SA with one CHILD_SA (engine only)", why))
 	return figs
 }
 
