@@ -129,6 +129,60 @@ func TestFirewallPolicy(t *testing.T) {
 	})
 }
 
+// TestFirewallPolicyIPv6 checks the same policy for IPv6, which the inet
+// table covers too: the LAN gets out (routed, not masqueraded), the WAN
+// does not get in, the web UI answers the LAN only.
+func TestFirewallPolicyIPv6(t *testing.T) {
+	l := newLab(t)
+	l.addIPv6(t)
+	fw := labFirewall()
+	fw.Rules = append(fw.Rules, Rule{Name: "v6-block", Chain: ChainForward, In: RoleLAN, Protocol: "tcp",
+		Destinations: []netip.Prefix{netip.MustParsePrefix("fd99::2/128")}, DestinationPorts: []PortRange{{7001, 7001}},
+		Action: ActionDrop, Path: "firewall.rules[v6-block]"})
+	if err := fw.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.nft.Apply(Build(&fw)); err != nil {
+		t.Fatal(err)
+	}
+	tcpWhoami(t, l.wan, "[fd99::2]:7000")
+	tcpWhoami(t, l.wan, "[fd99::2]:7001")
+	tcpWhoami(t, l.lan, "[fd50::2]:7000")
+	tcpWhoami(t, l.rt, "[::]:443")
+	udpWhoami(t, l.rt, "[::]:500")
+	lan6, wan6 := netip.MustParseAddr("fd50::2"), netip.MustParseAddr("fd99::2")
+	ap := netip.AddrPortFrom
+	cases := []struct {
+		name    string
+		from    *testnet.NS
+		network string
+		dst     netip.AddrPort
+		seenAs  netip.Addr
+	}{
+		{"LAN to WAN is routed, not masqueraded", l.lan, "tcp6", ap(wan6, 7000), lan6},
+		{"user rule on an IPv6 destination", l.lan, "tcp6", ap(wan6, 7001), netip.Addr{}},
+		{"WAN to a LAN host dropped", l.wan, "tcp6", ap(lan6, 7000), netip.Addr{}},
+		{"LAN reaches the web UI", l.lan, "tcp6", ap(netip.MustParseAddr("fd50::1"), 443), lan6},
+		{"WAN to the web UI dropped", l.wan, "tcp6", ap(netip.MustParseAddr("fd99::1"), 443), netip.Addr{}},
+		{"IKE from a host that is no peer dropped", l.wan, "udp6", ap(netip.MustParseAddr("fd99::1"), 500), netip.Addr{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			seen, err := probe(c.from, c.network, netip.Addr{}, c.dst)
+			switch {
+			case !c.seenAs.IsValid():
+				if !errors.Is(err, errBlocked) {
+					t.Errorf("%s %s: want no answer (dropped), got seen=%q err=%v", c.network, c.dst, seen, err)
+				}
+			case err != nil:
+				t.Errorf("%s %s: want an answer, got %v", c.network, c.dst, err)
+			case seen != c.seenAs.String():
+				t.Errorf("%s %s: server saw source %s, want %s", c.network, c.dst, seen, c.seenAs)
+			}
+		})
+	}
+}
+
 // TestFirewallReplaceUnderTraffic replaces the ruleset 20 times while two
 // TCP connections stream through the router, one masqueraded and one
 // through the port forward: neither may lose its connection or a byte.

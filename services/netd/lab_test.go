@@ -91,6 +91,37 @@ func newLab(t *testing.T) *lab {
 	return l
 }
 
+// addIPv6 gives the lab IPv6 addresses (without duplicate address
+// detection, so they are usable at once) and routes:
+//
+//	lan fd50::2 -- lan0 fd50::1 [rt] wan0 fd99::1 -- fd99::2 wan
+func (l *lab) addIPv6(t *testing.T) {
+	t.Helper()
+	for _, c := range []struct {
+		ns   *testnet.NS
+		args []string
+	}{
+		{l.lan, []string{"ip", "-6", "addr", "add", "fd50::2/64", "dev", "eth0", "nodad"}},
+		{l.rt, []string{"ip", "-6", "addr", "add", "fd50::1/64", "dev", "lan0", "nodad"}},
+		{l.rt, []string{"ip", "-6", "addr", "add", "fd99::1/64", "dev", "wan0", "nodad"}},
+		{l.wan, []string{"ip", "-6", "addr", "add", "fd99::2/64", "dev", "eth0", "nodad"}},
+		{l.lan, []string{"ip", "-6", "route", "add", "default", "via", "fd50::1"}},
+		{l.wan, []string{"ip", "-6", "route", "add", "fd50::/64", "via", "fd99::1"}},
+		{l.rt, []string{"sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"}},
+	} {
+		if err := c.ns.Run(c.args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first neighbour discovery on fresh links takes a second or two;
+	// get it done before the probes, whose timeouts are short.
+	for _, dst := range []string{"fd99::2", "fd50::2"} {
+		if err := l.rt.Run("ping", "-6", "-q", "-c", "1", "-W", "5", dst); err != nil {
+			t.Fatalf("IPv6 neighbour %s: %v", dst, err)
+		}
+	}
+}
+
 // labFirewall is the policy the lab's router runs: the defaults for one
 // WAN, one LAN and a tunnel to 172.16.9.0/24 whose peer is 10.99.0.2, a
 // port forward, and user rules of each action.
@@ -124,7 +155,7 @@ func labFirewall() Firewall {
 func tcpWhoami(t *testing.T, ns *testnet.NS, addr string) {
 	t.Helper()
 	var ln net.Listener
-	if err := do(ns, func() (err error) { ln, err = net.Listen("tcp4", addr); return err }); err != nil {
+	if err := do(ns, func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
@@ -172,7 +203,7 @@ func probe(ns *testnet.NS, network string, src netip.Addr, dst netip.AddrPort) (
 		defer cancel()
 		d := net.Dialer{}
 		if src.IsValid() {
-			if network == "tcp4" {
+			if strings.HasPrefix(network, "tcp") {
 				d.LocalAddr = &net.TCPAddr{IP: src.AsSlice()}
 			} else {
 				d.LocalAddr = &net.UDPAddr{IP: src.AsSlice()}
@@ -188,7 +219,7 @@ func probe(ns *testnet.NS, network string, src netip.Addr, dst netip.AddrPort) (
 		}
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(time.Second))
-		if network == "udp4" {
+		if strings.HasPrefix(network, "udp") {
 			if _, err := c.Write([]byte("hello")); err != nil {
 				return err
 			}
