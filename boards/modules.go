@@ -40,6 +40,10 @@ var commonModules = []string{
 	// rfc7539esp(chacha20,poly1305); SHA-384/512 for HMAC-SHA2-384/512.
 	// A board's engine module (geode-aes, padlock-aes, aesni-intel) only
 	// replaces the AES part, at a higher priority.
+	// echainiv and seqiv need the default RNG (drbg, seeded by
+	// jitterentropy_rng): without them every SA add fails with ENOENT, as
+	// nothing would load them on demand (seen in the VM).
+	"jitterentropy_rng", "drbg",
 	"authenc", "echainiv", "seqiv", "ctr", "ghash-generic", "gcm",
 	"chacha_generic", "poly1305_generic", "chacha20poly1305", "sha512_generic",
 	// AF_ALG, so userspace can benchmark and pin an engine by driver name.
