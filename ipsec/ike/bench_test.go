@@ -128,8 +128,8 @@ func BenchmarkBytesPerSA(b *testing.B) {
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&ms1)
-		if got := len(a.established()); got != perRound {
-			b.Fatalf("%d SAs established, want %d", got, perRound)
+		if ga, gb := len(a.established()), len(bb.established()); ga != perRound || gb != perRound {
+			b.Fatalf("%d/%d SAs established, want %d on each side", ga, gb, perRound)
 		}
 		total += float64(ms1.HeapAlloc-ms0.HeapAlloc) / (2 * perRound)
 		runtime.KeepAlive(n)

@@ -196,7 +196,7 @@ func newResponderSA(ep *Endpoint, cfg *PeerConfig, pkt []byte, m *Message, local
 		return nil, nil, &initRefusal{notify: &Notify{NotifyType: INVALID_SYNTAX}}
 	}
 	ours := cfg.ikeProposals()
-	prop, _, ok := selectProposal(ours, saP.Proposals, ke.Group)
+	prop, ti, ok := selectProposal(ours, saP.Proposals, ke.Group)
 	if !ok || !prop.DH[0].supported() {
 		var theirs []Proposal
 		for _, w := range saP.Proposals {
@@ -235,7 +235,7 @@ func newResponderSA(ep *Endpoint, cfg *PeerConfig, pkt []byte, m *Message, local
 	if cfg.ForceEncap {
 		sa.natLocal = true
 	}
-	ps := []Payload{&SA{Proposals: []WireProposal{prop.ToWire(selectedNumber(saP, prop), nil)}},
+	ps := []Payload{&SA{Proposals: []WireProposal{prop.ToWire(saP.Proposals[ti].Number, nil)}},
 		&KE{Group: ke.Group, Data: dh.Public()}, &Nonce{Data: sa.nr}}
 	ps = append(ps, natNotifies(sa.spiI, sa.spiR, local, remote, cfg.ForceEncap)...)
 	resp := &Message{Header: sa.header(IKE_SA_INIT, 0, true), Payloads: ps}
@@ -243,18 +243,6 @@ func newResponderSA(ep *Endpoint, cfg *PeerConfig, pkt []byte, m *Message, local
 	sa.initResp = resp.Encode()
 	sa.nextMsgID = 0
 	return sa, sa.initResp, nil
-}
-
-// selectedNumber finds the proposal number of the peer's proposal the
-// chosen one came from (RFC 7296 3.3: the responder echoes it).
-func selectedNumber(sa *SA, chosen Proposal) uint8 {
-	for _, w := range sa.Proposals {
-		p, _ := ProposalFromWire(w)
-		if c, ok := matchProposal(chosen, p, 0); ok && c.String() == chosen.String() {
-			return w.Number
-		}
-	}
-	return 1
 }
 
 func (sa *IKESA) deriveInitKeys(gir []byte) error {
@@ -451,7 +439,19 @@ func (sa *IKESA) handleAuthResponse(ps []Payload, inSPI, reqID uint32) {
 		return
 	}
 	sa.addChild(pc, true, 0)
-	sa.initReq, sa.initResp = nil, nil
+	sa.authDone()
+}
+
+// authDone drops what only IKE_AUTH needed: the IKE_SA_INIT messages, the
+// nonces and SK_pi/SK_pr. An established SA then holds only SK_d and the
+// message protection.
+func (sa *IKESA) authDone() {
+	sa.initReq, sa.initResp, sa.ni, sa.nr = nil, nil, nil, nil
+	if sa.keys != nil {
+		clear(sa.keys.pi)
+		clear(sa.keys.pr)
+		sa.keys.pi, sa.keys.pr = nil, nil
+	}
 }
 
 // establish marks the IKE SA authenticated and drops the IKE_SA_INIT material.
@@ -524,7 +524,7 @@ func (sa *IKESA) handleAuthRequest(m *Message, ps []Payload) {
 	pc, answer, fail := sa.acceptChildRequest(IKE_AUTH, ps, sa.ni, sa.nr, 0)
 	resp = append(resp, answer...)
 	sa.respond(m, resp)
-	sa.initReq, sa.initResp = nil, nil
+	sa.authDone()
 	if fail != nil {
 		sa.report(fail)
 		return

@@ -101,6 +101,7 @@ func (l *interopLab) startCharon() {
   filelog {
     log { path = %[1]s/charon.log
       time_format = %%T
+      flush_line = yes
       default = 1
       ike = 2
       enc = 1
@@ -130,6 +131,10 @@ func (l *interopLab) startCharon() {
 		case <-done:
 		case <-time.After(5 * time.Second):
 			cmd.Process.Kill()
+		}
+		if p := os.Getenv("IKE_INTEROP_LOG"); p != "" {
+			b, _ := os.ReadFile(filepath.Join(l.dir, "charon.log"))
+			os.WriteFile(p, b, 0o644)
 		}
 		if t.Failed() {
 			if b, err := os.ReadFile(filepath.Join(l.dir, "charon.log")); err == nil {
@@ -463,6 +468,11 @@ func TestStrongSwanInterop(t *testing.T) {
 		l.closeAll()
 	})
 
+	// charon 5.9 sometimes drops an IKE_SA_INIT response that arrives
+	// before its initiating thread has checked the IKE SA back in ("ignoring
+	// request with ID 0, already processing"); on a veth our answer after
+	// its INVALID_KE_PAYLOAD retry can be that fast. Its retransmission
+	// (4 s) recovers, hence the 10 s waits.
 	t.Run("charon meets our COOKIE and INVALID_KE_PAYLOAD", func(t *testing.T) {
 		l.t = t
 		// charon starts with ecp256, we accept only curve25519; and we
@@ -505,6 +515,24 @@ func TestStrongSwanInterop(t *testing.T) {
 		if len(l.ourSAs()) != 1 || len(l.failures) != 0 {
 			t.Fatalf("DPD against a live charon: %d SAs, failures %v", len(l.ourSAs()), l.failures)
 		}
+		// charon deletes the CHILD_SA, we make a new one, charon deletes the IKE SA.
+		if out, err := l.swanctl("--terminate", "--child", "net", "--timeout", "5"); err != nil {
+			t.Fatalf("charon terminate child: %v\n%s", err, out)
+		}
+		var cf *Failure
+		if !waitFor(5*time.Second, func() bool {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			return errors.As(l.downs[l.ups[0].In.SPI], &cf)
+		}) || cf.Reason != ReasonPeerDeleted {
+			t.Fatalf("after charon deleted the CHILD_SA: %v", l.downs)
+		}
+		if err := l.ourSAs()[0].CreateChild(); err != nil {
+			t.Fatal(err)
+		}
+		if !waitFor(5*time.Second, func() bool { return l.childUps() == 2 }) || !strings.Contains(l.charonSAs(), "INSTALLED") {
+			t.Fatalf("CREATE_CHILD_SA for a new child failed: %v\n%s", l.failures, l.charonSAs())
+		}
 		if out, err := l.swanctl("--terminate", "--ike", "s2s", "--timeout", "5"); err != nil {
 			t.Fatalf("charon terminate: %v\n%s", err, out)
 		}
@@ -516,8 +544,8 @@ func TestStrongSwanInterop(t *testing.T) {
 		}) || f.Reason != ReasonPeerDeleted {
 			t.Fatalf("after charon deleted the IKE SA: %v", l.ikeDown)
 		}
-		if len(l.ep.SAs()) != 0 || len(l.downs) != 1 {
-			t.Errorf("left: %d IKE SAs, %d children reported down (want 0, 1)", len(l.ep.SAs()), len(l.downs))
+		if len(l.ep.SAs()) != 0 || len(l.downs) != 2 {
+			t.Errorf("left: %d IKE SAs, %d children reported down (want 0, 2)", len(l.ep.SAs()), len(l.downs))
 		}
 	})
 
