@@ -461,3 +461,29 @@ func TestNewSARejects(t *testing.T) {
 		}
 	}
 }
+
+// TestChaChaKnownAnswer checks the key/salt split of RFC 7634 against the
+// AEAD vector of RFC 7539 section 2.8.2, whose 96-bit nonce 07000000
+// 4041424344454647 is read as salt 07000000 and explicit IV 40..47. The
+// tag covers AAD and ciphertext, so matching it checks both.
+func TestChaChaKnownAnswer(t *testing.T) {
+	key := make([]byte, 32, 36)
+	for i := range key {
+		key[i] = 0x80 + byte(i)
+	}
+	key = append(key, 0x07, 0, 0, 0)
+	s, err := newSuite(ipsec.Transform{Encryption: EncChaPoly, EncKeyBits: 256, ICVBits: 128}, key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := s.newScratch()
+	copy(sc.nonce[saltLen:], []byte{0x40, 0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47})
+	aad, _ := hex.DecodeString("50515253c0c1c2c3c4c5c6c7")
+	plain := []byte("Ladies and Gentlemen of the class of '99: If I could offer you only one tip for the future, sunscreen would be it.")
+	out := s.aead.Seal(nil, sc.nonce[:], plain, aad)
+	wantTag, _ := hex.DecodeString("1ae10b594f09e26a7e902ecbd0600691")
+	wantStart, _ := hex.DecodeString("d31a8d34648e60db7b86afbc53ef7ec2")
+	if got := out[len(out)-16:]; !bytes.Equal(got, wantTag) || !bytes.Equal(out[:16], wantStart) {
+		t.Fatalf("RFC 7539 2.8.2: ciphertext starts %x, tag %x; want %x..., tag %x", out[:16], got, wantStart, wantTag)
+	}
+}
