@@ -175,7 +175,10 @@ func (k *modpKey) Shared(peer []byte) ([]byte, error) {
 	return new(big.Int).Exp(y, k.x, k.p).FillBytes(make([]byte, size)), nil
 }
 
-func (k *modpKey) Zero() { k.x.SetInt64(0) }
+func (k *modpKey) Zero() {
+	clear(k.x.Bits())
+	k.x.SetInt64(0)
+}
 
 type ecKey struct {
 	group DHGroup
@@ -212,4 +215,5 @@ func (k *ecKey) Shared(peer []byte) ([]byte, error) {
 	return s, nil
 }
 
+// Zero drops the key; crypto/ecdh offers no way to overwrite it.
 func (k *ecKey) Zero() { k.priv = nil }

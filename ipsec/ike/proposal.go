@@ -396,6 +396,7 @@ func DefaultIKEProposals() []Proposal {
 			"aes128-aes256-sha256-sha384-sha512-ecp256-curve25519-ecp384-ecp521-modp3072-modp2048")
 }
 
+// DefaultESPProposals: see DefaultIKEProposals.
 func DefaultESPProposals() []Proposal {
 	return MustParseProposals(ProtoESP, "aes128gcm16-aes256gcm16-chacha20poly1305,aes128-aes256-sha256-sha384-sha512")
 }
