@@ -50,6 +50,7 @@ func newLab(t *testing.T) *lab {
 	testnet.RequireRoot(t)
 	testnet.RequireTool(t, "ip", "iproute2")
 	testnet.RequireTool(t, "ping", "iputils-ping")
+	testnet.RequireTool(t, "sysctl", "procps")
 	p := testnet.Prefix()
 	l := &lab{
 		rt: testnet.NewNS(t, p+"-rt"), lan: testnet.NewNS(t, p+"-lan"),

@@ -17,6 +17,7 @@ func TestNetlinkReconcile(t *testing.T) {
 		t.Skip("namespace test: not in -short mode")
 	}
 	testnet.RequireRoot(t)
+	testnet.RequireTool(t, "sysctl", "procps")
 	p := testnet.Prefix()
 	rt, peer := testnet.NewNS(t, p+"-rt"), testnet.NewNS(t, p+"-pe")
 	testnet.Link(t, rt, "lan0", "", peer, "eth0", "")
