@@ -172,7 +172,7 @@ func rateGraph(rates []Rate, width, height int) template.HTML {
 	for _, r := range rates {
 		maxv = max(maxv, r.In, r.Out)
 	}
-	scale := niceCeil(maxv)
+	scale := niceCeil(maxv*8) / 8 // round in bits per second, the unit shown
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg class="graph" viewBox="0 0 %d %d" role="img" aria-label="throughput, last %d minutes">`,
 		width, height, sampleKeep*int(sampleInterval/time.Second)/60)
@@ -203,8 +203,8 @@ func rateGraph(rates []Rate, width, height int) template.HTML {
 	return template.HTML(b.String())
 }
 
-// niceCeil rounds v up to 1, 2 or 5 times a power of ten (bytes/s), so the
-// scale label is a round number; at least 1 kB/s.
+// niceCeil rounds v up to 1, 2 or 5 times a power of ten, at least 1000,
+// so that the scale label is a round number.
 func niceCeil(v float64) float64 {
 	p := 1000.0
 	for {

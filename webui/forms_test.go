@@ -1,0 +1,74 @@
+package webui
+
+import (
+	"testing"
+
+	"github.com/flashgate/flashgate/config"
+)
+
+func TestFieldFor(t *testing.T) {
+	cases := []struct {
+		k      *kind
+		path   string
+		name   string
+		idx    int
+		want   string
+		mapped bool
+	}{
+		{kindTunnels, "tunnels[branch].remote_subnets[0]", "branch", 0, "remote_subnets", true},
+		{kindTunnels, "tunnels[branch].psk", "branch", 0, "psk", true},
+		{kindTunnels, "tunnels[2].name", "bad name", 2, "name", true},
+		{kindTunnels, "tunnels[other].psk", "branch", 0, "", false},
+		{kindTunnels, "tunnels[branch-2].psk", "branch", 0, "", false},
+		{kindTunnels, "tunnels[branch]", "branch", 0, "", true},
+		{kindRules, "firewall.rules[ssh].destination_ports[1]", "ssh", 3, "destination_ports", true},
+		{kindForwards, "firewall.port_forwards[web].external_ports", "web", 0, "external_ports", true},
+		{kindSystem, "system.remote_syslog.port", "", -1, "remote_syslog.port", true},
+		{kindSystem, "system.admins[admin].password_hash", "", -1, "", false},
+		{kindSystem, "system.hostname", "", -1, "hostname", true},
+	}
+	for _, tc := range cases {
+		got, ok := tc.k.fieldFor(tc.path, tc.name, tc.idx)
+		if got != tc.want || ok != tc.mapped {
+			t.Errorf("%s.fieldFor(%q, %q) = %q, %v; want %q, %v", tc.k.Name, tc.path, tc.name, got, ok, tc.want, tc.mapped)
+		}
+	}
+}
+
+func TestSplitList(t *testing.T) {
+	got := splitList([]string{"10.0.0.0/8,\r\n 10.1.0.0/16 \n\n", "192.0.2.0/24"})
+	want := []string{"10.0.0.0/8", "10.1.0.0/16", "192.0.2.0/24"}
+	if len(got) != len(want) {
+		t.Fatalf("splitList = %q, want %q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("splitList = %q, want %q", got, want)
+		}
+	}
+}
+
+// FuzzTunnelForm feeds arbitrary form values to the tunnel form: it must
+// never panic, and whatever it accepts must be a valid configuration.
+func FuzzTunnelForm(f *testing.F) {
+	f.Add("branch", "198.51.100.7", "0123456789abcdef-long-enough-key", "192.168.1.0/24", "10.20.0.0/16", config.DefaultIKEProposal, "30s", "initiate")
+	f.Add("x", "", "", "", "", "", "", "")
+	f.Add("a.b", "::1", "k", "10.0.0.0/33", "fe80::/10\n0.0.0.0/0", "aes128-md5", "-1s", "respond")
+	f.Fuzz(func(t *testing.T, name, peer, psk, local, remote, ike, dpd, start string) {
+		c := config.Default()
+		vals := map[string][]string{
+			"enabled": {"true"}, "remote_address": {peer}, "psk": {psk}, "local_subnets": {local},
+			"remote_subnets": {remote}, "ike_proposals": {ike}, "esp_proposals": {config.DefaultESPProposal},
+			"dpd_interval": {dpd}, "start_action": {start},
+		}
+		errs := kindTunnels.apply(c, name, vals, true, true)
+		if errs == nil {
+			if err := c.Validate(); err != nil {
+				t.Errorf("form accepted, but the configuration is invalid: %v", err)
+			}
+			if c.Tunnel(name) == nil {
+				t.Errorf("form accepted, but there is no tunnel %q", name)
+			}
+		}
+	})
+}
