@@ -6,8 +6,8 @@ import (
 	"strings"
 )
 
-// The chains of table inet flashgate. Input and forward are filter chains
-// with policy drop; prerouting and postrouting are NAT chains.
+// The NAT chains of table inet flashgate; the filter chains, with policy
+// drop, are ChainInput and ChainForward.
 const (
 	chainPrerouting  = "prerouting"
 	chainPostrouting = "postrouting"
@@ -181,8 +181,9 @@ func protoName(p uint8) string {
 //
 // Order within the filter chains: the established/related shortcut first
 // (so replacing the ruleset never touches a running connection), invalid
-// packets dropped, loopback accepted, then the user's rules in their order,
-// then the built-in policy, then a counted drop.
+// packets dropped; in input, loopback and the tunnels' IKE and ESP; then the
+// user's rules in their order, then the rest of the built-in policy, then
+// a counted drop.
 func Build(f *Firewall) []Spec {
 	b := builder{f: f}
 	b.input()
