@@ -152,6 +152,9 @@ func TestNarrow(t *testing.T) {
 	if len(got) != 1 || got[0] != sel("10.1.0.0/16") {
 		t.Errorf("narrow 10/8 to 10.1/16: got %v", got)
 	}
+	if got := narrow([]Selector{sel("10.1.0.0/16")}, []Selector{sel("10.1.2.3/32"), sel("10.1.2.0/24")}); len(got) != 1 || got[0] != sel("10.1.2.0/24") {
+		t.Errorf("narrow host+net offer: got %v, want just 10.1.2.0/24", got)
+	}
 	if got := narrow([]Selector{sel("10.1.0.0/16")}, []Selector{sel("192.168.0.0/16")}); len(got) != 0 {
 		t.Errorf("disjoint selectors narrowed to %v, want nothing", got)
 	}

@@ -140,3 +140,50 @@ func TestDefaultsParse(t *testing.T) {
 		}
 	}
 }
+
+func FuzzParseProposal(f *testing.F) {
+	for _, s := range []string{"aes128gcm16-prfsha256-ecp256", "aes256-sha256-modp2048", "aes128gcm16-ecp256-esn", "chacha20poly1305", "x-y", ""} {
+		f.Add(s, true)
+		f.Add(s, false)
+	}
+	f.Fuzz(func(t *testing.T, s string, ike bool) {
+		proto := ProtoESP
+		if ike {
+			proto = ProtoIKE
+		}
+		p, err := ParseProposal(proto, s)
+		if err != nil {
+			return
+		}
+		back, err := ParseProposal(proto, p.String())
+		if err != nil || back.String() != p.String() {
+			t.Fatalf("%q printed as %q, which parses to %q (%v)", s, p.String(), back.String(), err)
+		}
+		if _, ok := ProposalFromWire(p.ToWire(1, nil)); !ok {
+			t.Fatalf("%q does not survive the wire", s)
+		}
+	})
+}
+
+func FuzzParseIdentity(f *testing.F) {
+	for _, s := range []string{"gwA", "10.0.0.1", "fd00::1", "user@example.org", "@fqdn", "@#0a0b", "@#zz"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		id, err := ParseIdentity(s)
+		if err != nil {
+			return
+		}
+		back, err := ParseIdentity(id.String())
+		if err != nil || back.Type != id.Type || string(back.Data) != string(id.Data) {
+			// FQDNs that look like something else print ambiguously; the
+			// "@" form is the unambiguous one.
+			if id.Type == IDFQDN {
+				if b2, err := ParseIdentity("@" + id.String()); err == nil && string(b2.Data) == string(id.Data) {
+					return
+				}
+			}
+			t.Fatalf("%q: identity %v prints as %q which parses to %v (%v)", s, id, id.String(), back, err)
+		}
+	})
+}

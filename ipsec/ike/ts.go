@@ -128,12 +128,26 @@ func (s Selector) within(o Selector) bool {
 // keeping the order of the configuration (RFC 7296 2.9: the responder
 // narrows to a subset of what was offered).
 func narrow(configured, offered []Selector) []Selector {
-	var out []Selector
+	var all []Selector
 	for _, c := range configured {
 		for _, o := range offered {
-			if r, ok := c.intersect(o); ok && !containsSelector(out, r) {
-				out = append(out, r)
+			if r, ok := c.intersect(o); ok && !containsSelector(all, r) {
+				all = append(all, r)
 			}
+		}
+	}
+	// A trap-triggered initiator sends the packet's host first and then the
+	// net (RFC 7296 2.9); the host adds nothing once the net is accepted.
+	var out []Selector
+	for i, r := range all {
+		covered := false
+		for j, o := range all {
+			if i != j && r != o && r.within(o) {
+				covered = true
+			}
+		}
+		if !covered {
+			out = append(out, r)
 		}
 	}
 	return out
