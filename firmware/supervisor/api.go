@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -78,84 +79,126 @@ func (s *Supervisor) SystemStatus() System {
 //	PUT  /v1/syslog                   set remote syslog (JSON SyslogConfig; empty addr stops it)
 //	POST /v1/reboot, /v1/poweroff     end the running system (202, then it happens)
 //	POST /v1/watchdog/stop-petting    test hook: let the watchdog reset the board
+//
+// Routing is done here rather than with http.ServeMux patterns: the u-root
+// busybox build compiles this code under a generated main module whose Go
+// version turns method patterns off (GODEBUG httpmuxgo121), and the API
+// must not depend on how the binary was linked.
 func (s *Supervisor) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/services", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, s.Status())
-	})
-	mux.HandleFunc("GET /v1/services/{name}", func(w http.ResponseWriter, r *http.Request) {
-		st, err := s.ServiceStatus(r.PathValue("name"))
-		if err != nil {
-			writeError(w, err)
-			return
+	return http.HandlerFunc(s.route)
+}
+
+func (s *Supervisor) route(w http.ResponseWriter, r *http.Request) {
+	p := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	if len(p) < 2 || p[0] != "v1" {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such route: " + r.URL.Path})
+		return
+	}
+	method := func(want string) bool {
+		if r.Method != want {
+			w.Header().Set("Allow", want)
+			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": r.Method + " " + r.URL.Path + ": use " + want})
+			return false
 		}
-		writeJSON(w, http.StatusOK, st)
-	})
-	mux.HandleFunc("GET /v1/logs/{name}", func(w http.ResponseWriter, r *http.Request) {
-		n := 0
-		if v := r.URL.Query().Get("lines"); v != "" {
-			var err error
-			if n, err = strconv.Atoi(v); err != nil || n < 0 {
-				writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("lines=%q: want a non-negative integer", v)})
+		return true
+	}
+	switch {
+	case len(p) == 2 && p[1] == "services":
+		if method(http.MethodGet) {
+			writeJSON(w, http.StatusOK, s.Status())
+		}
+	case len(p) == 3 && p[1] == "services":
+		if method(http.MethodGet) {
+			st, err := s.ServiceStatus(p[2])
+			if err != nil {
+				writeError(w, err)
 				return
 			}
+			writeJSON(w, http.StatusOK, st)
 		}
-		name := r.PathValue("name")
-		lines, dropped, err := s.Logs(name, n)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, LogsReply{Name: name, Lines: lines, Dropped: dropped})
-	})
-	mux.HandleFunc("POST /v1/services/{name}/restart", func(w http.ResponseWriter, r *http.Request) {
-		writeResult(w, s.Restart(r.PathValue("name")))
-	})
-	mux.HandleFunc("POST /v1/services/{name}/stop", func(w http.ResponseWriter, r *http.Request) {
-		writeResult(w, s.Stop(r.PathValue("name")))
-	})
-	mux.HandleFunc("GET /v1/system", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, s.SystemStatus())
-	})
-	mux.HandleFunc("PUT /v1/syslog", func(w http.ResponseWriter, r *http.Request) {
-		var cfg SyslogConfig
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&cfg); err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "syslog config: " + err.Error()})
-			return
-		}
-		var err error
-		if cfg.Addr == "" {
-			err = s.SetRemoteSyslog(nil)
-		} else {
-			err = s.SetRemoteSyslog(&cfg)
-		}
-		if err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"result": "ok"})
-	})
-	for _, action := range []PowerAction{Reboot, PowerOff} {
-		mux.HandleFunc("POST /v1/"+string(action), func(w http.ResponseWriter, r *http.Request) {
-			if s.cfg.Power == nil {
-				writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "not running as PID 1: cannot " + string(action)})
-				return
+	case len(p) == 4 && p[1] == "services" && (p[3] == "restart" || p[3] == "stop"):
+		if method(http.MethodPost) {
+			if p[3] == "restart" {
+				writeResult(w, s.Restart(p[2]))
+			} else {
+				writeResult(w, s.Stop(p[2]))
 			}
-			if err := s.cfg.Power(action); err != nil {
+		}
+	case len(p) == 3 && p[1] == "logs":
+		if method(http.MethodGet) {
+			s.serveLogs(w, r, p[2])
+		}
+	case len(p) == 2 && p[1] == "system":
+		if method(http.MethodGet) {
+			writeJSON(w, http.StatusOK, s.SystemStatus())
+		}
+	case len(p) == 2 && p[1] == "syslog":
+		if method(http.MethodPut) {
+			s.serveSyslog(w, r)
+		}
+	case len(p) == 2 && (p[1] == string(Reboot) || p[1] == string(PowerOff)):
+		if method(http.MethodPost) {
+			s.servePower(w, PowerAction(p[1]))
+		}
+	case len(p) == 3 && p[1] == "watchdog" && p[2] == "stop-petting":
+		if method(http.MethodPost) {
+			if err := s.StopPetting(); err != nil {
 				writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
 				return
 			}
-			writeJSON(w, http.StatusAccepted, map[string]string{"result": string(action) + " started"})
-		})
+			writeJSON(w, http.StatusAccepted, map[string]string{"result": "watchdog petting stopped"})
+		}
+	default:
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such route: " + r.URL.Path})
 	}
-	mux.HandleFunc("POST /v1/watchdog/stop-petting", func(w http.ResponseWriter, r *http.Request) {
-		if err := s.StopPetting(); err != nil {
-			writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
+}
+
+func (s *Supervisor) serveLogs(w http.ResponseWriter, r *http.Request, name string) {
+	n := 0
+	if v := r.URL.Query().Get("lines"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 0 {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("lines=%q: want a non-negative integer", v)})
 			return
 		}
-		writeJSON(w, http.StatusAccepted, map[string]string{"result": "watchdog petting stopped"})
-	})
-	return mux
+	}
+	lines, dropped, err := s.Logs(name, n)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, LogsReply{Name: name, Lines: lines, Dropped: dropped})
+}
+
+func (s *Supervisor) serveSyslog(w http.ResponseWriter, r *http.Request) {
+	var cfg SyslogConfig
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&cfg); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "syslog config: " + err.Error()})
+		return
+	}
+	var err error
+	if cfg.Addr == "" {
+		err = s.SetRemoteSyslog(nil)
+	} else {
+		err = s.SetRemoteSyslog(&cfg)
+	}
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"result": "ok"})
+}
+
+func (s *Supervisor) servePower(w http.ResponseWriter, action PowerAction) {
+	if s.cfg.Power == nil {
+		writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "not running as PID 1: cannot " + string(action)})
+		return
+	}
+	if err := s.cfg.Power(action); err != nil {
+		writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"result": string(action) + " started"})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -105,6 +105,18 @@ func TestAPI(t *testing.T) {
 	if err := c.SetSyslog(ctx, SyslogConfig{Addr: "127.0.0.1:5514", Format: "bsd"}); err == nil {
 		t.Error("PUT /v1/syslog accepted format bsd")
 	}
+	for _, tc := range []struct{ method, path, want string }{
+		{http.MethodPost, "/v1/services", "use GET"},
+		{http.MethodGet, "/v1/reboot", "use POST"},
+		{http.MethodGet, "/v1/services/svc/restart", "use POST"},
+		{http.MethodGet, "/v1/nosuch", "no such route"},
+		{http.MethodGet, "/v2/services", "no such route"},
+		{http.MethodGet, "/", "no such route"},
+	} {
+		if err := c.do(ctx, tc.method, tc.path, nil, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s %s: %v, want an error containing %q", tc.method, tc.path, err, tc.want)
+		}
+	}
 }
 
 func TestAPIPowerWithoutPID1(t *testing.T) {

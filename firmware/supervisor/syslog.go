@@ -110,6 +110,12 @@ func formatSyslog(cfg SyslogConfig, app string, l Line) []byte {
 		cfg.Hostname, app, l.Stream, text)
 }
 
+// tapFor binds app in its own scope: the busybox build may compile this
+// package with pre-Go 1.22 loop variable semantics.
+func tapFor(f *syslogForwarder, app string) func(Line) {
+	return func(l Line) { f.enqueue(app, l) }
+}
+
 // SetRemoteSyslog forwards every log ring (services, kernel, supervisor) to
 // a remote syslog server; nil stops forwarding.
 func (s *Supervisor) SetRemoteSyslog(cfg *SyslogConfig) error {
@@ -133,7 +139,7 @@ func (s *Supervisor) SetRemoteSyslog(cfg *SyslogConfig) error {
 			r.setTap(nil)
 			continue
 		}
-		r.setTap(func(l Line) { f.enqueue(app, l) })
+		r.setTap(tapFor(f, app))
 	}
 	if old != nil {
 		old.close()

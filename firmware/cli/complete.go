@@ -1,0 +1,257 @@
+package cli
+
+import (
+	"encoding"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/flashgate/flashgate/config"
+)
+
+// Tab completion works on the word before the cursor. Commands and their
+// fixed words come from the command table; config paths are completed by
+// walking the candidate configuration with reflection over the config
+// types' JSON names, so that every field the schema has is offered without
+// a second list to keep in step, together with the names of the elements
+// that exist (tunnels, interfaces, rules).
+
+// pathNode is where a path prefix leads in a configuration.
+type pathNode struct {
+	v    reflect.Value
+	name string // JSON name of the field this value is (for value hints)
+}
+
+var textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
+
+func jsonFieldName(f reflect.StructField) string {
+	if !f.IsExported() {
+		return ""
+	}
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	if name == "-" {
+		return ""
+	}
+	return name
+}
+
+// isNamedList mirrors the config package's rule: a slice of structs keyed
+// by a string Name field is addressed by element name.
+func isNamedList(t reflect.Type) bool {
+	if t.Kind() != reflect.Slice || t.Elem().Kind() != reflect.Struct || t.Elem().Implements(textMarshalerType) {
+		return false
+	}
+	f, ok := t.Elem().FieldByName("Name")
+	return ok && f.Type.Kind() == reflect.String
+}
+
+// isLeaf reports whether t is one value (set with one word).
+func isLeaf(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.String, reflect.Bool, reflect.Int, reflect.Uint16:
+		return true
+	}
+	return t.Implements(textMarshalerType)
+}
+
+// walkPath follows the dotted path segs through c. ok is false when a
+// segment names nothing that exists.
+func walkPath(c *config.Config, segs []string) (pathNode, bool) {
+	n := pathNode{v: reflect.ValueOf(c).Elem()}
+	for _, seg := range segs {
+		t := n.v.Type()
+		switch {
+		case isNamedList(t):
+			i := -1
+			for j := 0; j < n.v.Len(); j++ {
+				if n.v.Index(j).FieldByName("Name").String() == seg {
+					i = j
+					break
+				}
+			}
+			if i < 0 {
+				return n, false
+			}
+			n = pathNode{v: n.v.Index(i), name: n.name}
+		case t.Kind() == reflect.Slice:
+			i, err := strconv.Atoi(seg)
+			if err != nil || i < 0 || i >= n.v.Len() {
+				return n, false
+			}
+			n = pathNode{v: n.v.Index(i), name: n.name}
+		case t.Kind() == reflect.Struct && !isLeaf(t):
+			found := false
+			for i := 0; i < t.NumField(); i++ {
+				if jsonFieldName(t.Field(i)) == seg {
+					n = pathNode{v: n.v.Field(i), name: seg}
+					found = true
+					break
+				}
+			}
+			if !found {
+				return n, false
+			}
+		default:
+			return n, false
+		}
+	}
+	return n, true
+}
+
+// completePath returns the paths that extend partial by one segment:
+// groups end in "." (there is more to type), values do not.
+func completePath(c *config.Config, partial string) []string {
+	var prefix, last string
+	if i := strings.LastIndexByte(partial, '.'); i >= 0 {
+		prefix, last = partial[:i+1], partial[i+1:]
+	} else {
+		last = partial
+	}
+	var segs []string
+	if prefix != "" {
+		segs = strings.Split(strings.TrimSuffix(prefix, "."), ".")
+	}
+	n, ok := walkPath(c, segs)
+	if !ok {
+		return nil
+	}
+	var out []string
+	add := func(name string, group bool) {
+		if !strings.HasPrefix(name, last) {
+			return
+		}
+		if group {
+			name += "."
+		}
+		out = append(out, prefix+name)
+	}
+	t := n.v.Type()
+	switch {
+	case isNamedList(t):
+		for i := 0; i < n.v.Len(); i++ {
+			add(n.v.Index(i).FieldByName("Name").String(), true)
+		}
+	case t.Kind() == reflect.Slice:
+		// A list of values is set as a whole; its elements (by index)
+		// are for delete.
+		for i := 0; i < n.v.Len(); i++ {
+			add(strconv.Itoa(i), false)
+		}
+	case t.Kind() == reflect.Struct && !isLeaf(t):
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			name := jsonFieldName(f)
+			if name == "" || f.Name == "Name" && len(segs) > 0 && isElement(c, segs) {
+				continue // an element's name is its key in the path
+			}
+			add(name, !isLeaf(f.Type))
+		}
+	}
+	return out
+}
+
+// isElement reports whether segs ends at an element of a named list.
+func isElement(c *config.Config, segs []string) bool {
+	parent, ok := walkPath(c, segs[:len(segs)-1])
+	return ok && isNamedList(parent.v.Type())
+}
+
+// valueHints are the words a field takes when it is one of a few.
+var valueHints = map[string][]string{
+	"role":         {config.RoleWAN, config.RoleLAN, config.RoleOpt},
+	"addressing":   {config.AddressingStatic, config.AddressingDHCP},
+	"chain":        {config.ChainInput, config.ChainForward},
+	"action":       {config.ActionAccept, config.ActionDrop, config.ActionReject},
+	"protocol":     config.Protocols,
+	"start_action": {config.StartInitiate, config.StartRespond, config.StartOnTraffic},
+	"data_plane":   {config.DataPlaneAuto, config.DataPlaneXFRM, config.DataPlaneUserspace},
+	"in":           config.Zones,
+	"out":          config.Zones,
+}
+
+// completeValue offers values for the leaf at path: true/false for
+// switches, the allowed words for enumerations, interface names where an
+// interface is named.
+func completeValue(c *config.Config, path string) []string {
+	n, ok := walkPath(c, strings.Split(path, "."))
+	if !ok {
+		// A new element (set tunnels.new.enabled) does not exist yet;
+		// look the field up on a fresh one.
+		segs := strings.Split(path, ".")
+		n = pathNode{name: segs[len(segs)-1]}
+		if len(segs) >= 3 && segs[0] == "tunnels" {
+			t := config.NewTunnel(segs[1])
+			if m, ok := walkStruct(reflect.ValueOf(&t).Elem(), segs[2:]); ok {
+				n = m
+			}
+		}
+		if !n.v.IsValid() {
+			return valueHints[n.name]
+		}
+	}
+	if n.v.Kind() == reflect.Bool {
+		return []string{"true", "false"}
+	}
+	words := slices.Clone(valueHints[n.name])
+	if n.name == "interface" || n.name == "in" || n.name == "out" {
+		for _, ifc := range c.Interfaces {
+			words = append(words, ifc.Name)
+		}
+	}
+	return words
+}
+
+func walkStruct(v reflect.Value, segs []string) (pathNode, bool) {
+	n := pathNode{v: v}
+	for _, seg := range segs {
+		if n.v.Kind() != reflect.Struct || isLeaf(n.v.Type()) {
+			return n, false
+		}
+		found := false
+		for i := 0; i < n.v.NumField(); i++ {
+			if jsonFieldName(n.v.Type().Field(i)) == seg {
+				n = pathNode{v: n.v.Field(i), name: seg}
+				found = true
+				break
+			}
+		}
+		if !found {
+			return n, false
+		}
+	}
+	return n, true
+}
+
+// commonPrefix is the longest prefix all words share.
+func commonPrefix(words []string) string {
+	if len(words) == 0 {
+		return ""
+	}
+	p := words[0]
+	for _, w := range words[1:] {
+		for !strings.HasPrefix(w, p) {
+			p = p[:len(p)-1]
+		}
+	}
+	return p
+}
+
+// columns lays words out in columns for a terminal width columns wide.
+func columns(words []string, width int) string {
+	widest := 0
+	for _, w := range words {
+		widest = max(widest, len(w))
+	}
+	per := max(1, width/(widest+2))
+	var b strings.Builder
+	for i, w := range words {
+		b.WriteString(w)
+		if (i+1)%per == 0 || i == len(words)-1 {
+			b.WriteByte('\n')
+		} else {
+			b.WriteString(strings.Repeat(" ", widest+2-len(w)))
+		}
+	}
+	return b.String()
+}
