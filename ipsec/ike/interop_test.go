@@ -105,6 +105,7 @@ func (l *interopLab) startCharon() {
       default = 1
       ike = 2
       enc = 1
+      chd = 4
     }
   }
 }
@@ -361,6 +362,63 @@ func (l *interopLab) closeAll() {
 	}
 }
 
+// charonKey finds the last "<what> => N bytes" hex dump in charon's log
+// (logged at chd level 4) and returns the bytes.
+func charonKey(log []byte, what string) []byte {
+	lines := strings.Split(string(log), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		j := strings.Index(lines[i], what+" => ")
+		if j < 0 {
+			continue
+		}
+		var n int
+		fmt.Sscanf(lines[i][j+len(what)+4:], "%d bytes", &n)
+		var key []byte
+		for _, l := range lines[i+1:] {
+			if len(key) >= n {
+				break
+			}
+			k := strings.Index(l, ": ")
+			if k < 0 || !strings.Contains(l, "[CHD]") {
+				break
+			}
+			hex := l[k+2:]
+			if len(hex) > 48 {
+				hex = hex[:48] // then comes the ASCII column
+			}
+			for _, f := range strings.Fields(hex) {
+				var b byte
+				fmt.Sscanf(f, "%02X", &b)
+				key = append(key, b)
+			}
+		}
+		return key
+	}
+	return nil
+}
+
+// checkKeysWithCharon compares the CHILD_SA keys we derived with the ones
+// charon logged: a wrong KEYMAT split would pass IKE and fail ESP.
+func (l *interopLab) checkKeysWithCharon(u ChildUp, weInitiated bool) {
+	t := l.t
+	log, err := os.ReadFile(filepath.Join(l.dir, "charon.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	encI, encR := charonKey(log, "encryption initiator key"), charonKey(log, "encryption responder key")
+	integI, integR := charonKey(log, "integrity initiator key"), charonKey(log, "integrity responder key")
+	ourI, ourR := u.Out, u.In // the initiator's keys protect initiator-to-responder traffic
+	if !weInitiated {
+		ourI, ourR = u.In, u.Out
+	}
+	if len(encI) == 0 || !bytes.Equal(ourI.EncKey, encI) || !bytes.Equal(ourR.EncKey, encR) {
+		t.Errorf("encryption keys differ from charon's:\nours   i %x r %x\ncharon i %x r %x", ourI.EncKey, ourR.EncKey, encI, encR)
+	}
+	if u.Out.Transform.Integrity != "" && (!bytes.Equal(ourI.IntegKey, integI) || !bytes.Equal(ourR.IntegKey, integR)) {
+		t.Errorf("integrity keys differ from charon's:\nours   i %x r %x\ncharon i %x r %x", ourI.IntegKey, ourR.IntegKey, integI, integR)
+	}
+}
+
 // charonNames maps our proposals to how swanctl --list-sas prints them.
 var charonNames = map[string]string{
 	"aes128gcm16-prfsha256-ecp256":          "AES_GCM_16-128/PRF_HMAC_SHA2_256/ECP_256",
@@ -416,6 +474,7 @@ func TestStrongSwanInterop(t *testing.T) {
 				if !strings.Contains(sas, fmt.Sprintf("in  %08x", u.Out.SPI)) || !strings.Contains(sas, fmt.Sprintf("out %08x", u.In.SPI)) {
 					t.Errorf("we-initiate=%v: our SPIs in %08x out %08x are not charon's out/in:\n%s", weInitiate, u.In.SPI, u.Out.SPI, sas)
 				}
+				l.checkKeysWithCharon(u, weInitiate)
 				if u.In.EncapSrcPort != 4500 || u.In.EncapDstPort != 4500 {
 					t.Errorf("charon's encap = yes, but our SA is not UDP-encapsulated: %d->%d", u.In.EncapSrcPort, u.In.EncapDstPort)
 				}
