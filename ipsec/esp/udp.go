@@ -49,11 +49,11 @@ type udpSocket struct {
 	sendFn func(fd uintptr) bool
 }
 
-// mmsghdr is struct mmsghdr of recvmmsg(2)/sendmmsg(2).
+// mmsghdr is struct mmsghdr of recvmmsg(2)/sendmmsg(2). Go pads it to
+// Msghdr's alignment as C does: 64 bytes on amd64, 32 on 386.
 type mmsghdr struct {
 	hdr unix.Msghdr
 	len uint32
-	_   [4]byte
 }
 
 const (
