@@ -501,12 +501,17 @@ func TestStrongSwanInterop(t *testing.T) {
 		if !waitFor(10*time.Second, func() bool { return l.childUps() == 2 }) {
 			t.Fatalf("our CHILD_SA rekey (with PFS) failed: %v", l.failures)
 		}
+		l.checkKeysWithCharon(l.ups[1], true) // PFS keys: g^ir | Ni | Nr
+		if l.ups[1].Replaces != l.ups[0].In.SPI {
+			t.Errorf("rekeyed pair replaces %08x, want %08x", l.ups[1].Replaces, l.ups[0].In.SPI)
+		}
 		if out, err := l.swanctl("--rekey", "--child", "net"); err != nil {
 			t.Fatalf("charon rekey: %v %s", err, out)
 		}
 		if !waitFor(10*time.Second, func() bool { return l.childUps() == 3 }) {
 			t.Fatalf("charon's CHILD_SA rekey failed: %v", l.failures)
 		}
+		l.checkKeysWithCharon(l.ups[2], false)
 		if err := sa.RekeyIKE(); err != nil {
 			t.Fatal(err)
 		}
@@ -524,6 +529,15 @@ func TestStrongSwanInterop(t *testing.T) {
 		if strings.Count(sas, "ESTABLISHED") != 1 || strings.Count(sas, "INSTALLED") != 1 {
 			t.Fatalf("charon after four rekeys:\n%s", sas)
 		}
+		// A CHILD_SA from the twice-rekeyed IKE SA checks its SK_d.
+		cur := l.ourSAs()[0]
+		if err := cur.RekeyChild(cur.Status().Children[0].InSPI); err != nil {
+			t.Fatal(err)
+		}
+		if !waitFor(10*time.Second, func() bool { return l.childUps() == 4 }) {
+			t.Fatalf("CHILD_SA rekey on the rekeyed IKE SA failed: %v", l.failures)
+		}
+		l.checkKeysWithCharon(l.ups[3], true)
 		l.closeAll()
 	})
 
