@@ -154,6 +154,11 @@ func NewDevice(cfg Config) (*Device, error) {
 	if err := d.nl.LinkSetMTU(d.link, cfg.MTU); err != nil {
 		return fail(fmt.Errorf("TUN %s: MTU %d: %w", cfg.TUN, cfg.MTU, err))
 	}
+	// No IPv6 link-local address: the TUN is point to point and the
+	// kernel would only send router solicitations and MLD reports into
+	// the tunnel, where no SA takes them. Kernels without IPv6 refuse the
+	// setting, which is then moot.
+	_ = d.nl.LinkSetIP6AddrGenMode(d.link, 1) // IN6_ADDR_GEN_MODE_NONE
 	if err := d.nl.LinkSetUp(d.link); err != nil {
 		return fail(fmt.Errorf("TUN %s: up: %w", cfg.TUN, err))
 	}
