@@ -1,0 +1,415 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/flashgate/flashgate/boards"
+	"github.com/flashgate/flashgate/ipsec"
+	"github.com/flashgate/flashgate/ipsec/hwcrypto"
+	"github.com/flashgate/flashgate/ipsec/iked"
+)
+
+// show's subcommands. Each writes into a buffer that is printed at once:
+// one write per screenful is what a slow serial line likes.
+var showTopics = []struct {
+	name, usage, help string
+	run               func(ctx context.Context, s *session, b *strings.Builder, args []string) error
+}{
+	{"status", "show status", "services, configuration revision, tunnels at a glance", showStatus},
+	{"interfaces", "show interfaces", "links, addresses and counters", showInterfaces},
+	{"tunnels", "show tunnels", "every tunnel's state, SAs and counters", showTunnels},
+	{"tunnel", "show tunnel NAME", "one tunnel, with why it is down and its recent events", showTunnel},
+	{"firewall", "show firewall", "the rules in force and their hit counters", showFirewall},
+	{"config", "show config [running|candidate] [PATH]", "the configuration as set lines", showConfig},
+	{"diff", "show diff", "what commit would change", showDiff},
+	{"history", "show history", "the revisions, newest first", showHistory},
+	{"log", "show log [SERVICE]", "a service's recent output (default: the supervisor's)", showLog},
+	{"crypto", "show crypto", "crypto engines and their state", showCrypto},
+	{"board", "show board", "what this firmware knows about the board", showBoard},
+}
+
+func showHelp() string {
+	var b strings.Builder
+	for _, t := range showTopics {
+		fmt.Fprintf(&b, "  %-40s %s\n", t.usage, t.help)
+	}
+	return b.String()
+}
+
+func runShow(ctx context.Context, s *session, args []string) error {
+	if len(args) == 0 {
+		return errors.New("show what? One of: " + strings.Join(showNames(), ", "))
+	}
+	for _, t := range showTopics {
+		if t.name == args[0] {
+			ctx, cancel := apiContext(ctx)
+			defer cancel()
+			var b strings.Builder
+			err := t.run(ctx, s, &b, args[1:])
+			s.printf("%s", b.String())
+			return err
+		}
+	}
+	return fmt.Errorf("show %s: unknown; one of: %s", clip(args[0], 40), strings.Join(showNames(), ", "))
+}
+
+func showNames() []string {
+	var out []string
+	for _, t := range showTopics {
+		out = append(out, t.name)
+	}
+	return out
+}
+
+func completeShow(s *session, args []string, partial string) []string {
+	if len(args) == 0 {
+		return showNames()
+	}
+	switch args[0] {
+	case "tunnel":
+		if len(args) == 1 {
+			return configTunnels(s)
+		}
+	case "config":
+		switch len(args) {
+		case 1:
+			words := []string{"running", "candidate"}
+			if c := s.running(); c != nil {
+				words = append(words, completePath(c, partial)...)
+			}
+			return words
+		case 2:
+			if c := s.running(); c != nil {
+				return completePath(c, partial)
+			}
+		}
+	case "log":
+		if len(args) == 1 {
+			return append(serviceNames(s), "supervisor", "kernel")
+		}
+	}
+	return nil
+}
+
+func noArgs(args []string, usage string) error {
+	if len(args) != 0 {
+		return fmt.Errorf("usage: %s", usage)
+	}
+	return nil
+}
+
+func showStatus(ctx context.Context, s *session, b *strings.Builder, args []string) error {
+	if err := noArgs(args, "show status"); err != nil {
+		return err
+	}
+	if st, err := s.configd.Status(ctx); err != nil {
+		fmt.Fprintf(b, "configuration: configd is not answering (%v)\n", err)
+	} else {
+		fmt.Fprintf(b, "configuration: revision %d, stored on %s\n", st.Revision, st.Storage)
+		if st.Pending != nil {
+			fmt.Fprintf(b, "  revision %d rolls back to %d in %s unless confirmed\n",
+				st.Pending.Revision, st.Pending.RollbackTo, clock(time.Until(st.Pending.Deadline)))
+		}
+		if st.Note != "" {
+			fmt.Fprintf(b, "  %s\n", st.Note)
+		}
+		if st.Recovered != "" {
+			fmt.Fprintf(b, "  database set aside at start: %s\n", st.Recovered)
+		}
+	}
+	if svcs, err := s.supervisor.Services(ctx); err != nil {
+		fmt.Fprintf(b, "services: the supervisor is not answering (%v)\n", err)
+	} else {
+		fmt.Fprintf(b, "%-12s %-10s %6s %8s %10s  %s\n", "SERVICE", "STATE", "PID", "RESTARTS", "UPTIME", "LAST EXIT")
+		for _, sv := range svcs {
+			pid := "-"
+			if sv.PID > 0 {
+				pid = fmt.Sprint(sv.PID)
+			}
+			fmt.Fprintf(b, "%-12s %-10s %6s %8d %10s  %s\n", sv.Name, sv.State, pid, sv.Restarts,
+				sv.Uptime.Std().Round(time.Second), sv.LastExit)
+		}
+	}
+	if ts, err := s.iked.Tunnels(); err != nil {
+		fmt.Fprintf(b, "tunnels: %v\n", err)
+	} else {
+		up := 0
+		for _, t := range ts {
+			if t.State == ipsec.StateUp {
+				up++
+			}
+		}
+		fmt.Fprintf(b, "tunnels: %d of %d up\n", up, len(ts))
+		for _, t := range ts {
+			if t.State != ipsec.StateUp && t.Reason != "" {
+				fmt.Fprintf(b, "  %s %s: %s\n", t.Name, t.State, t.Reason)
+			}
+		}
+	}
+	return nil
+}
+
+func showInterfaces(ctx context.Context, s *session, b *strings.Builder, args []string) error {
+	if err := noArgs(args, "show interfaces"); err != nil {
+		return err
+	}
+	st, err := s.netd.status(ctx)
+	if err != nil {
+		return err
+	}
+	for _, l := range st.Links {
+		state := l.Operstate
+		switch {
+		case !l.Present:
+			state = "missing (no such NIC)"
+		case !l.Up:
+			state = "disabled"
+		}
+		fmt.Fprintf(b, "%s (%s): %s, mtu %d", l.Name, l.Role, state, l.MTU)
+		if l.MAC != "" {
+			fmt.Fprintf(b, ", %s", l.MAC)
+		}
+		b.WriteString("\n")
+		if len(l.Addresses) > 0 {
+			fmt.Fprintf(b, "  addresses %s\n", strings.Join(l.Addresses, " "))
+		}
+		fmt.Fprintf(b, "  rx %d bytes %d packets %d errors %d dropped\n", l.RxBytes, l.RxPackets, l.RxErrors, l.RxDropped)
+		fmt.Fprintf(b, "  tx %d bytes %d packets %d errors %d dropped\n", l.TxBytes, l.TxPackets, l.TxErrors, l.TxDropped)
+	}
+	for _, l := range st.Leases {
+		fmt.Fprintf(b, "%s: DHCP lease %s", l.Link, l.Address)
+		if l.Router.IsValid() {
+			fmt.Fprintf(b, " via %s", l.Router)
+		}
+		fmt.Fprintf(b, " from %s, expires in %s\n", l.Server, time.Until(l.Obtained.Add(l.Duration)).Round(time.Second))
+	}
+	if st.LastApply.NetworkError != "" {
+		fmt.Fprintf(b, "last apply: %s\n", st.LastApply.NetworkError)
+	}
+	if st.Error != "" {
+		fmt.Fprintf(b, "netd: %s\n", st.Error)
+	}
+	return nil
+}
+
+func showTunnels(ctx context.Context, s *session, b *strings.Builder, args []string) error {
+	if err := noArgs(args, "show tunnels"); err != nil {
+		return err
+	}
+	ts, err := s.iked.Tunnels()
+	if err != nil {
+		// Without iked the configuration still says what should be there.
+		fmt.Fprintf(b, "%v\n", err)
+		if c := s.running(); c != nil {
+			fmt.Fprintf(b, "configured tunnels: %s\n", tunnelNames(c))
+		}
+		return nil
+	}
+	iked.PrintStatus(b, ts, time.Now())
+	return nil
+}
+
+func showTunnel(ctx context.Context, s *session, b *strings.Builder, args []string) error {
+	if len(args) != 1 {
+		return errors.New("usage: show tunnel NAME")
+	}
+	ts, err := s.iked.Tunnels()
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		if t.Name != args[0] {
+			continue
+		}
+		iked.PrintStatus(b, []ipsec.TunnelStatus{t}, time.Now())
+		if len(t.Events) > 0 {
+			b.WriteString("  recent events:\n")
+			for _, e := range t.Events {
+				fmt.Fprintf(b, "    %s %s\n", e.Time.UTC().Format("15:04:05"), e.Message)
+			}
+		}
+		return nil
+	}
+	var names []string
+	for _, t := range ts {
+		names = append(names, t.Name)
+	}
+	if len(names) == 0 {
+		names = []string{"none"}
+	}
+	return fmt.Errorf("no tunnel named %q (tunnels: %s)", clip(args[0], 40), strings.Join(names, ", "))
+}
+
+func showFirewall(ctx context.Context, s *session, b *strings.Builder, args []string) error {
+	if err := noArgs(args, "show firewall"); err != nil {
+		return err
+	}
+	fw, err := s.netd.firewall(ctx)
+	if err != nil {
+		return err
+	}
+	if fw.Error != "" {
+		fmt.Fprintf(b, "WARNING: %s\n", fw.Error)
+	}
+	fmt.Fprintf(b, "table %s, %d rules\n", fw.Table, len(fw.Rules))
+	fmt.Fprintf(b, "%12s %14s  %s\n", "PACKETS", "BYTES", "RULE")
+	for _, h := range fw.Hits {
+		fmt.Fprintf(b, "%12d %14d  %s\n", h.Packets, h.Bytes, h.Rule)
+	}
+	return nil
+}
+
+func showConfig(ctx context.Context, s *session, b *strings.Builder, args []string) error {
+	which := "running"
+	if len(args) > 0 && (args[0] == "running" || args[0] == "candidate") {
+		which, args = args[0], args[1:]
+	}
+	if len(args) > 1 {
+		return errors.New("usage: show config [running|candidate] [PATH]")
+	}
+	var text string
+	var err error
+	if which == "running" {
+		text, err = s.configd.RunningText(ctx)
+	} else {
+		text, err = s.configd.CandidateText(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	if len(args) == 0 {
+		b.WriteString(text)
+		return nil
+	}
+	// The text form separates path elements with spaces: "set tunnels
+	// branch psk"; a dotted PATH selects the lines under it.
+	want := "set " + strings.ReplaceAll(strings.TrimSuffix(args[0], "."), ".", " ")
+	n := 0
+	for line := range strings.Lines(text) {
+		if strings.HasPrefix(line, want+" ") || strings.TrimSuffix(line, "\n") == want {
+			b.WriteString(line)
+			n++
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("%s: nothing is set there in the %s configuration", clip(args[0], 60), which)
+	}
+	return nil
+}
+
+func showDiff(ctx context.Context, s *session, b *strings.Builder, args []string) error {
+	if err := noArgs(args, "show diff"); err != nil {
+		return err
+	}
+	lines, err := s.configd.Diff(ctx, "running", "candidate")
+	if err != nil {
+		return err
+	}
+	if len(lines) == 0 {
+		b.WriteString("No changes: the candidate is the running configuration.\n")
+		return nil
+	}
+	for _, l := range lines {
+		fmt.Fprintf(b, "%s %s\n", l.Op, l.Line)
+	}
+	return nil
+}
+
+func showHistory(ctx context.Context, s *session, b *strings.Builder, args []string) error {
+	if err := noArgs(args, "show history"); err != nil {
+		return err
+	}
+	h, err := s.configd.History(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(b, "%5s  %-19s  %-16s  %-16s  %s\n", "REV", "WHEN (UTC)", "WHO", "REASON", "MESSAGE")
+	for _, r := range h {
+		fmt.Fprintf(b, "%5d  %-19s  %-16s  %-16s  %s\n", r.Revision, r.When.UTC().Format("2006-01-02 15:04:05"),
+			clip(r.Who, 16), r.Reason, printable(r.Message))
+	}
+	return nil
+}
+
+func showLog(ctx context.Context, s *session, b *strings.Builder, args []string) error {
+	name := "supervisor"
+	if len(args) == 1 {
+		name = args[0]
+	} else if len(args) > 1 {
+		return errors.New("usage: show log [SERVICE]")
+	}
+	// A screenful: the serial line is slow and the terminal 24 lines.
+	lines := max(10, s.opts.Height-2)
+	logs, err := s.supervisor.Logs(ctx, name, lines)
+	if err != nil {
+		return fmt.Errorf("log %s: %w", clip(name, 40), err)
+	}
+	for _, l := range logs.Lines {
+		fmt.Fprintf(b, "%s %s\n", l.Time.UTC().Format("15:04:05"), printable(l.Text))
+	}
+	if len(logs.Lines) == 0 {
+		fmt.Fprintf(b, "%s has logged nothing yet.\n", name)
+	}
+	return nil
+}
+
+func showCrypto(ctx context.Context, s *session, b *strings.Builder, args []string) error {
+	if err := noArgs(args, "show crypto"); err != nil {
+		return err
+	}
+	r, err := hwcrypto.Detect(s.opts.Root)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(b, "cpu: %s\n", r.CPU.ModelName)
+	if len(r.Engines) == 0 {
+		b.WriteString("no crypto engine found: ESP uses the CPU\n")
+	}
+	for _, e := range r.Engines {
+		fmt.Fprintf(b, "%s: %s", e.Name, e.State)
+		if e.InUse {
+			b.WriteString(", in use")
+		}
+		b.WriteString("\n")
+		fmt.Fprintf(b, "  accelerates %s\n  found by %s\n", e.Accelerates, e.Evidence)
+		if e.Reason != "" {
+			fmt.Fprintf(b, "  %s\n", e.Reason)
+		}
+		if len(e.Drivers) > 0 {
+			fmt.Fprintf(b, "  drivers %s\n", strings.Join(e.Drivers, " "))
+		}
+	}
+	return nil
+}
+
+func showBoard(ctx context.Context, s *session, b *strings.Builder, args []string) error {
+	if err := noArgs(args, "show board"); err != nil {
+		return err
+	}
+	if s.opts.Board == "" {
+		return errors.New("the board is not known (no flashgate.board= on the kernel command line)")
+	}
+	bd, err := boards.Lookup(s.opts.Board)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(b, "%s: %s\n", bd.Name, bd.Description)
+	fmt.Fprintf(b, "  console %s at %d baud; %s, GOARCH %s\n", bd.Console.Device, bd.Console.Baud, bd.KernelFlavour, bd.GOARCH)
+	for _, n := range bd.NICs {
+		fmt.Fprintf(b, "  %s %-4s %-10s %s\n", n.Name, n.Role, n.Driver, n.Label)
+	}
+	if bd.Watchdog != "" {
+		fmt.Fprintf(b, "  watchdog %s\n", bd.Watchdog)
+	}
+	if len(bd.Modules.Crypto) > 0 {
+		fmt.Fprintf(b, "  crypto modules %s\n", strings.Join(bd.Modules.Crypto, " "))
+	}
+	for _, u := range bd.Unconfirmed {
+		fmt.Fprintf(b, "  unconfirmed: %s\n", u)
+	}
+	return nil
+}
