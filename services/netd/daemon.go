@@ -91,13 +91,18 @@ func (d *Daemon) reconcileLocked() error {
 		d.leases[link].apply(desired)
 	}
 	err := d.Rec.Apply(desired)
+	// The resync repeats a lasting problem (a missing NIC) every 30 s:
+	// say it once, and again when it changes.
+	repeated := err != nil && d.lastErr != nil && err.Error() == d.lastErr.Error()
 	d.lastErr = err
 	var ve *ValidationError
 	if errors.As(err, &ve) {
-		log.Printf("netd: configuration refused, nothing changed: %v", err)
+		if !repeated {
+			log.Printf("netd: configuration refused, nothing changed: %v", err)
+		}
 		return err
 	}
-	if err != nil {
+	if err != nil && !repeated {
 		log.Printf("netd: %v", err)
 	}
 	d.syncDHCPLocked(desired)
