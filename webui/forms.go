@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gorilla/mux"
 
@@ -154,7 +155,11 @@ func (k *kind) values(c *config.Config, name string) (map[string][]string, bool)
 			continue
 		}
 		if v, _, ok := walkJSON(elem, strings.Split(f.Key, ".")); ok {
-			out[f.Key] = jsonStrings(v)
+			vals := jsonStrings(v)
+			for i, s := range vals {
+				vals[i] = compactDuration(s)
+			}
+			out[f.Key] = vals
 		}
 	}
 	return out, true
@@ -169,6 +174,21 @@ func (k *kind) defaults(c *config.Config) map[string][]string {
 	}
 	v, _ := k.values(c, probe)
 	return v
+}
+
+// compactDuration writes a Go duration the way people do: "4h" rather
+// than "4h0m0s". Anything else is returned as it is.
+func compactDuration(s string) string {
+	if _, err := time.ParseDuration(s); err != nil {
+		return s
+	}
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2] // 10m0s -> 10m
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2] // 4h0m -> 4h
+	}
+	return s
 }
 
 // splitList splits list fields on newlines and commas.

@@ -72,3 +72,14 @@ func FuzzTunnelForm(f *testing.F) {
 		}
 	})
 }
+
+func TestCompactDuration(t *testing.T) {
+	for in, want := range map[string]string{
+		"4h0m0s": "4h", "1h30m0s": "1h30m", "2m30s": "2m30s", "30s": "30s", "0s": "0s", "10m0s": "10m",
+		"1h0m5s": "1h0m5s", "forever": "forever", "": "", "150s": "150s",
+	} {
+		if got := compactDuration(in); got != want {
+			t.Errorf("compactDuration(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -47,6 +47,7 @@ var templateFuncs = template.FuncMap{
 		return t.Local().Format("2006-01-02 15:04:05")
 	},
 	"unix":       func(t time.Time) int64 { return t.Unix() },
+	"short":      func(d fmt.Stringer) string { return compactDuration(d.String()) },
 	"stateClass": stateClass,
 	"pct":        func(f float64) string { return fmt.Sprintf("%.0f%%", f) },
 	"field":      func(f field, form *formState) fieldView { return fieldView{f, form} },

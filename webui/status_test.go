@@ -28,7 +28,12 @@ type fakeIked struct {
 
 func startFakeIked(t testing.TB) *fakeIked {
 	t.Helper()
-	f := &fakeIked{sock: filepath.Join(t.TempDir(), "iked.sock")}
+	return startFakeIkedAt(t, filepath.Join(t.TempDir(), "iked.sock"))
+}
+
+func startFakeIkedAt(t testing.TB, sock string) *fakeIked {
+	t.Helper()
+	f := &fakeIked{sock: sock}
 	ln, err := net.Listen("unix", f.sock)
 	if err != nil {
 		t.Fatal(err)
