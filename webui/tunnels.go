@@ -59,7 +59,14 @@ func (s *Server) tunnelDetail(ctx context.Context, name string) (TunnelDetail, b
 	}
 	t := cand.Config.Tunnel(name)
 	if t == nil {
-		return TunnelDetail{}, false
+		// Deleted in the pending changes but still running: still shown.
+		running, _, err := s.opts.Config.Running(ctx)
+		if err != nil {
+			return TunnelDetail{}, false
+		}
+		if t = running.Tunnel(name); t == nil {
+			return TunnelDetail{}, false
+		}
 	}
 	d := TunnelDetail{Config: tunnelConfigView{Tunnel: *t, PSKSet: t.PSK.IsSet()}}
 	d.Config.Tunnel.PSK = config.Secret{}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/ipsec/hwcrypto"
 )
 
 // tunnelForm is a valid new-tunnel form.
@@ -215,6 +216,44 @@ func TestCommitConfirmedAndRollback(t *testing.T) {
 	}
 	hist := b.get("/changes")
 	mustContain(t, "history", hist.Body, "rollback", "commit-confirmed", "admin (web)")
+}
+
+// TestProposalsMarkedForGeode reads the ALIX fixture of hwcrypto (a Geode
+// LX with geode-aes registered): AES-128-CBC proposals are done in
+// hardware there, GCM and ChaCha are not.
+func TestProposalsMarkedForGeode(t *testing.T) {
+	report, err := hwcrypto.Detect("../ipsec/hwcrypto/testdata/alix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newProposalCatalog(report)
+	marked := map[string]bool{}
+	for _, p := range append(c.IKE, c.ESP...) {
+		if p.Accelerated {
+			marked[p.Proposal] = true
+			if p.Engine == "" {
+				t.Errorf("%s accelerated by no named engine", p.Proposal)
+			}
+		}
+	}
+	for _, want := range []string{"aes128-sha256-ecp256", "aes128-sha1", "aes128-sha256"} {
+		if !marked[want] {
+			t.Errorf("%s not marked accelerated on a Geode (marked: %v)", want, marked)
+		}
+	}
+	for _, not := range []string{config.DefaultIKEProposal, "chacha20poly1305", "aes256-sha256"} {
+		if marked[not] {
+			t.Errorf("%s marked accelerated on a Geode, which does AES-128-CBC only", not)
+		}
+	}
+	if c.Engine == "" {
+		t.Error("no engine named for the Geode fixture")
+	}
+	// The form shows the marks.
+	h := newHarness(t, true, func(o *Options) { o.Crypto = report })
+	b := h.browser()
+	b.login()
+	mustContain(t, "tunnel form on a Geode", b.get("/tunnels/new").Body, "⚡ "+c.Engine)
 }
 
 func TestProposalCatalogIsValidAndMarked(t *testing.T) {
