@@ -198,7 +198,7 @@ func (s *Server) apiRoutes(r *mux.Router) {
 		if !decodeAPI(w, r, &req) {
 			return
 		}
-		d, err := parseConfirmMinutes(optionalInt(req.ConfirmMinutes))
+		d, err := confirmWindow(req.ConfirmMinutes)
 		if err != nil {
 			writeAPIError(w, http.StatusUnprocessableEntity, err.Error())
 			return
@@ -241,13 +241,6 @@ func (s *Server) apiRoutes(r *mux.Router) {
 		}
 		writeJSON(w, http.StatusOK, info)
 	})
-}
-
-func optionalInt(n int) string {
-	if n == 0 {
-		return ""
-	}
-	return strconv.Itoa(n)
 }
 
 // decodeAPI reads a JSON body strictly. Requiring application/json also

@@ -70,15 +70,26 @@ func commitRequest(who, message string, confirm time.Duration) configd.CommitReq
 // maxConfirmMinutes bounds the commit-confirmed window offered.
 const maxConfirmMinutes = 60
 
+// parseConfirmMinutes reads the form's confirm window; empty is a plain
+// commit.
 func parseConfirmMinutes(s string) (time.Duration, error) {
 	if s == "" {
 		return 0, nil
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > maxConfirmMinutes {
+	if err != nil {
 		return 0, fmt.Errorf("confirm within %q: give 1 to %d minutes", s, maxConfirmMinutes)
 	}
-	return time.Duration(n) * time.Minute, nil
+	return confirmWindow(n)
+}
+
+// confirmWindow checks a commit-confirmed window in minutes; 0 is a plain
+// commit.
+func confirmWindow(minutes int) (time.Duration, error) {
+	if minutes < 0 || minutes > maxConfirmMinutes {
+		return 0, fmt.Errorf("confirm within %d minutes: give 1 to %d minutes", minutes, maxConfirmMinutes)
+	}
+	return time.Duration(minutes) * time.Minute, nil
 }
 
 func (s *Server) commit(w http.ResponseWriter, r *http.Request) {

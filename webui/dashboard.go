@@ -11,6 +11,7 @@ import (
 
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/ipsec"
+	"github.com/flashgate/flashgate/ipsec/hwcrypto"
 )
 
 // stateUnknown is shown when iked cannot be asked: the UI never guesses a
@@ -136,7 +137,7 @@ func (s *Server) cryptoSummary() string {
 		return "unknown (crypto engines were not detected)"
 	}
 	for _, e := range r.Engines {
-		if e.State == 0 && e.InUse {
+		if e.State == hwcrypto.Usable && e.InUse {
 			return e.Name + " (in use)"
 		}
 	}

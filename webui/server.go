@@ -131,16 +131,18 @@ func (s *Server) Router() *mux.Router { return s.router }
 // Run samples throughput until ctx is done.
 func (s *Server) Run(ctx context.Context) { s.sampler.run(ctx) }
 
-// Route protection classes.
+// What a protected route answers without a session or token: pages
+// redirect to the login page and show an error page, the API and the live
+// fragments answer with a status and JSON.
+type routeClass int
+
 const (
-	classPublic = "public" // login and static files
-	classPage   = "page"   // needs a session; without one, redirect to /login
-	classAPI    = "api"    // needs a session; without one, 401 JSON
+	classPage routeClass = iota
+	classAPI
 )
 
 func (s *Server) routes() *mux.Router {
 	r := mux.NewRouter()
-	r.StrictSlash(false)
 	r.NotFoundHandler = http.HandlerFunc(s.notFound)
 	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
@@ -252,7 +254,7 @@ func sessionID(r *http.Request) string {
 // requireSession lets a request through only with a live session. Pages
 // without one are sent to the login page (which brings them back); API
 // and live requests get 401, so scripts and fetch see the real status.
-func (s *Server) requireSession(class string) mux.MiddlewareFunc {
+func (s *Server) requireSession(class routeClass) mux.MiddlewareFunc {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			c, err := r.Cookie(sessionCookie)
@@ -283,7 +285,7 @@ func (s *Server) requireSession(class string) mux.MiddlewareFunc {
 // something. Pages send it as a hidden form field or a header, the API as
 // the X-CSRF-Token header only. The body size is bounded here too, before
 // any form parsing reads it.
-func (s *Server) requireCSRF(class string) mux.MiddlewareFunc {
+func (s *Server) requireCSRF(class routeClass) mux.MiddlewareFunc {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.Method {
