@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/ipsec"
+	"github.com/flashgate/flashgate/ipsec/esp"
+	"github.com/flashgate/flashgate/ipsec/ike"
 )
 
 // DefaultSocket is where iked serves its local API on the appliance.
@@ -23,7 +25,8 @@ const DefaultSocket = "/run/flashgate/iked.sock"
 //	GET  /v1/tunnels/{name}       one tunnel
 //	POST /v1/tunnels/{name}/up    initiate now (resets the retry backoff)
 //	POST /v1/tunnels/{name}/down  delete the tunnel's IKE SA (and its children)
-//	GET  /v1/stats                the engine's drop counters and the data plane in use
+//	POST /v1/tunnels/{name}/rekey?sa=ike|child  rekey now (default: the CHILD_SAs)
+//	GET  /v1/stats                drop counters (engine and data plane), the data plane in use
 func (d *Daemon) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/tunnels", func(w http.ResponseWriter, r *http.Request) {
@@ -52,15 +55,20 @@ func (d *Daemon) Handler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"result": "deleted"})
 	})
+	mux.HandleFunc("POST /v1/tunnels/{name}/rekey", func(w http.ResponseWriter, r *http.Request) {
+		which := r.URL.Query().Get("sa")
+		if which != "" && which != "ike" && which != "child" {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("sa=%q: want ike or child", which)})
+			return
+		}
+		if err := d.Rekey(r.PathValue("name"), which == "ike"); err != nil {
+			writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusAccepted, map[string]string{"result": "rekeying"})
+	})
 	mux.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {
-		s := &d.ep.Stats
-		writeJSON(w, http.StatusOK, map[string]any{
-			"data_plane": d.dp.Name(), "received": s.Received.Load(), "malformed": s.Malformed.Load(),
-			"unknown_spi": s.UnknownSPI.Load(), "bad_icv": s.BadICV.Load(), "out_of_window": s.OutOfWindow.Load(),
-			"retransmits": s.Retransmits.Load(), "retransmits_answered": s.RetransmitsAnswered.Load(),
-			"auth_failures": s.AuthFailures.Load(), "cookies_sent": s.CookiesSent.Load(),
-			"half_open": d.ep.HalfOpen(), "half_open_refused": s.HalfOpenRefused.Load(), "no_config": s.NoConfig.Load(),
-		})
+		writeJSON(w, http.StatusOK, d.Stats())
 	})
 	return mux
 }
@@ -94,6 +102,55 @@ func (d *Daemon) Down(name string) error {
 		sa.Delete()
 	}
 	return nil
+}
+
+// Rekey rekeys the named tunnel's IKE SA (ikeSA) or every one of its
+// CHILD_SAs now, as `swanctl --rekey` does; the SAs being replaced keep
+// carrying traffic until their successors are installed.
+func (d *Daemon) Rekey(name string, ikeSA bool) error {
+	d.mu.Lock()
+	t := d.tunnels[name]
+	var sa *ike.IKESA
+	if t != nil {
+		sa = t.sa
+	}
+	d.mu.Unlock()
+	switch {
+	case t == nil:
+		return fmt.Errorf("no tunnel named %q", name)
+	case sa == nil || sa.State() != ike.StateEstablished:
+		return fmt.Errorf("tunnel %s has no established IKE SA to rekey", name)
+	case ikeSA:
+		return sa.RekeyIKE()
+	}
+	var errs []error
+	for _, c := range sa.Status().Children {
+		if err := sa.RekeyChild(c.InSPI); err != nil {
+			errs = append(errs, fmt.Errorf("tunnel %s: rekey CHILD_SA %08x: %w", name, c.InSPI, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Stats are the daemon-wide counters of GET /v1/stats: what the IKE engine
+// and the data plane dropped, by cause.
+type Stats struct {
+	DataPlane string            `json:"data_plane"`
+	HalfOpen  int               `json:"half_open"` // responder IKE SAs waiting for IKE_AUTH
+	IKE       ike.StatsSnapshot `json:"ike"`
+	// ESP holds the userspace data plane's drops that belong to no SA
+	// (unknown SPI, truncated, oversized); nil with kernel XFRM.
+	ESP *esp.DeviceCounterSnapshot `json:"esp,omitempty"`
+}
+
+// Stats returns the daemon-wide counters.
+func (d *Daemon) Stats() Stats {
+	s := Stats{DataPlane: d.dp.Name(), HalfOpen: d.ep.HalfOpen(), IKE: d.ep.Stats.Snapshot()}
+	if d.dev != nil {
+		c := d.dev.CounterSnapshot()
+		s.ESP = &c
+	}
+	return s
 }
 
 // Serve serves the local API on a unix socket until ctx ends.
@@ -148,6 +205,22 @@ func (c *Client) Tunnels() ([]ipsec.TunnelStatus, error) {
 // Up asks iked to initiate a tunnel now; Down to delete its SAs.
 func (c *Client) Up(name string) error   { return c.do("POST", "/v1/tunnels/"+name+"/up", nil) }
 func (c *Client) Down(name string) error { return c.do("POST", "/v1/tunnels/"+name+"/down", nil) }
+
+// Rekey asks iked to rekey a tunnel's IKE SA (ikeSA) or CHILD_SAs now.
+func (c *Client) Rekey(name string, ikeSA bool) error {
+	which := "child"
+	if ikeSA {
+		which = "ike"
+	}
+	return c.do("POST", "/v1/tunnels/"+name+"/rekey?sa="+which, nil)
+}
+
+// Stats returns iked's daemon-wide drop counters.
+func (c *Client) Stats() (Stats, error) {
+	var s Stats
+	err := c.do("GET", "/v1/stats", &s)
+	return s, err
+}
 
 func (c *Client) do(method, path string, out any) error {
 	req, err := http.NewRequest(method, "http://iked"+path, nil)

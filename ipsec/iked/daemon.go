@@ -7,6 +7,7 @@ import (
 	"log"
 	"net/netip"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -318,7 +319,13 @@ func (d *Daemon) maintain() {
 			t.setState(now, ipsec.StateFailed, err.Error())
 		} else if cur, ok := d.tunnels[t.cfg.Name]; ok && cur == t && t.sa == nil {
 			t.sa = sa
-			if t.state != ipsec.StateUp {
+			switch t.state {
+			case ipsec.StateUp, ipsec.StateConnecting:
+			case ipsec.StateFailed:
+				// Keep saying why: a tunnel that keeps retrying is
+				// otherwise shown as merely "connecting".
+				t.setState(now, ipsec.StateConnecting, "retrying; last failure: "+strings.TrimPrefix(t.reason, "retrying; last failure: "))
+			default:
 				t.setState(now, ipsec.StateConnecting, "")
 			}
 		}
@@ -436,9 +443,13 @@ func (d *Daemon) ikeUp(sa *ike.IKESA) {
 	if t == nil {
 		return
 	}
+	what := "IKE_SA up"
+	if t.sa != nil && t.sa != sa && t.sa.State() == ike.StateRekeyed {
+		what = "IKE_SA rekeyed"
+	}
 	t.sa = sa
 	st := sa.Status()
-	t.event(now, fmt.Sprintf("IKE_SA up: %s, %v <-> %v", st.Proposal, st.Local, st.Remote))
+	t.event(now, fmt.Sprintf("%s: %s, SPIs %016x_i %016x_r, %v <-> %v", what, st.Proposal, st.SPIi, st.SPIr, st.Local, st.Remote))
 }
 
 func (d *Daemon) ikeDown(sa *ike.IKESA, reason error) {
@@ -455,8 +466,13 @@ func (d *Daemon) ikeDown(sa *ike.IKESA, reason error) {
 		t.setState(now, ipsec.StateDown, "closed")
 		return
 	}
-	t.event(now, "IKE_SA down: "+reason.Error())
-	t.setState(now, ipsec.StateFailed, reason.Error())
+	why := reason.Error()
+	var f *ike.Failure
+	if errors.As(reason, &f) && f.Reason == ike.ReasonPeerTimeout && f.Exchange == ike.INFORMATIONAL {
+		why = "the peer is dead (dead peer detection): " + why
+	}
+	t.event(now, "IKE_SA down: "+why)
+	t.setState(now, ipsec.StateFailed, why)
 }
 
 func (d *Daemon) failure(peer *ike.PeerConfig, reason error) {

@@ -109,7 +109,8 @@ func charonConn(s *testnet.SiteToSite, ikeProp, espProp, start string) testnet.C
 
 // TestInteropStrongSwan: our iked on gwA against strongSwan's charon
 // (kernel-libipsec) on gwB, each of the required proposals, with our side
-// as initiator and as responder; hostA must reach hostB through the tunnel.
+// as initiator and as responder; hostA must reach hostB through the tunnel,
+// by ping and by a TCP transfer whose every byte is checked.
 func TestInteropStrongSwan(t *testing.T) {
 	if testing.Short() {
 		t.Skip("namespace test")
@@ -142,6 +143,9 @@ func TestInteropStrongSwan(t *testing.T) {
 				}
 				if err := testnet.Ping(s.HostB, s.HostAIP, 3); err != nil {
 					t.Fatalf("hostB -> hostA through the tunnel: %v", err)
+				}
+				if err := tcpCopy(s, 4<<20, 10*time.Second); err != nil {
+					t.Fatalf("TCP hostA -> hostB through the tunnel: %v", err)
 				}
 				st = waitState(t, d, "s2s", ipsec.StateUp, time.Second)
 				if st.IKE == nil || st.IKE.Proposal != suite.ike {

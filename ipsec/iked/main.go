@@ -15,6 +15,8 @@ import (
 
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/ipsec"
+	"github.com/flashgate/flashgate/ipsec/hwcrypto"
+	"github.com/flashgate/flashgate/ipsec/ike"
 	"github.com/flashgate/flashgate/services/configd/client"
 )
 
@@ -46,7 +48,15 @@ func Main(args []string) int {
 			return 1
 		}
 	}
-	d, err := New(Options{DataPlane: *plane, TUN: *tun, IKEPort: uint16(*ikePort), NATTPort: uint16(*nattPort), Logf: logger.Printf})
+	// Offer first what the board's crypto engine runs fast. Detection
+	// only reads /proc and /sys: PID 1 has loaded the engines' modules.
+	var ranking ike.Ranking
+	if report, err := hwcrypto.Detect("/"); err != nil {
+		logger.Printf("iked: keeping the configured proposal order: %v", err)
+	} else {
+		ranking = RankingFrom(report)
+	}
+	d, err := New(Options{DataPlane: *plane, TUN: *tun, IKEPort: uint16(*ikePort), NATTPort: uint16(*nattPort), Ranking: ranking, Logf: logger.Printf})
 	if err != nil {
 		logger.Printf("iked: %v", err)
 		return 1
@@ -58,6 +68,7 @@ func Main(args []string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if *configd != "" {
+		logger.Printf("iked: following the running configuration of configd at %s", *configd)
 		go followConfigd(ctx, d, client.New(*configd), logger)
 	}
 	go func() {
@@ -81,14 +92,21 @@ func Main(args []string) int {
 		}
 		break
 	}
+	logger.Printf("iked: stopping: deleting every SA")
 	cancel()
-	d.Close()
+	if err := d.Close(); err != nil {
+		logger.Printf("iked: %v", err)
+		return 1
+	}
 	return 0
 }
 
 // followConfigd applies the running configuration at start and after every
 // commit that changed the tunnels (the first event of each connection to
 // configd is "current": apply it all, configd may have restarted).
+//
+// configd may start after iked (or restart): Watch keeps reconnecting, and
+// until the first configuration arrives iked runs no tunnels.
 func followConfigd(ctx context.Context, d *Daemon, c *client.Client, logger *log.Logger) {
 	for ch := range c.Watch(ctx) {
 		if ch.Reason != "current" && !slices.Contains(ch.Sections, "tunnels") {
@@ -98,6 +116,9 @@ func followConfigd(ctx context.Context, d *Daemon, c *client.Client, logger *log
 		if err != nil {
 			logger.Printf("iked: read the running configuration: %v", err)
 			continue
+		}
+		if ch.Reason == "current" {
+			logger.Printf("iked: connected to configd: revision %d, %d tunnels", rev, len(cfg.Tunnels))
 		}
 		if err := d.Apply(cfg); err != nil {
 			logger.Printf("iked: revision %d: %v", rev, err)
@@ -122,18 +143,21 @@ func loadFile(path string) (*config.Config, error) {
 
 // StatusMain is `flashgate ipsec status`: the tunnels and their SAs, the
 // way `swanctl --list-sas` shows them.
-func StatusMain(args []string) int {
+func StatusMain(args []string) int { return statusMain(args, os.Stdout, os.Stderr) }
+
+func statusMain(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ipsec status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	sock := fs.String("socket", DefaultSocket, "iked's API socket")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	ts, err := NewClient(*sock).Tunnels()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	PrintStatus(os.Stdout, ts, time.Now())
+	PrintStatus(stdout, ts, time.Now())
 	return 0
 }
 
@@ -169,4 +193,33 @@ func PrintStatus(w io.Writer, ts []ipsec.TunnelStatus, now time.Time) {
 			fmt.Fprintf(w, "    local  %s\n    remote %s\n", strings.Join(c.LocalTS, " "), strings.Join(c.RemoteTS, " "))
 		}
 	}
+}
+
+// IPsecMain is `flashgate ipsec status|up NAME|down NAME`.
+func IPsecMain(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "usage: flashgate ipsec status | up NAME | down NAME")
+		return 2
+	}
+	switch args[0] {
+	case "status":
+		return StatusMain(args[1:])
+	case "up", "down":
+		if len(args) != 2 {
+			fmt.Fprintf(os.Stderr, "usage: flashgate ipsec %s NAME\n", args[0])
+			return 2
+		}
+		c := NewClient(DefaultSocket)
+		op := c.Up
+		if args[0] == "down" {
+			op = c.Down
+		}
+		if err := op(args[1]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "flashgate ipsec: unknown command %q (status, up, down)\n", args[0])
+	return 2
 }
