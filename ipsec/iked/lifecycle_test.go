@@ -306,7 +306,6 @@ func TestDeleteEitherSide(t *testing.T) {
 	}
 }
 
-
 // validTunnels checks tunnels the way configd would before a commit: the
 // test's short lifetimes and DPD timers must be ones a user can set.
 func validTunnels(t *testing.T, tunnels ...config.Tunnel) {
