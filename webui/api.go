@@ -49,7 +49,7 @@ func (s *Server) apiRoutes(r *mux.Router) {
 		}
 		writeJSON(w, http.StatusOK, d)
 	})
-	for _, k := range []*kind{kindTunnels, kindRules, kindForwards, kindMasquerade, kindInterfaces} {
+	for _, k := range []*kind{kindTunnels, kindRules, kindForwards, kindMasquerade, kindExemptions, kindInterfaces} {
 		api("/"+k.Name+"/{name}", "PUT", s.apiPutElement(k))
 		if !k.Fixed {
 			api("/"+k.Name+"/{name}", "DELETE", s.apiDeleteElement(k))

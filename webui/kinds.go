@@ -85,6 +85,15 @@ var kindMasquerade = &kind{
 	},
 }
 
+var kindExemptions = &kind{
+	Name: "nat-exemptions", Singular: "NAT exemption", Path: "firewall.nat.exemptions", Base: "/firewall/nat-exemptions", Back: "/firewall",
+	Fields: []field{
+		{Key: "sources", Label: "From networks", Kind: fList, Placeholder: "any", Help: "One per line; empty: any."},
+		{Key: "destinations", Label: "To networks", Kind: fList, Placeholder: "172.16.0.0/12",
+			Help: "Traffic to these keeps its source address. Tunnel networks are exempt without being listed."},
+	},
+}
+
 var kindInterfaces = &kind{
 	Name: "interfaces", Singular: "interface", Path: "interfaces", Base: "/interfaces", Back: "/interfaces", Fixed: true,
 	Fields: []field{
@@ -113,5 +122,5 @@ var kindSystem = &kind{
 // kinds are the kinds the JSON API edits, by API name.
 var kinds = map[string]*kind{
 	kindTunnels.Name: kindTunnels, kindRules.Name: kindRules, kindForwards.Name: kindForwards,
-	kindMasquerade.Name: kindMasquerade, kindInterfaces.Name: kindInterfaces,
+	kindMasquerade.Name: kindMasquerade, kindExemptions.Name: kindExemptions, kindInterfaces.Name: kindInterfaces,
 }

@@ -187,7 +187,7 @@ func (s *Server) pageRoutes(r *mux.Router) {
 	page("/tunnels/{name}/delete", "POST", s.tunnelDelete)
 
 	page("/firewall", "GET", s.firewallPage)
-	for _, k := range []*kind{kindRules, kindForwards, kindMasquerade} {
+	for _, k := range []*kind{kindRules, kindForwards, kindMasquerade, kindExemptions} {
 		page(k.Base+"/new", "GET", s.elementNewPage(k))
 		page(k.Base+"/new", "POST", s.elementCreate(k))
 		page(k.Base+"/{name}/edit", "GET", s.elementEditPage(k))

@@ -213,8 +213,14 @@ func TestFirewallAndInterfaces(t *testing.T) {
 	if r := b.post("/firewall/port-forwards/new", fwd); !strings.Contains(fieldError(r.Body, "external_ports"), "IKE") {
 		t.Errorf("forwarding udp 500 from the WAN: %q, want a refusal naming IKE", fieldError(r.Body, "external_ports"))
 	}
+	if r := b.post("/firewall/nat-exemptions/new", url.Values{"name": {"partner"}, "destinations": {""}}); !strings.Contains(fieldError(r.Body, "destinations"), "At least one destination") {
+		t.Errorf("NAT exemption without destinations: %q", fieldError(r.Body, "destinations"))
+	}
+	if r := b.post("/firewall/nat-exemptions/new", url.Values{"name": {"partner"}, "destinations": {"172.16.0.0/12"}}); r.Code != http.StatusSeeOther {
+		t.Errorf("NAT exemption: %d", r.Code)
+	}
 	page := b.get("/firewall")
-	mustContain(t, "firewall page", page.Body, "ssh-in", "web-out", "lan-out-eth0")
+	mustContain(t, "firewall page", page.Body, "ssh-in", "web-out", "lan-out-eth0", "partner", "172.16.0.0/12")
 
 	ifc := url.Values{"description": {"office LAN"}, "enabled": {"true"}, "role": {"lan"}, "addressing": {"static"},
 		"addresses": {"192.168.1.1/24\n192.168.1.0/24"}, "mtu": {"100"}}

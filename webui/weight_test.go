@@ -31,6 +31,8 @@ var weighedPages = []struct{ name, path string }{
 	{"forward_edit", "/firewall/port-forwards/branch/edit"},
 	{"masquerade_new", "/firewall/masquerade/new"},
 	{"masquerade_edit", "/firewall/masquerade/branch/edit"},
+	{"exemption_new", "/firewall/nat-exemptions/new"},
+	{"exemption_edit", "/firewall/nat-exemptions/branch/edit"},
 	{"interfaces", "/interfaces"},
 	{"interface_edit", "/interfaces/eth0/edit"},
 	{"system", "/system"},
@@ -44,10 +46,11 @@ var weighedPages = []struct{ name, path string }{
 func populate(t testing.TB, b *browser) {
 	t.Helper()
 	for path, form := range map[string]url.Values{
-		"/tunnels/new":                {},
-		"/firewall/rules/new":         {"name": {"branch"}, "enabled": {"true"}, "chain": {"forward"}, "action": {"accept"}, "protocol": {"tcp"}, "destination_ports": {"443"}},
-		"/firewall/port-forwards/new": {"name": {"branch"}, "enabled": {"true"}, "in": {"wan"}, "protocol": {"tcp"}, "external_ports": {"8443"}, "destination": {"192.168.1.20"}},
-		"/firewall/masquerade/new":    {"name": {"branch"}, "interface": {"eth0"}, "sources": {"192.168.1.0/24"}},
+		"/tunnels/new":                 {},
+		"/firewall/rules/new":          {"name": {"branch"}, "enabled": {"true"}, "chain": {"forward"}, "action": {"accept"}, "protocol": {"tcp"}, "destination_ports": {"443"}},
+		"/firewall/port-forwards/new":  {"name": {"branch"}, "enabled": {"true"}, "in": {"wan"}, "protocol": {"tcp"}, "external_ports": {"8443"}, "destination": {"192.168.1.20"}},
+		"/firewall/masquerade/new":     {"name": {"branch"}, "interface": {"eth0"}, "sources": {"192.168.1.0/24"}},
+		"/firewall/nat-exemptions/new": {"name": {"branch"}, "destinations": {"172.16.0.0/12"}},
 	} {
 		if path == "/tunnels/new" {
 			form = tunnelForm("branch")
