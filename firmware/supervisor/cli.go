@@ -174,7 +174,7 @@ func WatchdogMain(args []string) int {
 		return 2
 	}
 	if fs.NArg() != 1 || fs.Arg(0) != "stop-petting" {
-		fmt.Fprintln(os.Stderr, "usage: flashgate watchdog stop-petting   (test hook: the board resets within the watchdog timeout)")
+		fmt.Fprintln(os.Stderr, "usage: flashgate watchdog stop-petting   (test hook: the board resets when the watchdog expires)")
 		return 2
 	}
 	ctx, cancel := cliContext()
@@ -183,6 +183,6 @@ func WatchdogMain(args []string) int {
 		fmt.Fprintf(os.Stderr, "flashgate watchdog: %v\n", err)
 		return 1
 	}
-	fmt.Println("watchdog petting stopped; the board resets within the watchdog timeout")
+	fmt.Println("watchdog petting stopped; the board resets when the watchdog expires")
 	return 0
 }

@@ -63,7 +63,7 @@ func (s *Supervisor) StopPetting() error {
 		return fmt.Errorf("no watchdog is open")
 	}
 	s.stopPetting = true
-	s.logf("watchdog: petting stopped on request; the board resets within %s", s.cfg.Watchdog.Timeout)
+	s.logf("watchdog: petting stopped on request; the board resets when the watchdog expires (timeout %s; qemu's i6300esb takes two)", s.cfg.Watchdog.Timeout)
 	return nil
 }
 

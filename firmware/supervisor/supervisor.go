@@ -204,7 +204,9 @@ func (s *Supervisor) startLocked(p *proc) {
 	if p.starts > 0 {
 		s.logf("%s: restarted (pid %d, restart %d)", p.spec.Name, pid, p.starts)
 	} else {
-		s.logf("%s: started (pid %d)", p.spec.Name, pid)
+		// Routine: kept in the log, not printed where it would land in
+		// the middle of the console's login prompt.
+		s.Note(fmt.Sprintf("%s: started (pid %d)", p.spec.Name, pid))
 	}
 	p.starts++
 	p.pid = pid
