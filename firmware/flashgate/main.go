@@ -16,6 +16,11 @@ import (
 	"github.com/flashgate/flashgate/firmware/console"
 	"github.com/flashgate/flashgate/firmware/pid1"
 	"github.com/flashgate/flashgate/firmware/supervisor"
+	"github.com/flashgate/flashgate/ipsec/hwcrypto/cryptobench"
+	"github.com/flashgate/flashgate/ipsec/iked"
+	"github.com/flashgate/flashgate/services/configd"
+	"github.com/flashgate/flashgate/services/netd"
+	"github.com/flashgate/flashgate/webui"
 )
 
 // subcommands maps a subcommand name to its entry point; args excludes the
@@ -24,15 +29,21 @@ var subcommands = map[string]struct {
 	main func(args []string) int
 	help string
 }{
-	"init":       {pid1.Main, "boot the appliance (only as PID 1)"},
-	"supervisor": {pid1.SupervisorMain, "run the services without booting (development, measurements)"},
-	"console":    {console.Main, "serial console login (started by the supervisor)"},
-	"status":     {supervisor.StatusMain, "services and PID 1 as a table"},
-	"service":    {supervisor.ServiceMain, "restart|stop NAME"},
-	"logs":       {supervisor.LogsMain, "show a service's log, the kernel's or the supervisor's"},
-	"reboot":     {supervisor.PowerMain(supervisor.Reboot), "stop everything in order and reboot"},
-	"poweroff":   {supervisor.PowerMain(supervisor.PowerOff), "stop everything in order and power off"},
-	"watchdog":   {supervisor.WatchdogMain, "stop-petting: test hook, lets the watchdog reset the board"},
+	"init":        {pid1.Main, "boot the appliance (only as PID 1)"},
+	"supervisor":  {pid1.SupervisorMain, "run the services without booting (development, measurements)"},
+	"console":     {console.Main, "serial console login (started by the supervisor)"},
+	"configd":     {configd.Main, "the configuration store on the card (started by the supervisor)"},
+	"netd":        {netd.Main, "interfaces, routes and the firewall (started by the supervisor)"},
+	"iked":        {iked.Main, "the IKEv2 daemon (started by the supervisor)"},
+	"webui":       {webui.Main, "the HTTPS web UI (started by the supervisor)"},
+	"ipsec":       {iked.IPsecMain, "status | up NAME | down NAME: the tunnels, like swanctl --list-sas"},
+	"cryptobench": {cryptobench.Main, "crypto engines against Go's own ciphers, like openssl speed"},
+	"status":      {supervisor.StatusMain, "services and PID 1 as a table"},
+	"service":     {supervisor.ServiceMain, "restart|stop NAME"},
+	"logs":        {supervisor.LogsMain, "show a service's log, the kernel's or the supervisor's"},
+	"reboot":      {supervisor.PowerMain(supervisor.Reboot), "stop everything in order and reboot"},
+	"poweroff":    {supervisor.PowerMain(supervisor.PowerOff), "stop everything in order and power off"},
+	"watchdog":    {supervisor.WatchdogMain, "stop-petting: test hook, lets the watchdog reset the board"},
 }
 
 func main() {

@@ -31,7 +31,20 @@ type consoleSpec struct {
 // The console does not depend on the others: a box whose configd crashes
 // must still give its admin a login.
 func serviceTable(exe string, c consoleSpec) []supervisor.Service {
-	var table []supervisor.Service
+	env := []string{"PATH=/bbin:/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/"}
+	const configdSock = "/run/flashgate/configd.sock"
+	table := []supervisor.Service{
+		// configd owns the database on the card; everything else reads it.
+		{Name: "configd", Path: exe, Args: []string{"configd"}, Env: env, Restart: supervisor.RestartAlways},
+		// netd and iked follow configd's watch stream, and wait for it
+		// by themselves when it restarts.
+		{Name: "netd", Path: exe, Args: []string{"netd", "-configd", configdSock}, Env: env,
+			After: []string{"configd"}, Restart: supervisor.RestartAlways},
+		{Name: "iked", Path: exe, Args: []string{"iked", "-configd", configdSock}, Env: env,
+			After: []string{"configd"}, Restart: supervisor.RestartAlways, StopTimeout: 3 * time.Second},
+		{Name: "webui", Path: exe, Args: []string{"webui", "-configd", configdSock}, Env: env,
+			After: []string{"configd"}, Restart: supervisor.RestartAlways},
+	}
 	if c.Device != "" {
 		table = append(table, supervisor.Service{
 			Name: "console",
