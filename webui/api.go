@@ -56,7 +56,7 @@ func (s *Server) apiRoutes(r *mux.Router) {
 		}
 	}
 	api("/firewall", "GET", func(w http.ResponseWriter, r *http.Request) {
-		cand, err := s.opts.Config.Candidate(r.Context())
+		cand, err := s.candidate(r.Context())
 		if err != nil {
 			writeAPIError(w, http.StatusBadGateway, err.Error())
 			return
@@ -85,7 +85,7 @@ func (s *Server) apiRoutes(r *mux.Router) {
 		writeJSON(w, http.StatusOK, map[string]any{"configured": rows, "other": other})
 	})
 	api("/system", "GET", func(w http.ResponseWriter, r *http.Request) {
-		cand, err := s.opts.Config.Candidate(r.Context())
+		cand, err := s.candidate(r.Context())
 		if err != nil {
 			writeAPIError(w, http.StatusBadGateway, err.Error())
 			return
@@ -342,7 +342,7 @@ func (s *Server) apiPutElement(k *kind) http.HandlerFunc {
 		name := mux.Vars(r)["name"]
 		creating := false
 		if !k.Single {
-			cand, err := s.opts.Config.Candidate(r.Context())
+			cand, err := s.candidate(r.Context())
 			if err != nil {
 				writeAPIError(w, http.StatusBadGateway, err.Error())
 				return

@@ -43,7 +43,7 @@ func (s *Server) authenticate(ctx context.Context, addr, user, password string) 
 	if ok, wait := s.limiter.allow(addr); !ok {
 		return loginLimited, wait, nil
 	}
-	running, _, err := s.opts.Config.Running(ctx)
+	running, _, err := s.running(ctx)
 	if err != nil {
 		return loginUnavailable, 0, err
 	}
@@ -91,7 +91,7 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 	if !safeNext(v.Next) {
 		v.Next = "/"
 	}
-	running, _, err := s.opts.Config.Running(r.Context())
+	running, _, err := s.running(r.Context())
 	switch {
 	case err != nil:
 		v.Error = "The configuration service is not answering: " + err.Error()
@@ -236,7 +236,7 @@ func urlQueryEscape(s string) string { return url.QueryEscape(s) }
 // password that waits in the candidate surprises people).
 func (s *Server) changePassword(ctx context.Context, user, current, next, repeat string) (string, map[string]string) {
 	errs := map[string]string{}
-	running, _, err := s.opts.Config.Running(ctx)
+	running, _, err := s.running(ctx)
 	if err != nil {
 		return "", map[string]string{"": err.Error()}
 	}
@@ -253,7 +253,7 @@ func (s *Server) changePassword(ctx context.Context, user, current, next, repeat
 	if len(errs) > 0 {
 		return "", errs
 	}
-	cand, err := s.opts.Config.Candidate(ctx)
+	cand, err := s.candidate(ctx)
 	if err != nil {
 		return "", map[string]string{"": err.Error()}
 	}

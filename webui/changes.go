@@ -31,12 +31,12 @@ func (s *Server) changes(ctx context.Context) (Changes, error) {
 	if c.Diff, err = s.opts.Config.Diff(ctx, "running", "candidate"); err != nil {
 		return c, err
 	}
-	cand, err := s.opts.Config.Candidate(ctx)
+	cand, err := s.candidate(ctx)
 	if err != nil {
 		return c, err
 	}
 	c.Errors = cand.Errors
-	st, err := s.opts.Config.Status(ctx)
+	st, err := s.status(ctx)
 	if err != nil {
 		return c, err
 	}

@@ -36,11 +36,11 @@ type tunnelRow struct {
 // tunnelRows merges the configured tunnels (running, then those only in
 // the candidate) with what iked reports.
 func (s *Server) tunnelRows(ctx context.Context) ([]tunnelRow, error) {
-	running, _, err := s.opts.Config.Running(ctx)
+	running, _, err := s.running(ctx)
 	if err != nil {
 		return nil, err
 	}
-	cand, err := s.opts.Config.Candidate(ctx)
+	cand, err := s.candidate(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +124,7 @@ func (s *Server) dashboard(ctx context.Context) Dashboard {
 	} else {
 		d.Problems = append(d.Problems, "tunnels: "+err.Error())
 	}
-	if running, _, err := s.opts.Config.Running(ctx); err == nil {
+	if running, _, err := s.running(ctx); err == nil {
 		d.Hostname = running.System.Hostname
 	}
 	return d

@@ -11,7 +11,7 @@ import (
 )
 
 func (s *Server) firewallPage(w http.ResponseWriter, r *http.Request) {
-	cand, err := s.opts.Config.Candidate(r.Context())
+	cand, err := s.candidate(r.Context())
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
@@ -58,7 +58,7 @@ type InterfaceRow struct {
 }
 
 func (s *Server) interfaceRows(r *http.Request) ([]InterfaceRow, []Link, error) {
-	cand, err := s.opts.Config.Candidate(r.Context())
+	cand, err := s.candidate(r.Context())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -538,7 +538,7 @@ func (s *Server) renderForm(w http.ResponseWriter, r *http.Request, code int, fo
 
 func (s *Server) elementNewPage(k *kind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		cand, err := s.opts.Config.Candidate(r.Context())
+		cand, err := s.candidate(r.Context())
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
@@ -554,7 +554,7 @@ func (s *Server) elementNewPage(k *kind) http.HandlerFunc {
 func (s *Server) elementEditPage(k *kind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		name := mux.Vars(r)["name"]
-		cand, err := s.opts.Config.Candidate(r.Context())
+		cand, err := s.candidate(r.Context())
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return

@@ -152,10 +152,10 @@ func (s *Server) baseView(r *http.Request, title, nav string) view {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	if st, err := s.opts.Config.Status(ctx); err == nil {
+	if st, err := s.status(ctx); err == nil {
 		v.Pending = st.Pending
 	}
-	if cand, err := s.opts.Config.Candidate(ctx); err == nil {
+	if cand, err := s.candidate(ctx); err == nil {
 		v.Changed = cand.Changed
 		v.Hostname = cand.Config.System.Hostname
 	}

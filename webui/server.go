@@ -111,7 +111,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.router = s.routes()
-	s.handler = securityHeaders(http.NewCrossOriginProtection().Handler(s.router))
+	s.handler = securityHeaders(http.NewCrossOriginProtection().Handler(withSnapshot(s.router)))
 	return s, nil
 }
 

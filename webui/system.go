@@ -25,7 +25,7 @@ type systemData struct {
 }
 
 func (s *Server) systemData(ctx context.Context, settings *formState) (systemData, error) {
-	cand, err := s.opts.Config.Candidate(ctx)
+	cand, err := s.candidate(ctx)
 	if err != nil {
 		return systemData{}, err
 	}
@@ -33,7 +33,7 @@ func (s *Server) systemData(ctx context.Context, settings *formState) (systemDat
 		vals, _ := kindSystem.values(cand.Config, "")
 		settings = s.newForm(kindSystem, "", false, vals, nil)
 	}
-	st, _ := s.opts.Config.Status(ctx)
+	st, _ := s.status(ctx)
 	return systemData{Settings: settings, Now: s.opts.Now(), Timezone: cand.Config.System.Timezone,
 		Fingerprint: s.opts.Fingerprint, Board: s.opts.Board, Storage: st}, nil
 }
@@ -97,7 +97,7 @@ func (s *Server) backup(ctx context.Context, secrets, passphrase string, allowPl
 	if err != nil {
 		return nil, "", err
 	}
-	running, _, _ := s.opts.Config.Running(ctx)
+	running, _, _ := s.running(ctx)
 	host := "flashgate"
 	if running != nil {
 		host = running.System.Hostname
@@ -142,7 +142,7 @@ func readUpload(r *http.Request) ([]byte, error) {
 // restore makes a backup the candidate. configd checks it completely
 // (format, schema, secrets, validation) before anything changes.
 func (s *Server) restore(ctx context.Context, data []byte, passphrase string) error {
-	cand, err := s.opts.Config.Candidate(ctx)
+	cand, err := s.candidate(ctx)
 	if err != nil {
 		return err
 	}

@@ -62,6 +62,7 @@ func LoadOrCreateCertificate(dir, hostname string, now time.Time) (*Certificate,
 	if err != nil {
 		return nil, err
 	}
+	defer clear(keyPEM) // the parsed key lives on in pair; this copy need not
 	pair, err = tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("new TLS certificate: %w", err)

@@ -53,14 +53,14 @@ type tunnelConfigView struct {
 }
 
 func (s *Server) tunnelDetail(ctx context.Context, name string) (TunnelDetail, bool) {
-	cand, err := s.opts.Config.Candidate(ctx)
+	cand, err := s.candidate(ctx)
 	if err != nil {
 		return TunnelDetail{}, false
 	}
 	t := cand.Config.Tunnel(name)
 	if t == nil {
 		// Deleted in the pending changes but still running: still shown.
-		running, _, err := s.opts.Config.Running(ctx)
+		running, _, err := s.running(ctx)
 		if err != nil {
 			return TunnelDetail{}, false
 		}

@@ -1,0 +1,97 @@
+package webui
+
+import (
+	"context"
+	"net/http"
+	"sync"
+
+	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/services/configd"
+)
+
+// A page asks configd for the candidate, the running configuration and
+// its status in several places (the layout, the page, the tunnel rows), and
+// configd validates the candidate at every ask. A snapshot remembers the
+// answers for the length of one GET request, so each is asked for once.
+// Requests that change something never get one: they read fresh and edit.
+type snapshot struct {
+	mu sync.Mutex
+
+	cand     configd.CandidateResponse
+	candErr  error
+	candDone bool
+
+	running    *config.Config
+	runningRev uint64
+	runningErr error
+	runDone    bool
+
+	status     configd.Status
+	statusErr  error
+	statusDone bool
+}
+
+type snapshotKey struct{}
+
+// withSnapshot gives every GET request a snapshot.
+func withSnapshot(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			r = r.WithContext(context.WithValue(r.Context(), snapshotKey{}, &snapshot{}))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func snapshotOf(ctx context.Context) *snapshot {
+	sn, _ := ctx.Value(snapshotKey{}).(*snapshot)
+	return sn
+}
+
+// candidate returns the candidate, from the request's snapshot if it has
+// one. The result is shared: read it, never change it (editCandidate reads
+// its own copy).
+func (s *Server) candidate(ctx context.Context) (configd.CandidateResponse, error) {
+	sn := snapshotOf(ctx)
+	if sn == nil {
+		return s.opts.Config.Candidate(ctx)
+	}
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	if !sn.candDone {
+		sn.cand, sn.candErr = s.opts.Config.Candidate(ctx)
+		sn.candDone = true
+	}
+	return sn.cand, sn.candErr
+}
+
+// running returns the running configuration and its revision, shared like
+// candidate's.
+func (s *Server) running(ctx context.Context) (*config.Config, uint64, error) {
+	sn := snapshotOf(ctx)
+	if sn == nil {
+		return s.opts.Config.Running(ctx)
+	}
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	if !sn.runDone {
+		sn.running, sn.runningRev, sn.runningErr = s.opts.Config.Running(ctx)
+		sn.runDone = true
+	}
+	return sn.running, sn.runningRev, sn.runningErr
+}
+
+// status returns configd's status (revision, pending confirmation).
+func (s *Server) status(ctx context.Context) (configd.Status, error) {
+	sn := snapshotOf(ctx)
+	if sn == nil {
+		return s.opts.Config.Status(ctx)
+	}
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	if !sn.statusDone {
+		sn.status, sn.statusErr = s.opts.Config.Status(ctx)
+		sn.statusDone = true
+	}
+	return sn.status, sn.statusErr
+}
