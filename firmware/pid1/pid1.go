@@ -65,6 +65,7 @@ type options struct {
 	modules    string        // module directory; "" for /lib/modules/<release>
 	watchdog   string        // watchdog device; "" for none
 	configWait time.Duration // how long to look for the config partition
+	exe        string        // the binary services are started from
 }
 
 func (in *initProc) parseFlags(args []string) {
@@ -74,6 +75,7 @@ func (in *initProc) parseFlags(args []string) {
 	fs.StringVar(&in.opts.modules, "modules", "", "kernel module directory (default /lib/modules/<release>)")
 	fs.StringVar(&in.opts.watchdog, "watchdog", "/dev/watchdog", "watchdog device; empty for none")
 	fs.DurationVar(&in.opts.configWait, "config-wait", 5*time.Second, "how long to look for the config partition")
+	fs.StringVar(&in.opts.exe, "exe", firmwareBinary(), "the multi-call binary services are started from")
 	if err := fs.Parse(args); err != nil {
 		in.logf("ignoring the init arguments %q: %v", args, err)
 		fs.Parse(nil)
@@ -213,7 +215,7 @@ func (in *initProc) startSupervisor() {
 		c.Baud = 115200
 	}
 	sup, err := supervisor.New(supervisor.Config{
-		Services:    serviceTable(firmwareBinary(), c),
+		Services:    serviceTable(in.opts.exe, c),
 		Logf:        in.logf,
 		Watchdog:    in.watchdog,
 		PetInterval: petInterval,

@@ -26,6 +26,13 @@ import (
 const pid1Env = "FLASHGATE_PID1_TEST_ARGS"
 
 func TestMain(m *testing.M) {
+	// PID 1 under test starts its services from -exe, which the tests
+	// point at a missing file; should this binary still be started as a
+	// service ("pid1.test configd"), it must not run the tests again.
+	if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-") {
+		fmt.Fprintf(os.Stderr, "pid1.test started as %q: refusing\n", os.Args[1:])
+		os.Exit(2)
+	}
 	if args, ok := os.LookupEnv(pid1Env); ok {
 		// Keep every mount PID 1 makes out of the host's namespace.
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
@@ -48,7 +55,7 @@ type bootedInit struct {
 
 func bootInit(t *testing.T) *bootedInit {
 	t.Helper()
-	args := "-console none -watchdog= -config-wait 0s -modules " + t.TempDir()
+	args := "-console none -watchdog= -config-wait 0s -exe /nonexistent/flashgate -modules " + t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), pid1Env+"="+args)
 	cmd.SysProcAttr = &syscall.SysProcAttr{
@@ -152,6 +159,20 @@ func TestBootAndPowerOff(t *testing.T) {
 		t.Fatalf("system %+v, %v; want PID 1 with its RSS", sys, err)
 	}
 	t.Logf("PID 1 + supervisor RSS after boot: %d KiB", sys.RSSKiB)
+	// Every service's binary is missing here (-exe): each is reported,
+	// none stops the boot.
+	services, err := c.Services(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range services {
+		switch {
+		case st.State == supervisor.StateBackoff && strings.Contains(st.LastExit, "exec /nonexistent/flashgate: no such file or directory"):
+		case st.State == supervisor.StateWaiting && len(st.WaitingFor) > 0:
+		default:
+			t.Errorf("service %s: %s, last exit %q; want backoff after the missing binary, or waiting for one", st.Name, st.State, st.LastExit)
+		}
+	}
 	if err := c.Power(context.Background(), supervisor.PowerOff); err != nil {
 		t.Fatal(err)
 	}

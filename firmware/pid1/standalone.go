@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/flashgate/flashgate/firmware/supervisor"
@@ -25,6 +27,7 @@ func SupervisorMain(args []string) int {
 	board := fs.String("board", "", "board name shown on the console banner")
 	version := fs.String("version", "", "version shown on the console banner")
 	kmsg := fs.Bool("kmsg", false, "copy /dev/kmsg into the kernel log ring")
+	only := fs.String("services", "", `services of the appliance's table to run, comma-separated, or "all"; none by default, since on a host netd and iked would reconfigure the host's network`)
 	if fs.Parse(args) != nil {
 		return 2
 	}
@@ -32,8 +35,13 @@ func SupervisorMain(args []string) int {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		logf("cannot become a subreaper (%v): orphans will not be reaped here", err)
 	}
+	table, err := selectServices(serviceTable(firmwareBinary(), consoleSpec{Device: *console, Baud: *baud, Board: *board, Version: *version}), *only)
+	if err != nil {
+		logf("%v", err)
+		return 2
+	}
 	sup, err := supervisor.New(supervisor.Config{
-		Services: serviceTable(firmwareBinary(), consoleSpec{Device: *console, Baud: *baud, Board: *board, Version: *version}),
+		Services: table,
 		Logf:     logf,
 	})
 	if err != nil {
@@ -65,4 +73,38 @@ func SupervisorMain(args []string) int {
 	}
 	os.Remove(*sock)
 	return 0
+}
+
+// selectServices keeps the named services of table, in table order. A
+// dependency that is not selected is dropped from After, so a service can
+// be run alone for development.
+func selectServices(table []supervisor.Service, list string) ([]supervisor.Service, error) {
+	if list == "all" {
+		return table, nil
+	}
+	want := map[string]bool{}
+	for _, n := range strings.Split(list, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			want[n] = true
+		}
+	}
+	var out []supervisor.Service
+	for _, s := range table {
+		if !want[s.Name] {
+			continue
+		}
+		delete(want, s.Name)
+		var after []string
+		for _, d := range s.After {
+			if slices.ContainsFunc(out, func(o supervisor.Service) bool { return o.Name == d }) {
+				after = append(after, d)
+			}
+		}
+		s.After = after
+		out = append(out, s)
+	}
+	for n := range want {
+		return nil, fmt.Errorf("-services: no service %q in the table", n)
+	}
+	return out, nil
 }
