@@ -44,6 +44,13 @@ func (c *testClock) Advance(d time.Duration) {
 // directory, on a unix socket, and returns its client.
 func startConfigd(t testing.TB) (*client.Client, *config.Store) {
 	t.Helper()
+	c, store, _ := startConfigdSocket(t)
+	return c, store
+}
+
+// startConfigdSocket is startConfigd that also returns the socket's path.
+func startConfigdSocket(t testing.TB) (*client.Client, *config.Store, string) {
+	t.Helper()
 	dir := t.TempDir()
 	store, err := config.Open(filepath.Join(dir, "config.db"), config.Options{Logf: t.Logf})
 	if err != nil {
@@ -64,7 +71,7 @@ func startConfigd(t testing.TB) (*client.Client, *config.Store) {
 		srv.Shutdown(ctx)
 		store.Close()
 	})
-	return client.New(sock), store
+	return client.New(sock), store, sock
 }
 
 const (

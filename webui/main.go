@@ -27,8 +27,15 @@ import (
 // the console banner.
 const FingerprintFile = "/run/flashgate/webui.fingerprint"
 
-// Main runs the web UI service: `flashgate webui [flags]`.
+// Main runs the web UI service: `flashgate webui [flags]`, until SIGTERM
+// or SIGINT.
 func Main(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return run(ctx, args)
+}
+
+func run(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("webui", flag.ContinueOnError)
 	listen := fs.String("listen", ":443", "HTTPS address")
 	plain := fs.String("http", ":80", "plain HTTP address that redirects to HTTPS (empty: none)")
@@ -52,8 +59,6 @@ func Main(args []string) int {
 	}
 	cfg := client.New(*configdSock)
 	host := "flashgate"
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 	if running, _, err := cfg.Running(ctx); err == nil {
 		host = running.System.Hostname
 	} else {
