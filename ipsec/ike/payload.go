@@ -94,6 +94,12 @@ func DecodePayloads(first PayloadType, b []byte) ([]Payload, error) {
 		ps = append(ps, p)
 		b = b[plen:]
 	}
+	// Bytes the header's length covers but no payload does are not
+	// ignored: a responder keeps IKE_SA_INIT whole (it is signed in
+	// IKE_AUTH), so padding would let a peer pin 64 KiB per half-open SA.
+	if len(b) != 0 {
+		return nil, fmt.Errorf("%d bytes after the last payload: %w", len(b), ErrMalformed)
+	}
 	return ps, nil
 }
 
