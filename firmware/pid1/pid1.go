@@ -96,15 +96,25 @@ func Main(args []string) int {
 }
 
 // logf prints a PID 1 message on the console and keeps it in the
-// supervisor's log.
+// supervisor's log (or, before the supervisor exists, until it does).
 func (in *initProc) logf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
-	fmt.Fprintf(os.Stdout, "flashgate init: %s\n", msg)
+	in.print(msg)
 	in.mu.Lock()
-	if in.sup == nil {
+	sup := in.sup
+	if sup == nil {
 		in.bootLog = append(in.bootLog, msg)
 	}
 	in.mu.Unlock()
+	if sup != nil {
+		sup.Note("init: " + msg)
+	}
+}
+
+// print puts a line on the console only: the supervisor's messages, which
+// the supervisor keeps in its log itself.
+func (in *initProc) print(msg string) {
+	fmt.Fprintf(os.Stdout, "flashgate init: %s\n", msg)
 }
 
 // step runs one boot step, turning a panic into a console message so the
@@ -216,7 +226,7 @@ func (in *initProc) startSupervisor() {
 	}
 	sup, err := supervisor.New(supervisor.Config{
 		Services:    serviceTable(in.opts.exe, c),
-		Logf:        in.logf,
+		Logf:        func(format string, args ...any) { in.print(fmt.Sprintf(format, args...)) },
 		Watchdog:    in.watchdog,
 		PetInterval: petInterval,
 		Power:       in.requestPower,
