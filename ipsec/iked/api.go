@@ -138,6 +138,11 @@ type Stats struct {
 	DataPlane string            `json:"data_plane"`
 	HalfOpen  int               `json:"half_open"` // responder IKE SAs waiting for IKE_AUTH
 	IKE       ike.StatsSnapshot `json:"ike"`
+	// SendDrops counts IKE datagrams the kernel would not take at once
+	// (send buffer full); NATIKEDrops, IKE from the NAT-T port dropped
+	// because the engine was behind (userspace data plane).
+	SendDrops   uint64 `json:"send_drops"`
+	NATIKEDrops uint64 `json:"nat_t_ike_drops"`
 	// ESP holds the userspace data plane's drops that belong to no SA
 	// (unknown SPI, truncated, oversized); nil with kernel XFRM.
 	ESP *esp.DeviceCounterSnapshot `json:"esp,omitempty"`
@@ -145,7 +150,8 @@ type Stats struct {
 
 // Stats returns the daemon-wide counters.
 func (d *Daemon) Stats() Stats {
-	s := Stats{DataPlane: d.dp.Name(), HalfOpen: d.ep.HalfOpen(), IKE: d.ep.Stats.Snapshot()}
+	s := Stats{DataPlane: d.dp.Name(), HalfOpen: d.ep.HalfOpen(), IKE: d.ep.Stats.Snapshot(),
+		SendDrops: d.tr.sendDrops.Load(), NATIKEDrops: d.natIKEDrops.Load()}
 	if d.dev != nil {
 		c := d.dev.CounterSnapshot()
 		s.ESP = &c

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flashgate/flashgate/config"
@@ -49,6 +50,8 @@ type Daemon struct {
 	tr    *transport
 	logf  func(string, ...any)
 	start time.Time
+
+	natIKEDrops atomic.Uint64 // IKE from the NAT-T port dropped: queue full
 
 	mu      sync.Mutex
 	tunnels map[string]*tunnel
@@ -159,14 +162,51 @@ func (d *Daemon) DataPlane() string { return d.dp.Name() }
 func (d *Daemon) Run() {
 	d.tr.run(d.ep.HandleMessage)
 	if d.dev != nil {
+		// IKE on the NAT-T port arrives on an ESP packet worker, which
+		// must not block: queue it for natIKE, dropping (and counting)
+		// what does not fit, so a flood of IKE_SA_INIT on 4500 costs
+		// the data plane a copy at most, never a DH computation.
+		queue := make(chan natDatagram, natIKEQueue)
 		d.dev.SetIKEHandler(func(pkt []byte, from netip.AddrPort) {
-			// The device does not know our address; the tunnel does.
-			d.ep.HandleMessage(append([]byte(nil), pkt...), d.localFor(from), from)
+			if len(queue) == cap(queue) {
+				d.natIKEDrops.Add(1)
+				return
+			}
+			select {
+			case queue <- natDatagram{append([]byte(nil), pkt...), from}:
+			default:
+				d.natIKEDrops.Add(1)
+			}
 		})
+		d.wg.Add(1)
+		go d.natIKE(queue)
 	}
 	d.wg.Add(2)
 	go d.timers()
 	go d.expires()
+}
+
+// natIKEQueue bounds the IKE messages from the NAT-T port waiting for the
+// engine.
+const natIKEQueue = 256
+
+type natDatagram struct {
+	pkt  []byte
+	from netip.AddrPort
+}
+
+// natIKE hands IKE from the userspace device's NAT-T socket to the engine.
+func (d *Daemon) natIKE(queue <-chan natDatagram) {
+	defer d.wg.Done()
+	for {
+		select {
+		case <-d.done:
+			return
+		case m := <-queue:
+			// The device does not know our address; the tunnel does.
+			d.ep.HandleMessage(m.pkt, d.localFor(m.from), m.from)
+		}
+	}
 }
 
 func (d *Daemon) timers() {

@@ -6,11 +6,13 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	"github.com/flashgate/flashgate/ipsec/esp"
 	"github.com/flashgate/flashgate/ipsec/ike"
 	"github.com/flashgate/flashgate/ipsec/xfrm"
 	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
 )
 
 // maxIKEDatagram bounds what is read from the IKE sockets; larger datagrams
@@ -24,17 +26,27 @@ const maxIKEDatagram = 65535
 type transport struct {
 	ikePort, nattPort uint16
 	sock500           *ipv4.PacketConn
+	udp500            *net.UDPConn
 	sock4500          *ipv4.PacketConn // nil when dev owns 4500
+	udp4500           *net.UDPConn
 	dev               *esp.Device
 	closers           []func() error
 	wg                sync.WaitGroup
+	sendDrops         atomic.Uint64 // datagrams the kernel would not take at once
 }
 
-func listenUDP(addr netip.AddrPort) (*ipv4.PacketConn, net.PacketConn, error) {
+// socketBuffer is the receive buffer of the IKE sockets: a burst of
+// IKE_SA_INIT (a flood, or many peers after a restart) waits there for the
+// reader instead of being dropped by the kernel.
+const socketBuffer = 1 << 20
+
+func listenUDP(addr netip.AddrPort) (*ipv4.PacketConn, *net.UDPConn, error) {
 	c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(addr))
 	if err != nil {
 		return nil, nil, fmt.Errorf("listen on UDP %v: %w", addr, err)
 	}
+	// Best effort: the kernel caps it at net.core.rmem_max.
+	c.SetReadBuffer(socketBuffer)
 	pc := ipv4.NewPacketConn(c)
 	// The destination address of each datagram is our local address for the
 	// IKE SA: we may have several, and the socket is bound to all.
@@ -51,7 +63,7 @@ func newTransport(ikePort, nattPort uint16, dev *esp.Device, encapSocket bool) (
 	if err != nil {
 		return nil, err
 	}
-	t.sock500 = pc
+	t.sock500, t.udp500 = pc, c
 	t.closers = append(t.closers, c.Close)
 	if dev == nil {
 		pc, c, err := listenUDP(netip.AddrPortFrom(netip.IPv4Unspecified(), nattPort))
@@ -60,13 +72,13 @@ func newTransport(ikePort, nattPort uint16, dev *esp.Device, encapSocket bool) (
 			return nil, err
 		}
 		if encapSocket {
-			if err := xfrm.SetESPInUDP(c.(*net.UDPConn)); err != nil {
+			if err := xfrm.SetESPInUDP(c); err != nil {
 				c.Close()
 				t.close()
 				return nil, err
 			}
 		}
-		t.sock4500 = pc
+		t.sock4500, t.udp4500 = pc, c
 		t.closers = append(t.closers, c.Close)
 	}
 	return t, nil
@@ -119,15 +131,9 @@ func (t *transport) run(handle func(pkt []byte, local, remote netip.AddrPort)) {
 // send is the engine's Send hook. Datagrams from the NAT-T port already
 // carry the non-ESP marker (or are a one-byte keepalive).
 func (t *transport) send(pkt []byte, local, remote netip.AddrPort) error {
-	dst := net.UDPAddrFromAddrPort(remote)
-	var cm *ipv4.ControlMessage
-	if local.Addr().IsValid() && !local.Addr().IsUnspecified() {
-		cm = &ipv4.ControlMessage{Src: local.Addr().AsSlice()}
-	}
 	if local.Port() == t.nattPort {
-		if t.sock4500 != nil {
-			_, err := t.sock4500.WriteTo(pkt, cm, dst)
-			return err
+		if t.udp4500 != nil {
+			return t.sendNow(t.udp4500, pkt, local.Addr(), remote)
 		}
 		// The ESP device owns 4500: hand it the message without the
 		// marker (it adds it back).
@@ -139,8 +145,44 @@ func (t *transport) send(pkt []byte, local, remote netip.AddrPort) error {
 		}
 		return t.dev.SendIKE(pkt[4:], remote)
 	}
-	_, err := t.sock500.WriteTo(pkt, cm, dst)
-	return err
+	return t.sendNow(t.udp500, pkt, local.Addr(), remote)
+}
+
+// sendNow sends one datagram from src (when given) without waiting: if the
+// socket's send buffer is full the datagram is dropped and counted, and
+// IKE's retransmissions recover it. Waiting would stall the reader that
+// called us, and the send buffer does fill when many answers go to
+// addresses whose link-layer address never resolves (a flood from spoofed
+// on-link sources: each queued answer holds buffer space until the
+// neighbour entry fails, seconds later).
+func (t *transport) sendNow(c *net.UDPConn, pkt []byte, src netip.Addr, dst netip.AddrPort) error {
+	to := dst.Addr().Unmap()
+	if !to.Is4() {
+		return fmt.Errorf("send to %v: the IKE sockets are IPv4 only", dst)
+	}
+	var oob []byte
+	if src.IsValid() && !src.IsUnspecified() {
+		oob = (&ipv4.ControlMessage{Src: src.AsSlice()}).Marshal()
+	}
+	sa := &unix.SockaddrInet4{Port: int(dst.Port()), Addr: to.As4()}
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("send to %v: %w", dst, err)
+	}
+	var serr error
+	if err := rc.Write(func(fd uintptr) bool {
+		serr = unix.Sendmsg(int(fd), pkt, oob, sa, unix.MSG_DONTWAIT)
+		return true // never wait for the socket to become writable
+	}); err != nil {
+		return fmt.Errorf("send to %v: %w", dst, err)
+	}
+	if errors.Is(serr, unix.EAGAIN) || errors.Is(serr, unix.ENOBUFS) {
+		t.sendDrops.Add(1)
+	}
+	if serr != nil {
+		return fmt.Errorf("send to %v: %w", dst, serr)
+	}
+	return nil
 }
 
 func (t *transport) close() {
