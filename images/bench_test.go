@@ -68,13 +68,13 @@ func BenchmarkBootQEMU(b *testing.B) {
 			b.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), bootLimit)
-		elapsed, err := bootToLogin(ctx, vm, "bench")
+		times, err := bootToLogin(ctx, vm, "bench")
 		cancel()
 		vm.Stop()
 		if err != nil {
 			b.Fatalf("%v\nserial console:\n%s", err, vm.Log())
 		}
-		total += elapsed
+		total += times.Login
 	}
 	b.ReportMetric(total.Seconds()/float64(b.N), "login_s")
 }

@@ -76,6 +76,9 @@ func (b *Builder) Build(ctx context.Context, board boards.Board, version string)
 	if cache, err = filepath.Abs(cache); err != nil {
 		return nil, err
 	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return nil, err
 	}

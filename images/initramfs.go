@@ -75,7 +75,11 @@ func (r *Initramfs) Build(ctx context.Context, out string) (xzBytes, cpioBytes i
 	if r.GOARCH == "amd64" {
 		env = append(env, "GOAMD64=v1")
 	}
-	r.logf("building the u-root busybox (%s) for GOARCH=%s GO386=%s", FirmwarePackage, r.GOARCH, r.GO386)
+	target := "GOARCH=" + r.GOARCH
+	if r.GO386 != "" {
+		target += " GO386=" + r.GO386
+	}
+	r.logf("building the u-root busybox (%s) for %s", FirmwarePackage, target)
 	if _, err := (command{Dir: r.RepoRoot, Env: env}).run(ctx, urootBin, args...); err != nil {
 		return 0, 0, fmt.Errorf("build the initramfs with u-root: %w", err)
 	}

@@ -63,9 +63,6 @@ func buildImage(ctx context.Context, f imageFlags, log io.Writer) (*images.Repor
 	if version == "" {
 		version = gitVersion(root)
 	}
-	if err := os.MkdirAll(f.out, 0o755); err != nil {
-		return nil, err
-	}
 	b := &images.Builder{RepoRoot: root, OutDir: f.out, Log: log}
 	return b.Build(ctx, board, version)
 }
