@@ -161,18 +161,26 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// PrintStatus writes tunnels in the layout of swanctl --list-sas.
+// PrintStatus writes tunnels in the layout of swanctl --list-sas: one
+// block per tunnel, its IKE_SA, then each CHILD_SA with SPIs, counters and
+// selectors. A tunnel that is not up says why in a reason line.
 func PrintStatus(w io.Writer, ts []ipsec.TunnelStatus, now time.Time) {
 	if len(ts) == 0 {
 		fmt.Fprintln(w, "no tunnels configured")
 	}
-	ago := func(t time.Time) string { return now.Sub(t).Round(time.Second).String() }
-	for _, t := range ts {
-		fmt.Fprintf(w, "%s: %s, data plane %s", t.Name, strings.ToUpper(string(t.State)), t.DataPlane)
-		if t.Driver != "" {
-			fmt.Fprintf(w, " (%s)", t.Driver)
+	ago := func(t time.Time) string { return shortDuration(now.Sub(t)) }
+	rekey := func(d time.Duration) string {
+		if d <= 0 {
+			return "no rekey scheduled"
 		}
-		fmt.Fprintf(w, ", since %s ago\n", ago(t.Since))
+		return "rekeying in " + shortDuration(d)
+	}
+	for _, t := range ts {
+		fmt.Fprintf(w, "%s: %s since %s ago, data plane %s", t.Name, strings.ToUpper(string(t.State)), ago(t.Since), t.DataPlane)
+		if t.Driver != "" {
+			fmt.Fprintf(w, ", crypto %s", t.Driver)
+		}
+		fmt.Fprintln(w)
 		if t.Reason != "" {
 			fmt.Fprintf(w, "  reason: %s\n", t.Reason)
 		}
@@ -183,11 +191,15 @@ func PrintStatus(w io.Writer, ts []ipsec.TunnelStatus, now time.Time) {
 				}
 				return ""
 			}
-			fmt.Fprintf(w, "  IKE_SA %s_i%s %s_r%s, %s <-> %s\n", t.IKE.InitiatorSPI, mark(t.IKE.Initiator), t.IKE.ResponderSPI, mark(!t.IKE.Initiator), t.LocalAddr, t.RemoteAddr)
-			fmt.Fprintf(w, "    %s, established %s ago, rekeying in %s\n", t.IKE.Proposal, ago(t.IKE.Established), t.IKE.RekeyIn)
+			natt := ""
+			if t.IKE.NATT {
+				natt = ", UDP-encapsulated"
+			}
+			fmt.Fprintf(w, "  IKE_SA %s_i%s %s_r%s, %s <-> %s%s\n", t.IKE.InitiatorSPI, mark(t.IKE.Initiator), t.IKE.ResponderSPI, mark(!t.IKE.Initiator), t.LocalAddr, t.RemoteAddr, natt)
+			fmt.Fprintf(w, "    %s, established %s ago, %s\n", t.IKE.Proposal, ago(t.IKE.Established), rekey(t.IKE.RekeyIn))
 		}
 		for _, c := range t.Children {
-			fmt.Fprintf(w, "  CHILD_SA %s, installed %s ago, rekeying in %s\n", c.Proposal, ago(c.Established), c.RekeyIn)
+			fmt.Fprintf(w, "  CHILD_SA %s, installed %s ago, %s\n", c.Proposal, ago(c.Established), rekey(c.RekeyIn))
 			fmt.Fprintf(w, "    in  %s, %10d bytes, %8d packets, %d dropped\n", c.InboundSPI, c.BytesIn, c.PacketsIn, c.Drops)
 			fmt.Fprintf(w, "    out %s, %10d bytes, %8d packets\n", c.OutboundSPI, c.BytesOut, c.PacketsOut)
 			fmt.Fprintf(w, "    local  %s\n    remote %s\n", strings.Join(c.LocalTS, " "), strings.Join(c.RemoteTS, " "))
@@ -195,31 +207,17 @@ func PrintStatus(w io.Writer, ts []ipsec.TunnelStatus, now time.Time) {
 	}
 }
 
-// IPsecMain is `flashgate ipsec status|up NAME|down NAME`.
-func IPsecMain(args []string) int {
-	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: flashgate ipsec status | up NAME | down NAME")
-		return 2
+// shortDuration prints whole seconds without the zero units Duration.String
+// keeps ("59m", not "59m0s").
+func shortDuration(d time.Duration) string {
+	d = d.Round(time.Second)
+	if d < time.Minute {
+		return d.String()
 	}
-	switch args[0] {
-	case "status":
-		return StatusMain(args[1:])
-	case "up", "down":
-		if len(args) != 2 {
-			fmt.Fprintf(os.Stderr, "usage: flashgate ipsec %s NAME\n", args[0])
-			return 2
-		}
-		c := NewClient(DefaultSocket)
-		op := c.Up
-		if args[0] == "down" {
-			op = c.Down
-		}
-		if err := op(args[1]); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		return 0
+	s := d.String()
+	s = strings.TrimSuffix(s, "0s")
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
 	}
-	fmt.Fprintf(os.Stderr, "flashgate ipsec: unknown command %q (status, up, down)\n", args[0])
-	return 2
+	return s
 }
