@@ -41,7 +41,9 @@ func serialPort(device string) (int, error) {
 // SyslinuxConfig returns syslinux.cfg for the board: serial console at the
 // board's baud, no video output (these boxes are headless, and BIOSes such as
 // tinyBIOS redirect video to the same serial port, which would print
-// everything twice), and one second to interrupt the boot.
+// everything twice), and half a second to interrupt the boot and edit the
+// kernel command line: hold a key while the box starts. A longer wait would
+// be paid on every boot.
 func SyslinuxConfig(b boards.Board, version string) (string, error) {
 	port, err := serialPort(b.Console.Device)
 	if err != nil {
@@ -54,7 +56,7 @@ func SyslinuxConfig(b boards.Board, version string) (string, error) {
 	fmt.Fprintf(&s, "SERIAL %d %d\n", port, b.Console.Baud)
 	s.WriteString("CONSOLE 0\n")
 	s.WriteString("PROMPT 1\n")
-	s.WriteString("TIMEOUT 10\n")
+	s.WriteString("TIMEOUT 5\n")
 	s.WriteString("DEFAULT flashgate\n")
 	s.WriteString("\n")
 	s.WriteString("LABEL flashgate\n")
