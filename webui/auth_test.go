@@ -249,6 +249,19 @@ func TestSessionExpiry(t *testing.T) {
 		t.Errorf("after 11 idle minutes: %d, want a redirect to login", r.Code)
 	}
 
+	// The live refresh of an open page is not activity.
+	b.login()
+	for i := 0; i < 2; i++ {
+		h.clock.Advance(4 * time.Minute)
+		if r := b.get("/live/dashboard"); r.Code != http.StatusOK {
+			t.Fatalf("live refresh after %d minutes: %d", 4*(i+1), r.Code)
+		}
+	}
+	h.clock.Advance(4 * time.Minute)
+	if r := b.get("/live/dashboard"); r.Code != http.StatusUnauthorized {
+		t.Errorf("live refresh of a session idle for 12 minutes: %d, want 401", r.Code)
+	}
+
 	b.login()
 	for i := 0; i < 6; i++ { // active all along, never idle
 		h.clock.Advance(9 * time.Minute)

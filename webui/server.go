@@ -139,6 +139,7 @@ type routeClass int
 const (
 	classPage routeClass = iota
 	classAPI
+	classLive // like classAPI, but does not count as activity
 )
 
 func (s *Server) routes() *mux.Router {
@@ -159,7 +160,7 @@ func (s *Server) routes() *mux.Router {
 	s.apiRoutes(api)
 
 	live := r.PathPrefix("/live").Subrouter()
-	live.Use(s.requireSession(classAPI))
+	live.Use(s.requireSession(classLive))
 	live.HandleFunc("/dashboard", s.liveDashboard).Methods("GET")
 	live.HandleFunc("/tunnels", s.liveTunnels).Methods("GET")
 	live.HandleFunc("/tunnels/{name}", s.liveTunnel).Methods("GET")
@@ -260,7 +261,11 @@ func (s *Server) requireSession(class routeClass) mux.MiddlewareFunc {
 			c, err := r.Cookie(sessionCookie)
 			var sess *session
 			ok := false
-			if err == nil {
+			switch {
+			case err != nil:
+			case class == classLive:
+				sess, ok = s.sessions.peek(c.Value)
+			default:
 				sess, ok = s.sessions.lookup(c.Value)
 			}
 			if !ok {

@@ -84,7 +84,14 @@ func (s *sessionStore) create(user string) (string, *session) {
 }
 
 // lookup returns the live session for id and refreshes its idle timer.
-func (s *sessionStore) lookup(id string) (*session, bool) {
+func (s *sessionStore) lookup(id string) (*session, bool) { return s.find(id, true) }
+
+// peek is lookup for requests a page makes by itself (the live refresh):
+// they do not count as the admin being active, so an open dashboard does
+// not keep a session alive past its idle limit.
+func (s *sessionStore) peek(id string) (*session, bool) { return s.find(id, false) }
+
+func (s *sessionStore) find(id string, touch bool) (*session, bool) {
 	if id == "" {
 		return nil, false
 	}
@@ -100,7 +107,9 @@ func (s *sessionStore) lookup(id string) (*session, bool) {
 		delete(s.byHash, h)
 		return nil, false
 	}
-	sess.LastSeen = now
+	if touch {
+		sess.LastSeen = now
+	}
 	cp := *sess
 	return &cp, true
 }
