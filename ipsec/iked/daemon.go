@@ -150,7 +150,8 @@ func (d *Daemon) chooseDataPlane() (kind, why string) {
 		return "userspace", "forced by configuration"
 	}
 	if err := xfrm.Probe(); err != nil {
-		return "userspace", fmt.Sprintf("the kernel has no ESP: %v", err)
+		// Probe's error says what is missing ("kernel has no ESP: ...").
+		return "userspace", fmt.Sprintf("probe: %v", err)
 	}
 	return "xfrm", "the kernel has ESP"
 }
