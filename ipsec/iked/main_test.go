@@ -308,4 +308,3 @@ func TestFollowConfigd(t *testing.T) {
 		t.Fatalf("the committed removal did not reach iked; log:\n%s", logs.String())
 	}
 }
-
