@@ -1,6 +1,7 @@
 package webui
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/flashgate/flashgate/config"
@@ -82,4 +83,30 @@ func TestCompactDuration(t *testing.T) {
 			t.Errorf("compactDuration(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// FuzzAPIValues feeds arbitrary JSON objects to the API's element decoder:
+// it must not panic, and what it accepts names only the kind's fields.
+func FuzzAPIValues(f *testing.F) {
+	f.Add([]byte(`{"remote_address":"198.51.100.7","enabled":true,"remote_subnets":["10.0.0.0/8"],"mtu":1400}`))
+	f.Add([]byte(`{"psk":null,"local_subnets":[1,2]}`))
+	f.Add([]byte(`{"colour":"blue"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var body map[string]json.RawMessage
+		if json.Unmarshal(data, &body) != nil {
+			return
+		}
+		vals, errs := apiValues(kindTunnels, body)
+		if errs == nil {
+			for k := range vals {
+				known := false
+				for _, fl := range kindTunnels.Fields {
+					known = known || fl.Key == k
+				}
+				if !known {
+					t.Errorf("accepted unknown field %q", k)
+				}
+			}
+		}
+	})
 }
