@@ -34,6 +34,15 @@ type QEMUConfig struct {
 
 	// NoReboot makes a guest reboot or panic end qemu, as tests want.
 	NoReboot bool
+
+	// NetDevs, if set, replaces the user-mode network of NIC i with the
+	// qemu -netdev backend NetDevs[i] without its id, e.g.
+	// "tap,ifname=fgwan0,script=no,downscript=no" or
+	// "socket,listen=127.0.0.1:7000" (tests that link appliances).
+	NetDevs []string
+
+	// Extra arguments appended to the command line.
+	Extra []string
 }
 
 // Args returns the qemu command line, program first. The NICs follow the
@@ -87,7 +96,9 @@ func (c QEMUConfig) Args() ([]string, error) {
 		}
 		used[id] = true
 		netdev := "user,id=" + id
-		if i == wan {
+		if i < len(c.NetDevs) && c.NetDevs[i] != "" {
+			netdev = c.NetDevs[i] + ",id=" + id
+		} else if i == wan {
 			if c.WebUIPort != 0 {
 				netdev += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:443", c.WebUIPort)
 			}
@@ -103,7 +114,7 @@ func (c QEMUConfig) Args() ([]string, error) {
 	if !slices.Contains(q.Extra, "i6300esb") {
 		args = append(args, "-device", "i6300esb")
 	}
-	return args, nil
+	return append(args, c.Extra...), nil
 }
 
 // VM is a running qemu with its serial console on pipes.
