@@ -50,6 +50,8 @@ func TestBootQEMU(t *testing.T) {
 	t.Logf("built %s in %s: firmware %d bytes (kernel %d, initramfs %d)", rep.Image,
 		time.Since(buildStart).Round(time.Second), rep.FirmwareBytes(), rep.KernelBytes, rep.InitramfsXZ)
 
+	checkInitramfs(t, rep)
+
 	// Boot a copy: the first boot writes the admin password to the card.
 	card := filepath.Join(outDir, "boot-qemu.img")
 	if err := copyWhole(rep.Image, card); err != nil {
@@ -76,6 +78,76 @@ func TestBootQEMU(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%s (target: login within 10 s)", times)
+}
+
+// checkInitramfs lists the initramfs on the built card with xz and cpio
+// and checks it against the contract: /init is the flashgate binary, no
+// u-root init or uinit, the expert commands, and exactly the module closure
+// under lib/modules/<release>/ with its modules.dep.
+func checkInitramfs(t *testing.T, rep *Report) {
+	t.Helper()
+	if err := checkTools(hostTool{"cpio", "cpio"}); err != nil {
+		t.Fatalf("cannot list the initramfs: %v", err)
+	}
+	ctx := context.Background()
+	mtools := command{Env: []string{"MTOOLS_SKIP_CHECK=1"}}
+	xzData, err := mtools.run(ctx, tool(toolMcopy), "-n", "-i", rep.Image+"@@1048576", "::"+slotAInitramfs, "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpioData, err := command{Stdin: xzData}.run(ctx, tool(toolXZ), "-dc")
+	if err != nil {
+		t.Fatalf("the initramfs is not xz: %v", err)
+	}
+	// Stream header: magic (6 bytes), then flags whose second byte is the
+	// check type; 0x01 is CRC32.
+	if len(xzData) < 8 || xzData[7] != 0x01 {
+		t.Errorf("the initramfs does not use xz's CRC32 check, which the kernel's decoder needs (header % x)", xzData[:min(8, len(xzData))])
+	}
+	listing, err := command{Stdin: cpioData}.run(ctx, tool(hostTool{"cpio", "cpio"}), "-it", "--quiet")
+	if err != nil {
+		t.Fatalf("the initramfs is not a cpio archive: %v", err)
+	}
+	files := map[string]bool{}
+	for _, f := range strings.Split(strings.TrimSpace(string(listing)), "\n") {
+		files[f] = true
+	}
+	for _, want := range []string{"init", "bbin/bb", "bbin/flashgate", "bin/sh", "dev/console"} {
+		if !files[want] {
+			t.Errorf("the initramfs lacks %s", want)
+		}
+	}
+	for _, c := range ExpertCommands {
+		if !files["bbin/"+c] {
+			t.Errorf("the initramfs lacks the expert command %s", c)
+		}
+	}
+	for _, unwanted := range []string{"bin/uinit", "bbin/init"} {
+		if files[unwanted] {
+			t.Errorf("the initramfs has %s: PID 1 must be flashgate alone", unwanted)
+		}
+	}
+	var kos []string
+	modDir := ""
+	for f := range files {
+		if strings.HasSuffix(f, ".ko") {
+			kos = append(kos, f)
+		}
+		if strings.HasSuffix(f, "/modules.dep") {
+			modDir = strings.TrimSuffix(f, "modules.dep")
+		}
+	}
+	if modDir == "" {
+		t.Fatal("the initramfs has no modules.dep")
+	}
+	if len(kos) != len(rep.Modules) {
+		t.Errorf("the initramfs holds %d module files, the closure has %d", len(kos), len(rep.Modules))
+	}
+	for _, m := range rep.Modules {
+		if !files[modDir+m.Path] {
+			t.Errorf("the initramfs lacks %s%s", modDir, m.Path)
+		}
+	}
 }
 
 // testPassword is the admin password the boot test sets on first boot.

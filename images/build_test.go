@@ -112,14 +112,22 @@ func TestMissingModuleIsNamed(t *testing.T) {
 
 // TestUnreachablePackageSource points apt at a proxy on a closed loopback
 // port: the download must fail with a sentence saying so, and leave no
-// package in the cache.
+// package in the cache; a kernel already in the cache is used without
+// the network.
 func TestUnreachablePackageSource(t *testing.T) {
-	requireBuildHost(t)
-	cache := t.TempDir()
-	src := &KernelSource{CacheDir: cache, AptOpts: []string{
-		"Acquire::http::Proxy=http://127.0.0.1:9", "Acquire::https::Proxy=http://127.0.0.1:9", "Acquire::Retries=0"}}
+	root := requireBuildHost(t)
+	deadProxy := []string{"Acquire::http::Proxy=http://127.0.0.1:9", "Acquire::https::Proxy=http://127.0.0.1:9", "Acquire::Retries=0"}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+
+	cached := testKernel(t, root, "686")
+	offline := &KernelSource{CacheDir: filepath.Join(root, "out", "cache"), AptOpts: deadProxy}
+	if k, err := offline.Fetch(ctx, "686"); err != nil || k.Vmlinuz != cached.Vmlinuz {
+		t.Errorf("Fetch of a cached kernel without the network: %v, %+v", err, k)
+	}
+
+	cache := t.TempDir()
+	src := &KernelSource{CacheDir: cache, AptOpts: deadProxy}
 	_, err := src.Fetch(ctx, "686")
 	if err == nil || !strings.Contains(err.Error(), "cannot download linux-image-") || !strings.Contains(err.Error(), "Debian package source") {
 		t.Fatalf("Fetch through a dead proxy: %v; want \"cannot download ... from the Debian package source\"", err)

@@ -2,6 +2,7 @@ package images
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -81,6 +82,12 @@ func (r *Initramfs) Build(ctx context.Context, out string) (xzBytes, cpioBytes i
 	}
 	r.logf("building the u-root busybox (%s) for %s", FirmwarePackage, target)
 	if _, err := (command{Dir: r.RepoRoot, Env: env}).run(ctx, urootBin, args...); err != nil {
+		var ce *commandError
+		if errors.As(err, &ce) {
+			if reason := urootFailure(ce.Stderr); reason != "" {
+				return 0, 0, fmt.Errorf("build the initramfs with u-root: %s", reason)
+			}
+		}
 		return 0, 0, fmt.Errorf("build the initramfs with u-root: %w", err)
 	}
 	fi, err := os.Stat(cpio)
@@ -101,6 +108,17 @@ func (r *Initramfs) logf(format string, args ...any) {
 	if r.Log != nil {
 		r.Log(format, args...)
 	}
+}
+
+// urootFailure picks the reason out of u-root's log, which is otherwise
+// mostly a Go version warning and temp directory notes.
+func urootFailure(stderr string) string {
+	const mark = "mkuimage error: "
+	i := strings.LastIndex(stderr, mark)
+	if i < 0 {
+		return ""
+	}
+	return strings.TrimSpace(stderr[i+len(mark):])
 }
 
 // checkFirmwareSource fails early, in plain words, when the appliance's
