@@ -43,6 +43,10 @@ type QEMUConfig struct {
 
 	// Extra arguments appended to the command line.
 	Extra []string
+
+	// Netns, if set, runs qemu inside that network namespace (made with
+	// `ip netns add`), where its TAP devices are created.
+	Netns string
 }
 
 // Args returns the qemu command line, program first. The NICs follow the
@@ -142,7 +146,11 @@ func StartVM(c QEMUConfig, limit time.Duration) (*VM, error) {
 		return nil, err
 	}
 	secs := strconv.Itoa(int(limit.Seconds()) + 1)
-	cmd := exec.Command(tool(toolTimeout), append([]string{"--kill-after=5", secs}, args...)...)
+	argv := append([]string{tool(toolTimeout), "--kill-after=5", secs}, args...)
+	if c.Netns != "" {
+		argv = append([]string{"ip", "netns", "exec", c.Netns}, argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
