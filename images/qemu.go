@@ -29,7 +29,7 @@ type QEMUConfig struct {
 	Serial string
 
 	// WebUIPort, if not zero, forwards 127.0.0.1:WebUIPort on the host to
-	// port 443 of the appliance's wan port.
+	// port 443 of the appliance's first LAN port.
 	WebUIPort int
 
 	// NoReboot makes a guest reboot or panic end qemu, as tests want.
@@ -85,12 +85,17 @@ func (c QEMUConfig) Args() ([]string, error) {
 	if len(nics) == 0 {
 		nics = []boards.NIC{{Name: "eth0", Role: "wan"}}
 	}
-	wan := 0
+	wan, lan := -1, -1
 	for i, n := range nics {
-		if n.Role == "wan" {
+		if n.Role == "wan" && wan < 0 {
 			wan = i
-			break
 		}
+		if n.Role == "lan" && lan < 0 {
+			lan = i
+		}
+	}
+	if wan < 0 {
+		wan = 0
 	}
 	used := map[string]bool{}
 	for i, n := range nics {
@@ -100,13 +105,19 @@ func (c QEMUConfig) Args() ([]string, error) {
 		}
 		used[id] = true
 		netdev := "user,id=" + id
-		if i < len(c.NetDevs) && c.NetDevs[i] != "" {
+		switch {
+		case i < len(c.NetDevs) && c.NetDevs[i] != "":
 			netdev = c.NetDevs[i] + ",id=" + id
-		} else if i == wan {
-			if c.WebUIPort != 0 {
-				netdev += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:443", c.WebUIPort)
-			}
-		} else {
+		case i == wan:
+			// The WAN gets qemu's NAT, as from an ISP's router (DHCP).
+		case i == lan && c.WebUIPort != 0:
+			// The web UI answers only on the LAN (the firewall's
+			// default), so the host reaches it as a LAN client would:
+			// qemu's user network takes the appliance's default LAN
+			// (config.DefaultForNICs: 192.168.1.1/24) and forwards the
+			// host's port to it, from 192.168.1.2.
+			netdev += fmt.Sprintf(",net=192.168.1.0/24,host=192.168.1.2,restrict=on,hostfwd=tcp:127.0.0.1:%d-192.168.1.1:443", c.WebUIPort)
+		default:
 			// restrict=on: the guest cannot reach the host or beyond
 			// through its non-wan ports.
 			netdev += ",restrict=on"
