@@ -155,7 +155,7 @@ func TestBrowser(t *testing.T) {
 		t.Logf("crypto engines of this machine: %v", err)
 		report = nil
 	}
-	cert, err := LoadOrCreateCertificate(t.TempDir(), "flashgate", time.Now())
+	cert, err := LoadOrCreateCertificate("flashgate", time.Now(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

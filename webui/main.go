@@ -43,6 +43,7 @@ func run(ctx context.Context, args []string) int {
 	ikedSock := fs.String("iked", "/run/flashgate/iked.sock", "iked's socket")
 	superSock := fs.String("supervisor", supervisor.SocketPath, "the supervisor's socket")
 	certDir := fs.String("cert-dir", "/cfg/webui", "where the TLS certificate and key are kept")
+	certFallback := fs.String("cert-fallback-dir", "/run/flashgate/webui", "where they are kept until reboot when -cert-dir cannot be written")
 	fpFile := fs.String("fingerprint-file", FingerprintFile, "where to write the certificate's SHA-256 fingerprint")
 	root := fs.String("root", "/", "root of /proc and /sys (tests)")
 	if err := fs.Parse(args); err != nil {
@@ -65,13 +66,20 @@ func run(ctx context.Context, args []string) int {
 		logger.Printf("configd: %v (continuing; pages will say so)", err)
 	}
 
-	cert, err := LoadOrCreateCertificate(*certDir, host, time.Now())
+	dirs := []string{*certDir}
+	if *certFallback != "" {
+		dirs = append(dirs, *certFallback)
+	}
+	cert, err := LoadOrCreateCertificate(host, time.Now(), dirs...)
 	if err != nil {
 		logger.Print(err)
 		return 1
 	}
-	if !cert.Stored {
-		logger.Printf("could not store the new TLS certificate in %s: it changes at every start until that directory is writable", *certDir)
+	switch {
+	case cert.Dir == "":
+		logger.Printf("could not keep the TLS certificate anywhere: it changes at every start until %s is writable", *certDir)
+	case !cert.Stored:
+		logger.Printf("could not keep the TLS certificate in %s: kept in %s until reboot", *certDir, cert.Dir)
 	}
 	logger.Printf("TLS certificate SHA-256 %s", cert.Fingerprint)
 	if err := writeFileAtomic(*fpFile, []byte(cert.Fingerprint+"\n"), 0o644); err != nil {

@@ -26,7 +26,7 @@ func TestRun(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	args := []string{"-listen", httpsAddr, "-http", httpAddr, "-configd", cfgSock, "-cert-dir", certDir,
+	args := []string{"-listen", httpsAddr, "-http", httpAddr, "-configd", cfgSock, "-cert-dir", certDir, "-cert-fallback-dir", filepath.Join(dir, "run", "webui"),
 		"-fingerprint-file", fp, "-iked", filepath.Join(dir, "iked.sock"), "-supervisor", filepath.Join(dir, "supervisor.sock")}
 	go func() { done <- run(ctx, args) }()
 

@@ -37,45 +37,58 @@ const (
 type Certificate struct {
 	TLS         tls.Certificate
 	Fingerprint string // SHA-256 of the DER certificate, colon-separated hex
-	// Stored tells whether the pair is kept in the certificate directory;
-	// false when it could not be written, so it changes at each start.
+	// Dir is the directory the pair is kept in, "" when none could be
+	// written (it then changes at every start).
+	Dir string
+	// Stored tells whether Dir is the first (persistent) directory asked
+	// for, not a fallback that lasts until reboot.
 	Stored bool
-	Path   string
 }
 
-// LoadOrCreateCertificate reads the pair from dir or, on first start, makes
-// an ECDSA P-256 pair and stores it there (key mode 0600). When dir cannot
-// be written, the new pair is used anyway and Stored is false: the UI must
-// not be unreachable because the card is read-only, but the caller says so.
-func LoadOrCreateCertificate(dir, hostname string, now time.Time) (*Certificate, error) {
-	cp, kp := filepath.Join(dir, certFile), filepath.Join(dir, keyFile)
-	pair, err := tls.LoadX509KeyPair(cp, kp)
-	switch {
-	case err == nil:
-		return newCertificate(pair, true, cp)
-	case !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
-		// A damaged pair is not silently replaced: the admin trusted its
-		// fingerprint, so a new one must be a visible event.
-		return nil, fmt.Errorf("load TLS certificate from %s: %w (remove both files to make a new one)", dir, err)
+// LoadOrCreateCertificate reads the pair from the first of dirs that holds
+// one or, on first start, makes an ECDSA P-256 pair and keeps it in the
+// first of dirs that can be written (key mode 0600). The first directory
+// is the persistent one (on the card); later ones are fallbacks such as a
+// directory under /run, which at least keep the certificate across
+// restarts of the service. When none can be written the new pair is used
+// anyway: the UI must not be unreachable because the card is read-only,
+// but the caller says so.
+func LoadOrCreateCertificate(hostname string, now time.Time, dirs ...string) (*Certificate, error) {
+	for i, dir := range dirs {
+		pair, err := tls.LoadX509KeyPair(filepath.Join(dir, certFile), filepath.Join(dir, keyFile))
+		switch {
+		case err == nil:
+			return newCertificate(pair, dir, i == 0)
+		case !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
+			// A damaged pair is not silently replaced: the admin trusted
+			// its fingerprint, so a new one must be a visible event.
+			return nil, fmt.Errorf("load TLS certificate from %s: %w (remove both files to make a new one)", dir, err)
+		}
 	}
 	certPEM, keyPEM, err := makeSelfSigned(hostname, now)
 	if err != nil {
 		return nil, err
 	}
 	defer clear(keyPEM) // the parsed key lives on in pair; this copy need not
-	pair, err = tls.X509KeyPair(certPEM, keyPEM)
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("new TLS certificate: %w", err)
 	}
-	stored := writeFileAtomic(kp, keyPEM, 0o600) == nil && writeFileAtomic(cp, certPEM, 0o644) == nil
-	return newCertificate(pair, stored, cp)
+	for i, dir := range dirs {
+		if writeFileAtomic(filepath.Join(dir, keyFile), keyPEM, 0o600) == nil &&
+			writeFileAtomic(filepath.Join(dir, certFile), certPEM, 0o644) == nil {
+			return newCertificate(pair, dir, i == 0)
+		}
+		os.Remove(filepath.Join(dir, keyFile)) // never leave half a pair
+	}
+	return newCertificate(pair, "", false)
 }
 
-func newCertificate(pair tls.Certificate, stored bool, path string) (*Certificate, error) {
+func newCertificate(pair tls.Certificate, dir string, stored bool) (*Certificate, error) {
 	if len(pair.Certificate) == 0 {
 		return nil, errors.New("TLS certificate file holds no certificate")
 	}
-	return &Certificate{TLS: pair, Fingerprint: Fingerprint(pair.Certificate[0]), Stored: stored, Path: path}, nil
+	return &Certificate{TLS: pair, Fingerprint: Fingerprint(pair.Certificate[0]), Dir: dir, Stored: stored}, nil
 }
 
 // Fingerprint formats the SHA-256 of a DER certificate the way browsers

@@ -20,7 +20,7 @@ import (
 func TestCertificateMadeOnceAndKept(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "cfg", "webui")
 	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
-	c1, err := LoadOrCreateCertificate(dir, "gw-1", now)
+	c1, err := LoadOrCreateCertificate("gw-1", now, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,26 +38,36 @@ func TestCertificateMadeOnceAndKept(t *testing.T) {
 	if cert.PublicKeyAlgorithm != x509.ECDSA || cert.Subject.CommonName != "gw-1" || !cert.NotAfter.After(now.Add(10*365*24*time.Hour)) {
 		t.Errorf("certificate %v %q until %v, want ECDSA for gw-1, valid for years", cert.PublicKeyAlgorithm, cert.Subject.CommonName, cert.NotAfter)
 	}
-	c2, err := LoadOrCreateCertificate(dir, "gw-1", now.Add(time.Hour))
+	c2, err := LoadOrCreateCertificate("gw-1", now.Add(time.Hour), dir)
 	if err != nil || c2.Fingerprint != c1.Fingerprint {
 		t.Errorf("second start: %v, fingerprint %s, want the same certificate %s", err, c2.Fingerprint, c1.Fingerprint)
 	}
 	// A damaged key is reported, never silently replaced.
 	os.WriteFile(filepath.Join(dir, keyFile), []byte("garbage"), 0o600)
-	if _, err := LoadOrCreateCertificate(dir, "gw-1", now); err == nil {
+	if _, err := LoadOrCreateCertificate("gw-1", now, dir); err == nil {
 		t.Error("a damaged key file was replaced without a word")
 	}
-	// An unwritable directory still gives a working certificate.
+	// An unwritable card (a file where the directory should be) falls
+	// back to the second directory, which then keeps it across restarts.
 	ro := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(ro, nil, 0o644)
-	c3, err := LoadOrCreateCertificate(filepath.Join(ro, "sub"), "gw-1", now)
-	if err != nil || c3.Stored {
-		t.Errorf("unwritable directory: %v, stored %v; want a certificate that says it is not stored", err, c3 != nil && c3.Stored)
+	card, run := filepath.Join(ro, "sub"), filepath.Join(t.TempDir(), "run")
+	c3, err := LoadOrCreateCertificate("gw-1", now, card, run)
+	if err != nil || c3.Stored || c3.Dir != run {
+		t.Fatalf("unwritable card: %v, %+v; want the pair kept in %s and not stored", err, c3, run)
+	}
+	c4, err := LoadOrCreateCertificate("gw-1", now, card, run)
+	if err != nil || c4.Fingerprint != c3.Fingerprint {
+		t.Errorf("restart with an unwritable card: %v, a different certificate", err)
+	}
+	c5, err := LoadOrCreateCertificate("gw-1", now, card)
+	if err != nil || c5.Dir != "" || c5.Stored {
+		t.Errorf("nowhere to keep it: %v, %+v; want a working certificate kept nowhere", err, c5)
 	}
 }
 
 func TestTLSVersionsAndSuites(t *testing.T) {
-	cert, err := LoadOrCreateCertificate(t.TempDir(), "gw", time.Now())
+	cert, err := LoadOrCreateCertificate("gw", time.Now(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +132,7 @@ func TestPlainHTTPRedirects(t *testing.T) {
 // TestServe runs the real listeners on loopback: HTTPS answers, plain HTTP
 // redirects, both stop with the context.
 func TestServe(t *testing.T) {
-	cert, _ := LoadOrCreateCertificate(t.TempDir(), "gw", time.Now())
+	cert, _ := LoadOrCreateCertificate("gw", time.Now(), t.TempDir())
 	free := func() string {
 		ln, _ := net.Listen("tcp", "127.0.0.1:0")
 		defer ln.Close()
