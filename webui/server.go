@@ -179,22 +179,18 @@ func (s *Server) pageRoutes(r *mux.Router) {
 	page("/", "GET", s.dashboardPage)
 	page("/logout", "POST", s.logout)
 
+	// Each kind's forms; before the tunnel detail route, which would
+	// otherwise take /tunnels/new for a tunnel called "new".
 	page("/tunnels", "GET", s.tunnelsPage)
-	page("/tunnels/new", "GET", s.tunnelNewPage)
-	page("/tunnels/new", "POST", s.tunnelCreate)
-	page("/tunnels/{name}", "GET", s.tunnelDetailPage)
-	page("/tunnels/{name}/edit", "GET", s.tunnelEditPage)
-	page("/tunnels/{name}/edit", "POST", s.tunnelUpdate)
-	page("/tunnels/{name}/delete", "POST", s.tunnelDelete)
-
 	page("/firewall", "GET", s.firewallPage)
-	for _, k := range []*kind{kindRules, kindForwards, kindMasquerade, kindExemptions} {
+	for _, k := range []*kind{kindTunnels, kindRules, kindForwards, kindMasquerade, kindExemptions} {
 		page(k.Base+"/new", "GET", s.elementNewPage(k))
 		page(k.Base+"/new", "POST", s.elementCreate(k))
 		page(k.Base+"/{name}/edit", "GET", s.elementEditPage(k))
 		page(k.Base+"/{name}/edit", "POST", s.elementUpdate(k))
 		page(k.Base+"/{name}/delete", "POST", s.elementDelete(k))
 	}
+	page("/tunnels/{name}", "GET", s.tunnelDetailPage)
 	page("/firewall/rules/{name}/move", "POST", s.ruleMove)
 
 	page("/interfaces", "GET", s.interfacesPage)

@@ -18,26 +18,6 @@ func (s *Server) tunnelsPage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "tunnels", "Tunnels", rows)
 }
 
-func (s *Server) tunnelNewPage(w http.ResponseWriter, r *http.Request) {
-	s.elementNewPage(kindTunnels)(w, r)
-}
-
-func (s *Server) tunnelCreate(w http.ResponseWriter, r *http.Request) {
-	s.elementCreate(kindTunnels)(w, r)
-}
-
-func (s *Server) tunnelEditPage(w http.ResponseWriter, r *http.Request) {
-	s.elementEditPage(kindTunnels)(w, r)
-}
-
-func (s *Server) tunnelUpdate(w http.ResponseWriter, r *http.Request) {
-	s.elementUpdate(kindTunnels)(w, r)
-}
-
-func (s *Server) tunnelDelete(w http.ResponseWriter, r *http.Request) {
-	s.elementDelete(kindTunnels)(w, r)
-}
-
 // TunnelDetail is one tunnel's configuration (secrets left out) and live
 // state, for the detail page and GET /api/v1/tunnels/{name}.
 type TunnelDetail struct {
