@@ -15,9 +15,9 @@ import (
 
 // Forms are generic over the kinds of things the UI edits (tunnels,
 // firewall rules, port forwards, masquerade, NAT exemptions, interfaces,
-// system settings):
-// each field of a form is a config path below its element, set with
-// config.Set, which parses the value for the field's type. Validation runs
+// system settings): each field of a form is a config path below its
+// element, set with config.Set, which parses the value for the field's
+// type. Validation runs
 // on the whole edited candidate, and config's field paths
 // ("tunnels[branch].remote_subnets[0]") are mapped back to the form field
 // they belong to, so every message appears next to its field. The same
