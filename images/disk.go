@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -193,7 +194,8 @@ func (c *cardBuild) copyBootFiles(ctx context.Context, files []bootFile) error {
 	for d := range dirs {
 		sorted = append(sorted, d)
 	}
-	sortByDepth(sorted)
+	// Parents before children: "/a" sorts before "/a/b".
+	sort.Strings(sorted)
 	for _, d := range sorted {
 		if _, err := (command{Env: env}).run(ctx, tool(toolMmd), "-i", img, "::"+d); err != nil {
 			return fmt.Errorf("make %s on the boot partition: %w", d, err)
@@ -212,22 +214,6 @@ func (c *cardBuild) copyBootFiles(ctx context.Context, files []bootFile) error {
 		}
 	}
 	return nil
-}
-
-func sortByDepth(dirs []string) {
-	for i := 1; i < len(dirs); i++ {
-		for j := i; j > 0 && less(dirs[j], dirs[j-1]); j-- {
-			dirs[j], dirs[j-1] = dirs[j-1], dirs[j]
-		}
-	}
-}
-
-func less(a, b string) bool {
-	da, db := strings.Count(a, "/"), strings.Count(b, "/")
-	if da != db {
-		return da < db
-	}
-	return a < b
 }
 
 // makeConfigFS creates the empty ext2 config partition, labelled fgconfig so

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -119,14 +120,14 @@ func (c *Card) Check(roots HostRoots, limit int64, force bool) error {
 				}
 			}
 		}
-		if contains(c.devNums, m.DevNum) || contains(names, filepath.Base(m.Source)) && strings.HasPrefix(m.Source, "/dev/") {
+		if slices.Contains(c.devNums, m.DevNum) || slices.Contains(names, filepath.Base(m.Source)) && strings.HasPrefix(m.Source, "/dev/") {
 			return fmt.Errorf("%s is in use: %s is mounted on %s (unmount it first)", c.Dev, m.Source, m.MountPoint)
 		}
 	}
 	if swaps, err := os.ReadFile(filepath.Join(roots.Proc, "swaps")); err == nil {
 		for _, l := range strings.Split(string(swaps), "\n")[1:] {
 			f := strings.Fields(l)
-			if len(f) > 0 && contains(names, filepath.Base(f[0])) {
+			if len(f) > 0 && slices.Contains(names, filepath.Base(f[0])) {
 				return fmt.Errorf("%s is in use: %s is active swap (swapoff it first)", c.Dev, f[0])
 			}
 		}
@@ -345,15 +346,6 @@ func readSysString(p string) string {
 		return ""
 	}
 	return strings.TrimSpace(string(b))
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // humanDecimal prints a size the way card makers label them.

@@ -215,7 +215,10 @@ func (s *KernelSource) download(ctx context.Context, pkg, deb, want string) erro
 		return nil
 	}
 	dir := filepath.Dir(deb)
-	tmp, err := os.MkdirTemp(mkdirAll(dir), ".download-")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("kernel cache: %w", err)
+	}
+	tmp, err := os.MkdirTemp(dir, ".download-")
 	if err != nil {
 		return fmt.Errorf("kernel cache: %w", err)
 	}
@@ -242,7 +245,10 @@ func (s *KernelSource) extract(ctx context.Context, deb, root string) error {
 	if _, err := os.Stat(root); err == nil {
 		return nil
 	}
-	tmp, err := os.MkdirTemp(mkdirAll(filepath.Dir(root)), ".extract-")
+	if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
+		return fmt.Errorf("kernel cache: %w", err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(root), ".extract-")
 	if err != nil {
 		return fmt.Errorf("kernel cache: %w", err)
 	}
@@ -267,11 +273,6 @@ func fileSHA256(name string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-func mkdirAll(dir string) string {
-	os.MkdirAll(dir, 0o755)
-	return dir
 }
 
 func containsLine(out []byte, want string) bool {
