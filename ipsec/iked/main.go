@@ -2,6 +2,7 @@ package iked
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -139,6 +140,61 @@ func loadFile(path string) (*config.Config, error) {
 		return nil, fmt.Errorf("configuration %s: %w", path, err)
 	}
 	return cfg, nil
+}
+
+// IPsecMain is `flashgate ipsec`: status (the default), up NAME,
+// down NAME, rekey NAME [child|ike], stats; -socket before the verb picks
+// iked's API socket.
+func IPsecMain(args []string) int { return ipsecMain(args, os.Stdout, os.Stderr) }
+
+func ipsecMain(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ipsec", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sock := fs.String("socket", DefaultSocket, "iked's API socket")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: flashgate ipsec [-socket PATH] status | up NAME | down NAME | rekey NAME [child|ike] | stats")
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	verb, rest := "status", fs.Args()
+	if len(rest) > 0 {
+		verb, rest = rest[0], rest[1:]
+	}
+	c := NewClient(*sock)
+	var err error
+	switch {
+	case verb == "status" && len(rest) == 0:
+		return statusMain([]string{"-socket", *sock}, stdout, stderr)
+	case verb == "up" && len(rest) == 1:
+		if err = c.Up(rest[0]); err == nil {
+			fmt.Fprintf(stdout, "%s: initiating\n", rest[0])
+		}
+	case verb == "down" && len(rest) == 1:
+		if err = c.Down(rest[0]); err == nil {
+			fmt.Fprintf(stdout, "%s: deleted\n", rest[0])
+		}
+	case verb == "rekey" && (len(rest) == 1 || len(rest) == 2 && (rest[1] == "child" || rest[1] == "ike")):
+		ikeSA := len(rest) == 2 && rest[1] == "ike"
+		if err = c.Rekey(rest[0], ikeSA); err == nil {
+			fmt.Fprintf(stdout, "%s: rekeying\n", rest[0])
+		}
+	case verb == "stats" && len(rest) == 0:
+		var st Stats
+		if st, err = c.Stats(); err == nil {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			err = enc.Encode(st)
+		}
+	default:
+		fs.Usage()
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
 }
 
 // StatusMain is `flashgate ipsec status`: the tunnels and their SAs, the

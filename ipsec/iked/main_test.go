@@ -194,6 +194,31 @@ func TestMainProcess(t *testing.T) {
 	if stats, err := api.Stats(); err != nil || stats.DataPlane != st.DataPlane {
 		t.Errorf("GET /v1/stats: %+v, %v", stats, err)
 	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"rekey", "s2s", "ike"}, "s2s: rekeying"},
+		{[]string{"rekey", "s2s"}, "s2s: rekeying"},
+		{[]string{"stats"}, `"data_plane": "` + st.DataPlane + `"`},
+	} {
+		out.Reset()
+		errOut.Reset()
+		if code := ipsecMain(append([]string{"-socket", sock}, c.args...), &out, &errOut); code != 0 || !strings.Contains(out.String(), c.want) {
+			t.Errorf("flashgate ipsec %v: exit %d, output %q %q, want %q", c.args, code, out.String(), errOut.String(), c.want)
+		}
+		time.Sleep(300 * time.Millisecond) // one rekey at a time
+	}
+	if code := ipsecMain([]string{"-socket", sock, "up"}, &out, &errOut); code != 2 {
+		t.Errorf("flashgate ipsec up without a name: exit %d, want 2 (usage)", code)
+	}
+	if code := ipsecMain([]string{"-socket", sock, "up", "nosuch"}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), `no tunnel named "nosuch"`) {
+		t.Errorf("flashgate ipsec up nosuch: exit %d, %q", code, errOut.String())
+	}
+	waitAPI(t, api, "s2s", ipsec.StateUp, 5*time.Second)
+	if err := testnet.Ping(s.HostA, s.HostBIP, 2); err != nil {
+		t.Fatalf("after the rekeys through the CLI: %v", err)
+	}
 	if code := statusMain([]string{"-socket", filepath.Join(dir, "nobody.sock")}, &out, &errOut); code != 1 ||
 		!strings.Contains(errOut.String(), "iked is not answering") {
 		t.Errorf("ipsec status with no daemon: exit %d, %q", code, errOut.String())
