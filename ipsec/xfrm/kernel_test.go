@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -341,6 +342,9 @@ func TestKernelTunnel(t *testing.T) {
 			if err := planes[a].AddPair(inA, outA); err == nil {
 				t.Error("adding the same pair twice: expected an error")
 			}
+			if got := routesIn(t, planes[a]); !slices.Contains(got, outA.RemoteTS[0].Masked()) {
+				t.Errorf("table %d of A holds %v, expected a route for the remote subnet %v", RouteTable, got, outA.RemoteTS[0])
+			}
 
 			dst := echo(t, b)
 			const count = 20
@@ -398,6 +402,9 @@ func TestKernelTunnel(t *testing.T) {
 			if err := planes[b].DeletePair(spiAB); err != nil {
 				t.Errorf("B delete: %v", err)
 			}
+			if got := routesIn(t, planes[a]); len(got) != 0 {
+				t.Errorf("table %d of A still holds %v after the pair was deleted", RouteTable, got)
+			}
 			for _, k := range [][]byte{inA.EncKey, outA.EncKey, inA.IntegKey, outB.EncKey} {
 				for _, x := range k {
 					if x != 0 {
@@ -418,4 +425,23 @@ func TestKernelTunnel(t *testing.T) {
 			}
 		})
 	}
+}
+
+// routesIn lists the destinations in the plane's route table.
+func routesIn(t *testing.T, p *Plane) []netip.Prefix {
+	t.Helper()
+	rs, err := p.routes.h.RouteListFiltered(unix.AF_INET, &netlink.Route{Table: RouteTable}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		t.Fatalf("list table %d: %v", RouteTable, err)
+	}
+	var out []netip.Prefix
+	for _, r := range rs {
+		if r.Dst == nil {
+			continue
+		}
+		a, _ := netip.AddrFromSlice(r.Dst.IP)
+		ones, _ := r.Dst.Mask.Size()
+		out = append(out, netip.PrefixFrom(a.Unmap(), ones))
+	}
+	return out
 }

@@ -45,8 +45,9 @@ type saKey struct {
 
 // Plane implements ipsec.DataPlane with kernel XFRM.
 type Plane struct {
-	l    layout
-	conn *conn
+	l      layout
+	conn   *conn
+	routes *routes // remote subnets in RouteTable; guarded by mu
 
 	mu    sync.Mutex
 	pairs map[uint32]*pair // by inbound SPI
@@ -72,8 +73,13 @@ func New(opts Options) (*Plane, error) {
 	if err != nil {
 		return nil, err
 	}
+	rt, err := newRoutes(ns)
+	if err != nil {
+		c.close()
+		return nil, err
+	}
 	p := &Plane{
-		l: native, conn: c,
+		l: native, conn: c, routes: rt,
 		pairs:    map[uint32]*pair{},
 		sas:      map[uint32]saKey{},
 		traps:    map[uint32][]policy{},
@@ -84,6 +90,7 @@ func New(opts Options) (*Plane, error) {
 	p.events, err = startMonitor(ns, p.l, p.onExpire, p.onAcquire)
 	if err != nil {
 		c.close()
+		rt.close()
 		return nil, err
 	}
 	return p, nil
@@ -139,6 +146,19 @@ func (p *Plane) AddPair(in, out *ipsec.ChildSA) error {
 			p.delSA(saKey{outSt.Dst, outSt.SPI})
 			return err
 		}
+	}
+	if err := p.routes.add(out.Dst, out.LocalTS, out.RemoteTS); err != nil {
+		// Without a route to the peer the SAs could carry nothing:
+		// undo them and say why.
+		err = fmt.Errorf("xfrm add pair %08x/%08x: %w", in.SPI, out.SPI, err)
+		if !p.reqidInUse(in.ReqID) {
+			for i := range pols {
+				p.delPolicy(&pols[i])
+			}
+		}
+		p.delSA(saKey{inSt.Dst, inSt.SPI})
+		p.delSA(saKey{outSt.Dst, outSt.SPI})
+		return err
 	}
 	pr := &pair{
 		in: in, out: out,
@@ -228,7 +248,7 @@ func (p *Plane) DeletePair(inboundSPI uint32) error {
 			errs = append(errs, p.delPolicy(&pr.policies[i]))
 		}
 	}
-	errs = append(errs, p.delSA(pr.outSA), p.delSA(pr.inSA))
+	errs = append(errs, p.delSA(pr.outSA), p.delSA(pr.inSA), p.routes.del(pr.out.RemoteTS))
 	pr.in.Zero()
 	pr.out.Zero()
 	return errors.Join(errs...)
@@ -276,6 +296,7 @@ func (p *Plane) Close() error {
 	close(p.done)
 	p.events.stop()
 	p.conn.close()
+	p.routes.close()
 	return nil
 }
 
