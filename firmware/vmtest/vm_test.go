@@ -1,0 +1,239 @@
+package vmtest
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/boards"
+	"github.com/flashgate/flashgate/images"
+)
+
+// vmLife bounds qemu's whole life in a test; each wait has its own limit.
+const vmLife = 12 * time.Minute
+
+const password = "vmtest-password-1"
+
+// console follows the serial console of one VM from a position on.
+type console struct {
+	t   testing.TB
+	vm  *images.VM
+	at  int
+	log string // where the whole serial log is kept
+}
+
+// bootImage builds the qemu board's image from this tree and boots a copy.
+func bootImage(t testing.TB) *console {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: this test builds an image and boots it in qemu")
+	}
+	if err := images.CheckBuildTools(); err != nil {
+		t.Fatalf("cannot build images on this host: %v", err)
+	}
+	board, err := boards.Lookup("qemu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := images.CheckQEMUTools(board.QEMU.Binary); err != nil {
+		t.Fatalf("cannot boot images on this host: %v", err)
+	}
+	root, err := images.FindRepoRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(root, "out", "test", "firmware")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	b := &images.Builder{RepoRoot: root, OutDir: out, CacheDir: filepath.Join(root, "out", "cache")}
+	rep, err := b.Build(ctx, board, "vmtest")
+	if err != nil {
+		t.Fatalf("build the qemu image: %v", err)
+	}
+	card := filepath.Join(out, "card.img")
+	if err := copyFile(rep.Image, card); err != nil {
+		t.Fatal(err)
+	}
+	// Without -no-reboot: a reboot and a watchdog reset must come back.
+	vm, err := images.StartVM(images.QEMUConfig{Board: board, Image: card}, vmLife)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &console{t: t, vm: vm, log: filepath.Join(out, t.Name()+".log")}
+	t.Cleanup(func() {
+		vm.Stop()
+		os.WriteFile(c.log, vm.Log(), 0o644)
+		if t.Failed() {
+			t.Logf("serial console in %s; its end:\n%s", c.log, tail(vm.Log(), 3000))
+		}
+	})
+	return c
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+// expect waits for the first of markers to appear after the current
+// position, moves past it and returns its index.
+func (c *console) expect(limit time.Duration, markers ...string) int {
+	c.t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		log := c.vm.Log()
+		if c.at > len(log) {
+			c.at = len(log)
+		}
+		best, bestAt := -1, -1
+		for i, m := range markers {
+			if j := bytes.Index(log[c.at:], []byte(m)); j >= 0 && (bestAt < 0 || j < bestAt) {
+				best, bestAt = i, j
+			}
+		}
+		if best >= 0 {
+			c.at += bestAt + len(markers[best])
+			return best
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("the console never showed %q within %s", markers, limit)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// since returns what the console printed after position from.
+func (c *console) since(from int) string {
+	return string(c.vm.Log()[from:c.at])
+}
+
+func (c *console) typeLine(s string) {
+	c.t.Helper()
+	time.Sleep(200 * time.Millisecond) // let the prompt settle, as a person would
+	if err := c.vm.Type(s + "\r"); err != nil {
+		c.t.Fatalf("type %q: %v", s, err)
+	}
+}
+
+// login gets from boot to the expert shell: the first-boot password if the
+// box asks for one (RAM-only accounts ask after every boot), then the
+// login prompt, then the shell. When the console CLI becomes what a login
+// gets, this is the one place that changes (its `shell` command).
+func (c *console) login() {
+	c.t.Helper()
+	if c.expect(4*time.Minute, "No admin password is set.", "login: ") == 0 {
+		c.expect(time.Minute, "New admin password: ")
+		c.typeLine(password)
+		c.expect(time.Minute, "Repeat password: ")
+		c.typeLine(password)
+		c.expect(2*time.Minute, "login: ")
+	}
+	c.typeLine("admin")
+	c.expect(time.Minute, "Password: ")
+	c.typeLine(password)
+	c.expect(time.Minute, "Expert shell (")
+	c.expect(time.Minute, "$ ")
+}
+
+var consoleRow = regexp.MustCompile(`(?m)^console +running +(\d+) +(\d+) `)
+var pid1RSS = regexp.MustCompile(`pid 1: rss (\d+) KiB`)
+
+// status runs `flashgate status` and returns the console getty's pid and
+// restarts, and PID 1's RSS.
+func (c *console) status() (pid, restarts, rssKiB int) {
+	c.t.Helper()
+	from := c.at
+	c.typeLine("flashgate status")
+	c.expect(time.Minute, "orphans reaped")
+	out := c.since(from)
+	m := consoleRow.FindStringSubmatch(out)
+	r := pid1RSS.FindStringSubmatch(out)
+	if m == nil || r == nil {
+		c.t.Fatalf("flashgate status did not show a running console and PID 1's RSS:\n%s", out)
+	}
+	pid, _ = strconv.Atoi(m[1])
+	restarts, _ = strconv.Atoi(m[2])
+	rssKiB, _ = strconv.Atoi(r[1])
+	return pid, restarts, rssKiB
+}
+
+// TestFirmwareInVM walks through the issue's VM checks on one boot chain:
+// kill a service and see it restarted and counted; stop the watchdog's
+// petting and see the VM reset; reboot back to a login prompt; power off
+// with qemu exiting 0.
+func TestFirmwareInVM(t *testing.T) {
+	c := bootImage(t)
+	c.expect(4*time.Minute, "flashgate init: pid 1, version vmtest")
+	c.expect(time.Minute, "flashgate init: board qemu")
+	c.expect(time.Minute, "flashgate init: watchdog: /dev/watchdog armed")
+	c.login()
+
+	pid, restarts, rss := c.status()
+	t.Logf("PID 1 + supervisor RSS at the first status: %d KiB (target 8 MB)", rss)
+	if restarts != 0 {
+		t.Errorf("console restarted %d times before anything killed it", restarts)
+	}
+
+	// Kill the getty (and with it this shell): the supervisor restarts
+	// it and counts the restart.
+	c.typeLine("kill " + strconv.Itoa(pid))
+	c.expect(time.Minute, "flashgate init: console: signal: terminated after")
+	c.expect(time.Minute, "flashgate init: console: restarted (pid")
+	c.login()
+	newPID, restarts, _ := c.status()
+	if restarts != 1 || newPID == pid {
+		t.Errorf("after kill %d: console pid %d with %d restarts; want a new pid and 1 restart", pid, newPID, restarts)
+	}
+
+	// The watchdog test hook: the board must reset by itself.
+	c.typeLine("flashgate watchdog stop-petting")
+	c.expect(time.Minute, "watchdog petting stopped")
+	c.expect(3*time.Minute, "flashgate init: pid 1, version vmtest")
+	c.login()
+
+	c.typeLine("flashgate reboot")
+	c.expect(time.Minute, "flashgate init: reboot: stopping services")
+	c.expect(time.Minute, "flashgate init: rebooting")
+	c.expect(4*time.Minute, "flashgate init: pid 1, version vmtest")
+	c.login()
+
+	c.typeLine("flashgate poweroff")
+	c.expect(time.Minute, "flashgate init: powering off")
+	// qemu exits by itself (ACPI power-off); its exit status is images'
+	// to report: WaitFor fails with it once qemu is gone.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, _, err := c.vm.WaitFor(ctx, c.at, "this marker is never printed")
+	if err == nil || !strings.Contains(err.Error(), "qemu exited (<nil>)") {
+		t.Errorf("after poweroff: %v; want qemu to exit with status 0", err)
+	}
+}
