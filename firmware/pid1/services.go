@@ -30,8 +30,15 @@ type consoleSpec struct {
 //
 // The console does not depend on the others: a box whose configd crashes
 // must still give its admin a login.
+// godebug restores the current Go release's behaviour in every service. The
+// u-root busybox build compiles the firmware as a GOPATH-mode program, which
+// gets the GODEBUG defaults of Go 1.20: ServeMux method patterns switched
+// off (configd's, netd's and iked's APIs answered 404 to every route) and
+// old TLS settings.
+const godebug = "GODEBUG=httpmuxgo121=0,tlsrsakex=0,tls3des=0,tls10server=0"
+
 func serviceTable(exe string, c consoleSpec) []supervisor.Service {
-	env := []string{"PATH=/bbin:/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/"}
+	env := []string{"PATH=/bbin:/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/", godebug}
 	const configdSock = "/run/flashgate/configd.sock"
 	table := []supervisor.Service{
 		// configd owns the database on the card; everything else reads it.
@@ -51,7 +58,7 @@ func serviceTable(exe string, c consoleSpec) []supervisor.Service {
 			Path: exe,
 			Args: []string{"console", "-device", c.Device, "-baud", strconv.Itoa(c.Baud),
 				"-board", c.Board, "-version", c.Version},
-			Env:         []string{"PATH=/bbin:/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/", "TERM=vt100"},
+			Env:         []string{"PATH=/bbin:/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/", "TERM=vt100", godebug},
 			Restart:     supervisor.RestartAlways,
 			StopTimeout: 2 * time.Second,
 		})

@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/boards"
+	"github.com/flashgate/flashgate/images"
+	"github.com/flashgate/flashgate/internal/testnet"
+)
+
+// vmLimit bounds each qemu's life: the whole scenario must fit in it.
+const vmLimit = 12 * time.Minute
+
+// Appliance is one flashgate box in qemu, on its own card.
+type Appliance struct {
+	Name      string
+	Card      string
+	lab       *Lab
+	lanBridge string
+	host      *testnet.NS // the host on its LAN, from where the web UI is used
+	wanTap    string
+	lanTap    string
+	VM        *images.VM
+	started   time.Time
+	logs      []string // serial logs of earlier boots of this appliance
+}
+
+// NewAppliance copies image to a card of its own and boots it with its WAN
+// port on the lab's WAN switch and its LAN port on lanBridge.
+func NewAppliance(t *testing.T, lab *Lab, name, image, lanBridge string, host *testnet.NS) *Appliance {
+	t.Helper()
+	card := filepath.Join(t.TempDir(), name+".img")
+	if err := copyFile(image, card); err != nil {
+		t.Fatal(err)
+	}
+	p := testnet.Prefix()
+	a := &Appliance{Name: name, Card: card, lab: lab, lanBridge: lanBridge, host: host, wanTap: p + "w", lanTap: p + "l"}
+	a.Start(t)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("serial console of appliance %s:\n%s", a.Name, a.Log())
+		}
+		a.VM.Stop()
+	})
+	return a
+}
+
+// Start boots the appliance's card (again).
+func (a *Appliance) Start(t *testing.T) {
+	t.Helper()
+	board, err := boards.Lookup("qemu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tap := func(name string) string { return "tap,ifname=" + name + ",script=no,downscript=no" }
+	vm, err := images.StartVM(images.QEMUConfig{
+		Board: board, Image: a.Card, Netns: a.lab.Switch.Name,
+		NetDevs: []string{tap(a.wanTap), tap(a.lanTap)},
+	}, vmLimit)
+	if err != nil {
+		t.Fatalf("start appliance %s: %v", a.Name, err)
+	}
+	a.VM, a.started = vm, time.Now()
+	a.lab.plug(t, a.wanTap, "brwan")
+	a.lab.plug(t, a.lanTap, a.lanBridge)
+}
+
+// PowerCut kills qemu at once, as pulling the plug would.
+func (a *Appliance) PowerCut() {
+	a.logs = append(a.logs, string(a.VM.Log()))
+	a.VM.Stop()
+}
+
+// Log is everything the appliance's serial console printed, all boots.
+func (a *Appliance) Log() string {
+	s := ""
+	for i, l := range a.logs {
+		s += fmt.Sprintf("----- boot %d -----\n%s\n", i+1, l)
+	}
+	return s + fmt.Sprintf("----- boot %d -----\n%s", len(a.logs)+1, a.VM.Log())
+}
+
+// WaitLogin waits for the console's login prompt of the current boot. On a
+// card without an admin account it first answers the first-boot password
+// questions with password.
+func (a *Appliance) WaitLogin(t *testing.T, password string, firstBoot bool) time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	at, _, err := a.VM.WaitFor(ctx, 0, "flashgate init: board qemu")
+	if err != nil {
+		t.Fatalf("appliance %s: %v", a.Name, err)
+	}
+	if firstBoot {
+		for _, s := range []struct{ prompt, answer string }{
+			{"New admin password: ", password + "\r"},
+			{"Repeat password: ", password + "\r"},
+		} {
+			if at, _, err = a.VM.WaitFor(ctx, at, s.prompt); err != nil {
+				t.Fatalf("appliance %s: first-boot password: %v", a.Name, err)
+			}
+			if err := a.VM.Type(s.answer); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	_, elapsed, err := a.VM.WaitFor(ctx, at, "login: ")
+	if err != nil {
+		t.Fatalf("appliance %s: %v", a.Name, err)
+	}
+	return elapsed
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

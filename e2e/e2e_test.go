@@ -1,0 +1,248 @@
+package e2e
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/boards"
+	"github.com/flashgate/flashgate/images"
+	"github.com/flashgate/flashgate/internal/testnet"
+)
+
+const (
+	adminPassword = "e2e-admin-password-0123"
+	pskAB         = "e2e-psk-between-a-and-b-0123456789"
+	pskAC         = "e2e-psk-between-a-and-c-0123456789"
+)
+
+// buildImage builds the qemu board's card image once for the test.
+func buildImage(t *testing.T) string {
+	t.Helper()
+	wd, _ := os.Getwd()
+	root, err := images.FindRepoRoot(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	board, err := boards.Lookup("qemu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	bl := &images.Builder{RepoRoot: root, OutDir: t.TempDir(), CacheDir: filepath.Join(root, "out", "cache")}
+	rep, err := bl.Build(ctx, board, "e2e")
+	if err != nil {
+		t.Fatalf("build the qemu image: %v", err)
+	}
+	return rep.Image
+}
+
+// tunnelView is the part of GET /api/v1/tunnels the test reads.
+type tunnelView struct {
+	Name   string `json:"name"`
+	State  string `json:"state"`
+	Reason string `json:"reason"`
+	Status struct {
+		DataPlane string `json:"data_plane"`
+		Driver    string `json:"driver"`
+	} `json:"status"`
+}
+
+func tunnels(t *testing.T, api *API) map[string]tunnelView {
+	t.Helper()
+	var ts []tunnelView
+	if err := api.Do("GET", "/api/v1/tunnels", nil, &ts); err != nil {
+		t.Logf("tunnels: %v", err)
+		return nil
+	}
+	m := map[string]tunnelView{}
+	for _, x := range ts {
+		m[x.Name] = x
+	}
+	return m
+}
+
+// waitUp waits until every named tunnel of the appliance is up.
+func waitUp(t *testing.T, a *Appliance, api *API, timeout time.Duration, names ...string) map[string]tunnelView {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last map[string]tunnelView
+	for time.Now().Before(deadline) {
+		last = tunnels(t, api)
+		up := 0
+		for _, n := range names {
+			if last[n].State == "up" {
+				up++
+			}
+		}
+		if up == len(names) {
+			return last
+		}
+		time.Sleep(time.Second)
+	}
+	var services any
+	api.Do("GET", "/api/v1/services", nil, &services)
+	var logs struct {
+		Lines []struct{ Text string } `json:"lines"`
+	}
+	api.Do("GET", "/api/v1/logs/iked", nil, &logs)
+	var iked []string
+	for _, l := range logs.Lines {
+		iked = append(iked, l.Text)
+	}
+	t.Fatalf("appliance %s: tunnels %v not up after %v: %+v\nservices: %+v\niked log:\n%s", a.Name, names, timeout, last, services, strings.Join(iked, "\n"))
+	return nil
+}
+
+// configure sets an appliance's WAN and LAN addresses and its tunnels, as
+// an admin would in the web UI, and commits.
+func configure(t *testing.T, api *API, wan netip.Addr, lan netip.Prefix, lanAddr netip.Addr, tunnels map[string]map[string]any) {
+	t.Helper()
+	steps := []struct {
+		path string
+		body map[string]any
+	}{
+		{"/api/v1/interfaces/eth0", map[string]any{"addressing": "static", "addresses": []string{wan.String() + "/24"}}},
+		{"/api/v1/interfaces/eth1", map[string]any{"addresses": []string{"192.168.1.1/24", netip.PrefixFrom(lanAddr, lan.Bits()).String()}}},
+	}
+	for name, body := range tunnels {
+		steps = append(steps, struct {
+			path string
+			body map[string]any
+		}{"/api/v1/tunnels/" + name, body})
+	}
+	for _, s := range steps {
+		if err := api.Do("PUT", s.path, s.body, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := api.Do("POST", "/api/v1/commit", map[string]any{"message": "e2e: addresses and tunnels"}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTwoAppliancesAndStrongSwan is issue 11's scenario.
+func TestTwoAppliancesAndStrongSwan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots two appliances in qemu")
+	}
+	testnet.RequireRoot(t)
+	image := buildImage(t)
+	lab := NewLab(t)
+
+	start := time.Now()
+	a := NewAppliance(t, lab, "A", image, "brlana", lab.HostA)
+	b := NewAppliance(t, lab, "B", image, "brlanb", lab.HostB)
+	var wg sync.WaitGroup
+	for _, x := range []*Appliance{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			el := x.WaitLogin(t, adminPassword, true)
+			t.Logf("appliance %s: login prompt %.1f s after qemu started", x.Name, el.Seconds())
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+
+	apiA := NewAPI(lab.HostA, firstBootLAN.String())
+	apiB := NewAPI(lab.HostB, firstBootLAN.String())
+	for _, x := range []*API{apiA, apiB} {
+		if err := x.WaitLogin("admin", adminPassword, 90*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tunnel := func(local, remote netip.Addr, lid, rid, psk string, localNet, remoteNet netip.Prefix, start string) map[string]any {
+		return map[string]any{
+			"local_address": local.String(), "remote_address": remote.String(),
+			"local_id": lid, "remote_id": rid, "psk": psk,
+			"local_subnets": []string{localNet.String()}, "remote_subnets": []string{remoteNet.String()},
+			"ike_proposals": []string{"aes128-sha256-ecp256"}, "esp_proposals": []string{"aes128-sha256"},
+			"start_action": start,
+		}
+	}
+	configure(t, apiA, wanA, lanA, netip.MustParseAddr("10.10.1.1"), map[string]map[string]any{
+		"to-b": tunnel(wanA, wanB, "a.example", "b.example", pskAB, lanA, lanB, "initiate"),
+		"to-c": tunnel(wanA, wanC, "a.example", "c.example", pskAC, lanA, lanC, "respond"),
+	})
+	configure(t, apiB, wanB, lanB, netip.MustParseAddr("10.10.2.1"), map[string]map[string]any{
+		"to-a": tunnel(wanB, wanA, "b.example", "a.example", pskAB, lanB, lanA, "respond"),
+	})
+
+	// A to B: kernel IPsec on both appliances.
+	st := waitUp(t, a, apiA, 60*time.Second, "to-b")
+	t.Logf("qemu start to tunnel A-B up: %.1f s (first boot and configuration included)", time.Since(start).Seconds())
+	if st["to-b"].Status.DataPlane != "xfrm" {
+		t.Errorf("tunnel to-b uses data plane %q, want xfrm (the appliance kernel has ESP)", st["to-b"].Status.DataPlane)
+	}
+	if err := testnet.Ping(lab.HostA, hostB, 3); err != nil {
+		t.Fatalf("hostA -> hostB through the A-B tunnel: %v", err)
+	}
+	if r, err := testnet.Iperf(lab.HostB, lab.HostA, hostB, 1, 3*time.Second); err != nil {
+		t.Errorf("iperf3 hostA -> hostB: %v", err)
+	} else {
+		t.Logf("iperf3 hostA -> hostB through two emulated appliances: %.1f Mbit/s", r.Mbps)
+	}
+
+	// The strongSwan site joins A, with UDP encapsulation.
+	charon := testnet.StartCharon(t, lab.GwC, testnet.CharonConn{
+		Name: "to-a", LocalAddr: wanC, RemoteAddr: wanA, LocalID: "c.example", RemoteID: "a.example",
+		PSK: pskAC, Proposals: "aes128-sha256-ecp256", ESPProposals: "aes128-sha256",
+		LocalTS: []netip.Prefix{lanC}, RemoteTS: []netip.Prefix{lanA},
+	})
+	if err := charon.Initiate("to-a-net"); err != nil {
+		t.Fatal(err)
+	}
+	waitUp(t, a, apiA, 30*time.Second, "to-c")
+	if err := testnet.Ping(lab.HostA, hostC, 3); err != nil {
+		t.Fatalf("hostA -> hostC through the A-strongSwan tunnel: %v", err)
+	}
+
+	// Reboot B: the tunnel comes back by itself, the configuration intact.
+	if err := apiB.Do("POST", "/api/v1/system/reboot", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	rebootAt := len(b.VM.Log())
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	if _, _, err := b.VM.WaitFor(ctx, rebootAt, "flashgate init: pid 1"); err != nil {
+		cancel()
+		t.Fatalf("B did not come back after reboot: %v", err)
+	}
+	cancel()
+	waitUp(t, a, apiA, 120*time.Second, "to-b")
+	if err := testnet.Ping(lab.HostA, hostB, 3); err != nil {
+		t.Fatalf("after B rebooted, hostA -> hostB: %v", err)
+	}
+
+	// A power cut on A in the middle of a commit: A boots with a valid
+	// configuration (the old or the new one), and the tunnels come back.
+	go apiA.Do("PUT", "/api/v1/system", map[string]any{"hostname": "cut-during-commit"}, nil)
+	time.Sleep(200 * time.Millisecond)
+	go apiA.Do("POST", "/api/v1/commit", map[string]any{"message": "interrupted"}, nil)
+	time.Sleep(300 * time.Millisecond)
+	a.PowerCut()
+	a.Start(t)
+	a.WaitLogin(t, adminPassword, false)
+	apiA = NewAPI(lab.HostA, "10.10.1.1")
+	if err := apiA.WaitLogin("admin", adminPassword, 90*time.Second); err != nil {
+		t.Fatalf("after the power cut: %v", err)
+	}
+	var sys struct {
+		Hostname string `json:"hostname"`
+	}
+	if err := apiA.Do("GET", "/api/v1/system", nil, &sys); err != nil {
+		t.Fatal(err)
+	}
+	if sys.Hostname != "flashgate" && sys.Hostname != "cut-during-commit" {
+		t.Errorf("after the power cut the hostname is %q: neither the old nor the new configuration", sys.Hostname)
+	}
+	waitUp(t, a, apiA, 120*time.Second, "to-b")
+}
