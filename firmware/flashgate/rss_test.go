@@ -60,6 +60,10 @@ func BenchmarkSupervisorIdleRSS(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(sys.RSSKiB), "rss_KiB")
+			if m := sys.Memory; m != nil {
+				b.ReportMetric(float64(m.PSS), "pss_KiB")
+				b.ReportMetric(float64(m.Private), "private_KiB")
+			}
 			fi, _ := os.Stat(bin)
 			b.ReportMetric(float64(fi.Size())/1024, "binary_KiB")
 		})

@@ -20,7 +20,8 @@ const SocketPath = "/run/flashgate/supervisor.sock"
 // System is the supervisor's view of itself, served on /v1/system.
 type System struct {
 	PID           int           `json:"pid"`
-	RSSKiB        int           `json:"rss_kib"` // VmRSS of this process (PID 1 + supervisor)
+	RSSKiB        int           `json:"rss_kib"`          // VmRSS of this process (PID 1 + supervisor)
+	Memory        *Memory       `json:"memory,omitempty"` // its PSS and private share, where the kernel says
 	Goroutines    int           `json:"goroutines"`
 	OrphansReaped uint64        `json:"orphans_reaped"`
 	Watchdog      WatchdogState `json:"watchdog"`
@@ -56,6 +57,9 @@ func (s *Supervisor) SystemStatus() System {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sys := System{PID: os.Getpid(), RSSKiB: rss, OrphansReaped: s.orphansReaped, Goroutines: numGoroutine()}
+	if m, err := ReadMemory("/proc/self/smaps_rollup"); err == nil {
+		sys.Memory = &m
+	}
 	if wd := s.cfg.Watchdog; wd != nil {
 		sys.Watchdog = WatchdogState{Open: true, Timeout: seconds(wd.Timeout), Petting: !s.stopPetting, Pets: s.pets}
 		if s.petErr != nil {

@@ -102,6 +102,9 @@ func TestAPI(t *testing.T) {
 	if err != nil || sys.PID != os.Getpid() || sys.RSSKiB <= 0 {
 		t.Errorf("system %+v, %v; want our pid and a positive RSS", sys, err)
 	}
+	if m := sys.Memory; m == nil || m.PSS <= 0 || m.Private <= 0 || m.PSS > m.RSS {
+		t.Errorf("system memory %+v; want PSS and private sizes no larger than RSS", m)
+	}
 	if err := c.SetSyslog(ctx, SyslogConfig{Addr: "127.0.0.1:5514", Format: "bsd"}); err == nil {
 		t.Error("PUT /v1/syslog accepted format bsd")
 	}
@@ -136,16 +139,42 @@ func TestWriteStatus(t *testing.T) {
 		{Name: "configd", State: StateRunning, PID: 42, Uptime: 65, LastExit: "", Restarts: 0},
 		{Name: "iked", State: StateBackoff, Restarts: 3, NextStartIn: 4, LastExit: "exit status 1"},
 		{Name: "webui", State: StateWaiting, WaitingFor: []string{"iked"}},
-	}, System{PID: 1, RSSKiB: 5120, Watchdog: WatchdogState{Open: true, Timeout: 30, Petting: true}})
+	}, System{PID: 1, RSSKiB: 5120, Memory: &Memory{RSS: 5120, PSS: 2000, Private: 1500}, Watchdog: WatchdogState{Open: true, Timeout: 30, Petting: true}})
 	want := `SERVICE  STATE                  PID  RESTARTS  UPTIME  LAST EXIT
 configd  running                42   0         1m5s    -
 iked     backoff (retry in 4s)  -    3         -       exit status 1
 webui    waiting (for iked)     -    0         -       -
 
-pid 1: rss 5120 KiB, watchdog timeout 30s, 0 orphans reaped
+pid 1: rss 5120 KiB (pss 2000 KiB, private 1500 KiB), watchdog timeout 30s, 0 orphans reaped
 `
 	if got := b.String(); got != want {
 		t.Errorf("status table:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestReadMemory(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "smaps_rollup")
+	os.WriteFile(p, []byte(`08048000-bfba8000 ---p 00000000 00:00 0          [rollup]
+Rss:               11360 kB
+Pss:                2867 kB
+Pss_Dirty:          2866 kB
+Shared_Clean:          8 kB
+Shared_Dirty:       9828 kB
+Private_Clean:         4 kB
+Private_Dirty:      1520 kB
+`), 0o600)
+	m, err := ReadMemory(p)
+	if err != nil || m != (Memory{RSS: 11360, PSS: 2867, Private: 1524}) {
+		t.Errorf("ReadMemory = %+v, %v; want rss 11360, pss 2867, private 1524", m, err)
+	}
+	os.WriteFile(p, []byte("Rss: 12 MB\nPss: 1 kB\nPrivate_Clean: 1 kB\nPrivate_Dirty: 1 kB\n"), 0o600)
+	if _, err := ReadMemory(p); err == nil {
+		t.Error("ReadMemory accepted a size in MB")
+	}
+	os.WriteFile(p, []byte("Rss: 12 kB\n"), 0o600)
+	if _, err := ReadMemory(p); err == nil {
+		t.Error("ReadMemory accepted a file without Pss")
 	}
 }
 

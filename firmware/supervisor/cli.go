@@ -80,7 +80,11 @@ func WriteStatus(w io.Writer, services []ServiceStatus, sys System) {
 			wd += ", error: " + sys.Watchdog.LastError
 		}
 	}
-	fmt.Fprintf(w, "\npid %d: rss %d KiB, %s, %d orphans reaped\n", sys.PID, sys.RSSKiB, wd, sys.OrphansReaped)
+	mem := fmt.Sprintf("rss %d KiB", sys.RSSKiB)
+	if m := sys.Memory; m != nil {
+		mem += fmt.Sprintf(" (pss %d KiB, private %d KiB)", m.PSS, m.Private)
+	}
+	fmt.Fprintf(w, "\npid %d: %s, %s, %d orphans reaped\n", sys.PID, mem, wd, sys.OrphansReaped)
 	if sys.Syslog != nil {
 		fmt.Fprintf(w, "syslog: %s (%s), %d sent, %d dropped\n", sys.Syslog.Addr, sys.Syslog.Format, sys.Syslog.Sent, sys.Syslog.Dropped)
 	}

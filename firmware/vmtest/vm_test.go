@@ -165,11 +165,14 @@ func (c *console) login() {
 }
 
 var consoleRow = regexp.MustCompile(`(?m)^console +running +(\d+) +(\d+) `)
-var pid1RSS = regexp.MustCompile(`pid 1: rss (\d+) KiB`)
+var pid1RSS = regexp.MustCompile(`pid 1: rss (\d+) KiB(?: \(pss (\d+) KiB, private (\d+) KiB\))?`)
+
+// pid1Memory is PID 1's memory as `flashgate status` shows it, in KiB.
+type pid1Memory struct{ rss, pss, private int }
 
 // status runs `flashgate status` and returns the console getty's pid and
-// restarts, and PID 1's RSS.
-func (c *console) status() (pid, restarts, rssKiB int) {
+// restarts, and PID 1's memory.
+func (c *console) status() (pid, restarts int, mem pid1Memory) {
 	c.t.Helper()
 	from := c.at
 	c.typeLine("flashgate status")
@@ -182,8 +185,10 @@ func (c *console) status() (pid, restarts, rssKiB int) {
 	}
 	pid, _ = strconv.Atoi(m[1])
 	restarts, _ = strconv.Atoi(m[2])
-	rssKiB, _ = strconv.Atoi(r[1])
-	return pid, restarts, rssKiB
+	mem.rss, _ = strconv.Atoi(r[1])
+	mem.pss, _ = strconv.Atoi(r[2])
+	mem.private, _ = strconv.Atoi(r[3])
+	return pid, restarts, mem
 }
 
 // TestFirmwareInVM walks through the issue's VM checks on one boot chain:
@@ -197,8 +202,8 @@ func TestFirmwareInVM(t *testing.T) {
 	c.expect(time.Minute, "flashgate init: watchdog: /dev/watchdog armed")
 	c.login()
 
-	pid, restarts, rss := c.status()
-	t.Logf("PID 1 + supervisor RSS at the first status: %d KiB (target 8 MB)", rss)
+	pid, restarts, mem := c.status()
+	t.Logf("PID 1 + supervisor at the first status: rss %d KiB, pss %d KiB, private %d KiB (target 8 MB)", mem.rss, mem.pss, mem.private)
 	if restarts != 0 {
 		t.Errorf("console restarted %d times before anything killed it", restarts)
 	}
@@ -236,4 +241,25 @@ func TestFirmwareInVM(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "qemu exited (<nil>)") {
 		t.Errorf("after poweroff: %v; want qemu to exit with status 0", err)
 	}
+}
+
+// BenchmarkPID1IdleQEMU boots the qemu image, logs in, leaves the box idle
+// for idleWait with all its services running, and reports PID 1 +
+// supervisor's memory from `flashgate status`: rss_KiB (VmRSS, what
+// boot.qemu.rss_init_kb asks for), and pss_KiB and private_KiB, since most
+// of the RSS is the firmware binary's initramfs pages that every service
+// shares. One boot is one measurement: run it with -benchtime 1x.
+func BenchmarkPID1IdleQEMU(b *testing.B) {
+	const idleWait = 15 * time.Second
+	var mem pid1Memory
+	for i := 0; i < b.N; i++ {
+		c := bootImage(b)
+		c.login()
+		time.Sleep(idleWait)
+		_, _, mem = c.status()
+		c.vm.Stop()
+	}
+	b.ReportMetric(float64(mem.rss), "rss_KiB")
+	b.ReportMetric(float64(mem.pss), "pss_KiB")
+	b.ReportMetric(float64(mem.private), "private_KiB")
 }
