@@ -194,11 +194,11 @@ func (in *initProc) boot() {
 	in.step("watchdog", func() {
 		in.watchdog = openWatchdog(in.opts.watchdog, in.board.Board.Watchdog, in.logf)
 	})
-	in.step("supervisor", in.startSupervisor)
 	if up, err := os.ReadFile("/proc/uptime"); err == nil {
 		secs, _, _ := strings.Cut(string(up), " ")
-		in.logf("up %s s after the kernel started", secs)
+		in.logf("starting services %s s after the kernel started", secs)
 	}
+	in.step("supervisor", in.startSupervisor)
 }
 
 func (in *initProc) startSupervisor() {
