@@ -6,6 +6,7 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -64,16 +65,23 @@ func Main(args []string) int {
 	}
 	logger.Printf("console on %s at %d baud", path, *baud)
 
-	acc := NewRAMAccounts(*accountsDir, *cost)
-	logger.Printf("accounts: the admin password hash is kept in %s (RAM) and is lost at reboot until configd stores accounts", *accountsDir)
+	var acc Accounts
+	persistent := hooks.Accounts != nil
+	if persistent {
+		acc = hooks.Accounts()
+	} else {
+		acc = NewRAMAccounts(*accountsDir, *cost)
+		logger.Printf("accounts: the admin password hash is kept in %s (RAM) and is lost at reboot", *accountsDir)
+	}
 	s := &session{
-		tty:       tty,
-		accounts:  acc,
-		board:     *board,
-		version:   *version,
-		shells:    strings.Split(*shells, ","),
-		failDelay: *failDelay,
-		logf:      logger.Printf,
+		persistent: persistent,
+		tty:        tty,
+		accounts:   acc,
+		board:      *board,
+		version:    *version,
+		shells:     strings.Split(*shells, ","),
+		failDelay:  *failDelay,
+		logf:       logger.Printf,
 	}
 	// A ^C at the prompt must not kill the getty, and the shell must get
 	// ^C with its default action: a handler (not SIG_IGN, which exec
@@ -120,13 +128,14 @@ func takeTTY(path string, baud int) (*os.File, error) {
 
 // session is the dialogue on one terminal.
 type session struct {
-	tty       *os.File
-	accounts  Accounts
-	board     string
-	version   string
-	shells    []string
-	failDelay time.Duration
-	logf      func(string, ...any)
+	persistent bool // accounts are stored on the card
+	tty        *os.File
+	accounts   Accounts
+	board      string
+	version    string
+	shells     []string
+	failDelay  time.Duration
+	logf       func(string, ...any)
 }
 
 // run loops: first-boot password, banner, login, shell, until maxFailures
@@ -145,6 +154,14 @@ func (s *session) run() error {
 			return err
 		}
 		if user == "" {
+			continue
+		}
+		if user == RecoverUser && hooks.Recover != nil {
+			s.logf("console: recovery started at the console")
+			if err := hooks.Recover(context.Background(), s.tty, s.board); err != nil {
+				s.logf("console: recovery: %v", err)
+				s.printf("Recovery: %v\n", err)
+			}
 			continue
 		}
 		pass, err := s.readPassword("Password: ")
@@ -204,19 +221,40 @@ func (s *session) firstBoot() error {
 			s.logf("console: could not store the admin password: %v", err)
 			return nil
 		}
-		s.printf("Admin password set. It is kept in RAM only: this firmware does not save accounts yet,\nso you will be asked again after a reboot.\n")
+		if s.persistent {
+			s.printf("Admin password set and saved on the card. Log in as %s, here or in the web UI.\n", AdminUser)
+			s.logf("console: admin password set")
+			return nil
+		}
+		s.printf("Admin password set. It is kept in RAM only, so you will be asked again after a reboot.\n")
 		s.logf("console: admin password set (RAM only)")
 		return nil
 	}
 }
 
-// shell runs the first shell that exists with the terminal, and waits.
+// shell runs the session after a login: the CLI when the firmware has
+// one, else the expert shell.
 func (s *session) shell(user string) {
+	if hooks.Session != nil {
+		expert := func(ctx context.Context) error {
+			s.expertShell(user)
+			return nil
+		}
+		if err := hooks.Session(context.Background(), s.tty, user, s.board, expert); err != nil {
+			s.logf("console: session of %s: %v", user, err)
+		}
+		return
+	}
+	s.expertShell(user)
+}
+
+// expertShell runs the first shell that exists with the terminal, and waits.
+func (s *session) expertShell(user string) {
 	for _, sh := range s.shells {
 		if _, err := os.Stat(sh); err != nil {
 			continue
 		}
-		s.printf("Expert shell (%s). The flashgate CLI is not built yet; `flashgate status` shows the services.\n", sh)
+		s.printf("Expert shell (%s). `exit` leaves it; `flashgate status` shows the services.\n", sh)
 		cmd := exec.Command(sh)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = s.tty, s.tty, s.tty
 		cmd.Dir = "/"
