@@ -87,7 +87,7 @@ func (d *Daemon) Up(name string) error {
 	return nil
 }
 
-// Down deletes the named tunnel's IKE SA; with start action initiate it
+// Down deletes the named tunnel's IKE SAs; with start action initiate it
 // comes back after the retry delay.
 func (d *Daemon) Down(name string) error {
 	d.mu.Lock()
@@ -96,9 +96,11 @@ func (d *Daemon) Down(name string) error {
 		d.mu.Unlock()
 		return fmt.Errorf("no tunnel named %q", name)
 	}
-	sa := t.sa
 	d.mu.Unlock()
-	if sa != nil {
+	// Every IKE SA of the tunnel, not only the current one: a peer that
+	// does not reuse IKE SAs (strongSwan's reuse_ikesa = no) may have
+	// made a second one, and the first would stay up at its end.
+	for _, sa := range d.sasOf(name) {
 		sa.Delete()
 	}
 	return nil

@@ -73,8 +73,11 @@ type tunnel struct {
 	since   time.Time
 	events  []ipsec.TunnelEvent
 	retryAt time.Time
-	backoff time.Duration
-	notify  func(string, ipsec.TunnelState) // Options.StateChanged
+	// needChild: the IKE SA is up but its last CHILD_SA is gone; maintain
+	// negotiates a new one (start action initiate).
+	needChild bool
+	backoff   time.Duration
+	notify    func(string, ipsec.TunnelState) // Options.StateChanged
 }
 
 // New opens the data plane and the IKE sockets. Call Run to start, Apply
@@ -282,8 +285,10 @@ func (d *Daemon) Apply(cfg *config.Config) error {
 	d.mu.Lock()
 	for name, t := range d.tunnels {
 		if w, ok := want[name]; !ok || !sameTunnel(&t.cfg, w) || !w.Enabled {
-			if t.sa != nil {
-				stop = append(stop, t.sa)
+			for _, sa := range d.ep.SAs() {
+				if sa.Config() == t.peer {
+					stop = append(stop, sa)
+				}
 			}
 			if !ok || !w.Enabled {
 				delete(d.tunnels, name)
@@ -337,7 +342,16 @@ func (d *Daemon) maintain() {
 		d.mu.Unlock()
 		return
 	}
+	var children []*ike.IKESA
 	for _, t := range d.tunnels {
+		if t.needChild && t.sa != nil && !now.Before(t.retryAt) {
+			// One CREATE_CHILD_SA at a time: the next try waits 5 s, then
+			// longer, so a slow answer does not make two.
+			t.backoff = min(max(2*t.backoff, 5*time.Second), time.Minute)
+			t.retryAt = now.Add(t.backoff)
+			children = append(children, t.sa)
+			continue
+		}
 		if t.peer == nil || t.sa != nil || t.cfg.StartAction == config.StartRespond || !t.peer.Remote.IsValid() {
 			continue
 		}
@@ -353,6 +367,11 @@ func (d *Daemon) maintain() {
 		start = append(start, t)
 	}
 	d.mu.Unlock()
+	for _, sa := range children {
+		if err := sa.CreateChild(); err != nil {
+			d.logf("iked: %s: new CHILD_SA: %v", sa.Name(), err)
+		}
+	}
 	for _, t := range start {
 		sa, err := d.ep.Initiate(t.peer)
 		d.mu.Lock()
@@ -411,6 +430,20 @@ func (d *Daemon) localFor(remote netip.AddrPort) netip.AddrPort {
 	return netip.AddrPortFrom(netip.IPv4Unspecified(), d.opts.NATTPort)
 }
 
+// sasOf returns the IKE SAs of the named tunnel, established or not.
+func (d *Daemon) sasOf(name string) []*ike.IKESA {
+	d.mu.Lock()
+	t := d.tunnels[name]
+	d.mu.Unlock()
+	var out []*ike.IKESA
+	for _, sa := range d.ep.SAs() {
+		if t != nil && t.peer != nil && sa.Config() == t.peer {
+			out = append(out, sa)
+		}
+	}
+	return out
+}
+
 func (d *Daemon) sortedTunnels() []*tunnel {
 	ts := make([]*tunnel, 0, len(d.tunnels))
 	for _, t := range d.tunnels {
@@ -420,11 +453,17 @@ func (d *Daemon) sortedTunnels() []*tunnel {
 	return ts
 }
 
+// tunnelOf is the tunnel an IKE SA belongs to: nil for an SA negotiated
+// under a configuration that has since been replaced or removed.
 func (d *Daemon) tunnelOf(sa *ike.IKESA) *tunnel {
 	if sa == nil {
 		return nil
 	}
-	return d.tunnels[sa.Name()]
+	t := d.tunnels[sa.Name()]
+	if t == nil || t.peer != sa.Config() {
+		return nil
+	}
+	return t
 }
 
 // The engine's events. They run without engine locks held and may call
@@ -433,6 +472,16 @@ func (d *Daemon) tunnelOf(sa *ike.IKESA) *tunnel {
 func (d *Daemon) childUp(c ike.ChildUp) {
 	err := d.dp.AddPair(c.In, c.Out)
 	now := time.Now()
+	var replaced *ike.IKESA
+	defer func() {
+		// Runs after the unlock below. An IKE SA the tunnel no longer
+		// uses, left without CHILD_SAs (the peer initiated anew instead
+		// of reusing it), would otherwise live on at both ends, checked
+		// by DPD forever and carrying nothing.
+		if replaced != nil && replaced.State() == ike.StateEstablished && len(replaced.Status().Children) == 0 {
+			replaced.Delete()
+		}
+	}()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	t := d.tunnelOf(c.SA)
@@ -448,7 +497,8 @@ func (d *Daemon) childUp(c ike.ChildUp) {
 		return
 	}
 	if t.sa != c.SA {
-		t.sa = c.SA // an SA the peer initiated, or a rekeyed IKE SA
+		// An SA the peer initiated, or a rekeyed IKE SA.
+		replaced, t.sa = t.sa, c.SA
 	}
 	what := "CHILD_SA up"
 	if c.Replaces != 0 {
@@ -456,13 +506,19 @@ func (d *Daemon) childUp(c ike.ChildUp) {
 	}
 	t.event(now, fmt.Sprintf("%s: %s, SPIs %08x_i %08x_o, %s === %s", what, c.Proposal.String(), c.In.SPI, c.Out.SPI,
 		prefixes(c.In.LocalTS), prefixes(c.In.RemoteTS)))
-	t.backoff = 0
+	t.backoff, t.needChild = 0, false
 	t.setState(now, ipsec.StateUp, "")
 }
 
 func (d *Daemon) childDown(sa *ike.IKESA, in uint32, reason error) {
 	if err := d.dp.DeletePair(in); err != nil {
 		d.logf("iked: %s: remove CHILD_SA %08x: %v", sa.Name(), in, err)
+	}
+	// A CHILD_SA that went away on its own (the peer deleted it, its
+	// lifetime ran out) may leave an IKE SA that carries nothing.
+	left := -1
+	if reason != nil && sa.State() == ike.StateEstablished {
+		left = len(sa.Status().Children)
 	}
 	now := time.Now()
 	d.mu.Lock()
@@ -471,9 +527,20 @@ func (d *Daemon) childDown(sa *ike.IKESA, in uint32, reason error) {
 	if t == nil {
 		return
 	}
-	if reason != nil {
-		t.event(now, fmt.Sprintf("CHILD_SA %08x down: %v", in, reason))
+	if reason == nil {
+		return
 	}
+	t.event(now, fmt.Sprintf("CHILD_SA %08x down: %v", in, reason))
+	if left != 0 || t.sa != sa {
+		return
+	}
+	if t.cfg.StartAction == config.StartRespond {
+		t.setState(now, ipsec.StateDown, reason.Error()+"; waiting for the peer to negotiate a new CHILD_SA")
+		return
+	}
+	// Keep the tunnel up: a new CHILD_SA on the same IKE SA (maintain).
+	t.needChild, t.retryAt, t.backoff = true, now.Add(time.Second), 0
+	t.setState(now, ipsec.StateConnecting, reason.Error()+"; negotiating a new CHILD_SA")
 }
 
 func (d *Daemon) ikeUp(sa *ike.IKESA) {
@@ -501,7 +568,7 @@ func (d *Daemon) ikeDown(sa *ike.IKESA, reason error) {
 	if t == nil || t.sa != sa {
 		return // a rekeyed-away SA, or one of a tunnel that was removed
 	}
-	t.sa = nil
+	t.sa, t.needChild = nil, false
 	if reason == nil {
 		t.event(now, "IKE_SA closed")
 		t.setState(now, ipsec.StateDown, "closed")
@@ -524,7 +591,7 @@ func (d *Daemon) failure(peer *ike.PeerConfig, reason error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	t := d.tunnels[peer.Name]
-	if t == nil {
+	if t == nil || t.peer != peer {
 		return
 	}
 	t.event(now, reason.Error())

@@ -238,7 +238,8 @@ func TestPeerRestart(t *testing.T) {
 
 // TestDeleteEitherSide: a delete from strongSwan (swanctl --terminate) and
 // one from us (Down) each remove the SAs at both ends and our route into
-// the tunnel.
+// the tunnel; strongSwan deleting only the CHILD_SA leaves the tunnel down
+// with the reason, not up with nothing in it.
 func TestDeleteEitherSide(t *testing.T) {
 	if testing.Short() {
 		t.Skip("namespace test")
@@ -294,7 +295,31 @@ func TestDeleteEitherSide(t *testing.T) {
 		t.Errorf("reason %q does not say the peer deleted the tunnel", st.Reason)
 	}
 
+	// Only the CHILD_SA: the IKE SA stays, carrying nothing, and the
+	// status must not say up.
 	up()
+	if out, err := charon.Swanctl("--terminate", "--child", "s2s-net", "--timeout", "5"); err != nil {
+		t.Fatalf("swanctl --terminate --child: %v: %s", err, out)
+	}
+	if !waitFor(5*time.Second, func() bool {
+		st := tunnelStatus(d, "s2s")
+		return st.State == ipsec.StateDown && len(st.Children) == 0 && !routeTo(t, s.GwA, s.LANB.String())
+	}) {
+		st := tunnelStatus(d, "s2s")
+		t.Fatalf("after strongSwan deleted the CHILD_SA: %s %q, children %+v, route %v", st.State, st.Reason, st.Children, routeTo(t, s.GwA, s.LANB.String()))
+	}
+	st = tunnelStatus(d, "s2s")
+	t.Logf("after strongSwan's CHILD_SA delete: %s: %s", st.State, st.Reason)
+	if !strings.Contains(st.Reason, "deleted the CHILD_SA") || st.IKE == nil {
+		t.Errorf("reason %q (IKE_SA %+v): want the CHILD_SA deleted, the IKE_SA still there", st.Reason, st.IKE)
+	}
+
+	// strongSwan (reuse_ikesa = no) negotiates a new IKE SA for it; we
+	// delete the old one, which carries nothing.
+	up()
+	if !waitFor(3*time.Second, func() bool { return charonSAs() == 1 }) {
+		t.Errorf("strongSwan has %d IKE_SAs, want 1: the childless one should have been deleted", charonSAs())
+	}
 	if err := d.Down("s2s"); err != nil {
 		t.Fatal(err)
 	}
@@ -314,5 +339,34 @@ func validTunnels(t *testing.T, tunnels ...config.Tunnel) {
 	c.Tunnels = tunnels
 	if err := c.Validate(); err != nil {
 		t.Fatalf("the test's tunnel does not validate: %v", err)
+	}
+}
+
+// TestPeerDeletesChild: with start action initiate, a CHILD_SA the peer
+// deletes is negotiated again on the same IKE SA.
+func TestPeerDeletesChild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("namespace test")
+	}
+	s := testnet.NewSiteToSite(t)
+	charon := testnet.StartCharon(t, s.GwB, charonConn(s, lifecycleIKE, lifecycleESP, "none"))
+	d := startIked(t, s.GwA, tunnelConfig(s.GwAWAN, s.GwBWAN, "gwA", "gwB", s.LANA, s.LANB, lifecycleIKE, lifecycleESP, config.StartInitiate))
+	before := waitState(t, d, "s2s", ipsec.StateUp, 10*time.Second)
+	if out, err := charon.Swanctl("--terminate", "--child", "s2s-net", "--timeout", "5"); err != nil {
+		t.Fatalf("swanctl --terminate --child: %v: %s", err, out)
+	}
+	waitEvent(t, d, "s2s", "deleted the CHILD_SA", 5*time.Second)
+	after := waitState(t, d, "s2s", ipsec.StateUp, 10*time.Second)
+	if after.IKE == nil || after.IKE.InitiatorSPI != before.IKE.InitiatorSPI {
+		t.Errorf("IKE SA changed: before %+v, after %+v; want the new CHILD_SA on the same one", before.IKE, after.IKE)
+	}
+	if len(after.Children) != 1 || after.Children[0].InboundSPI == before.Children[0].InboundSPI {
+		t.Errorf("CHILD_SAs after: %+v, want one new one", after.Children)
+	}
+	if err := charon.WaitChild("s2s-net", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := testnet.Ping(s.HostA, s.HostBIP, 2); err != nil {
+		t.Fatalf("through the new CHILD_SA: %v", err)
 	}
 }
