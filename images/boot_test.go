@@ -166,6 +166,10 @@ func bootToLogin(ctx context.Context, vm *VM, version string) (bootTimes, error)
 	if err != nil {
 		return bootTimes{}, fmt.Errorf("the kernel did not start: %w", err)
 	}
+	// The rest of the line may still be on its way.
+	if _, _, err := vm.WaitFor(ctx, at, "\n"); err != nil {
+		return bootTimes{}, fmt.Errorf("the kernel command line did not end: %w", err)
+	}
 	cmdline := lineAt(vm.Log(), at)
 	for _, want := range []string{"BOOT_IMAGE=/a/vmlinuz", "flashgate.board=qemu", "flashgate.version=" + version, "console=ttyS0,115200"} {
 		if !strings.Contains(cmdline, want) {
