@@ -17,6 +17,7 @@ import (
 	"github.com/flashgate/flashgate/ipsec/esp"
 	"github.com/flashgate/flashgate/ipsec/ike"
 	"github.com/flashgate/flashgate/ipsec/xfrm"
+	"github.com/vishvananda/netlink"
 )
 
 // Options configure a Daemon.
@@ -43,13 +44,14 @@ type Options struct {
 
 // Daemon runs the tunnels of one configuration.
 type Daemon struct {
-	opts  Options
-	ep    *ike.Endpoint
-	dp    ipsec.DataPlane
-	dev   *esp.Device // when dp is userspace
-	tr    *transport
-	logf  func(string, ...any)
-	start time.Time
+	opts   Options
+	ep     *ike.Endpoint
+	dp     ipsec.DataPlane
+	dev    *esp.Device // when dp is userspace
+	tr     *transport
+	routes routes
+	logf   func(string, ...any)
+	start  time.Time
 
 	natIKEDrops atomic.Uint64 // IKE from the NAT-T port dropped: queue full
 
@@ -100,6 +102,18 @@ func New(opts Options) (*Daemon, error) {
 	}
 	d := &Daemon{opts: opts, logf: opts.Logf, tunnels: map[string]*tunnel{}, done: make(chan struct{}), start: time.Now()}
 
+	nl, err := netlink.NewHandle()
+	if err != nil {
+		return nil, fmt.Errorf("netlink: %w", err)
+	}
+	d.routes = routes{nl}
+	ok := false
+	defer func() {
+		if !ok {
+			nl.Close()
+		}
+	}()
+
 	kind, why := d.chooseDataPlane()
 	switch kind {
 	case "xfrm":
@@ -141,6 +155,7 @@ func New(opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.ep = ep
+	ok = true
 	return d, nil
 }
 
@@ -305,7 +320,7 @@ func (d *Daemon) Apply(cfg *config.Config) error {
 		if _, ok := d.tunnels[name]; ok {
 			continue
 		}
-		peer, err := peerConfig(w, d.dev != nil)
+		peer, err := peerConfig(w, d.dev != nil, d.routes.sourceFor)
 		if err != nil {
 			errs = append(errs, err)
 			d.tunnels[name] = &tunnel{cfg: *w, state: ipsec.StateFailed, reason: err.Error(), since: now, notify: d.opts.StateChanged}
@@ -352,7 +367,9 @@ func (d *Daemon) maintain() {
 			children = append(children, t.sa)
 			continue
 		}
-		if t.peer == nil || t.sa != nil || t.cfg.StartAction == config.StartRespond || !t.peer.Remote.IsValid() {
+		// Tunnels without a PeerConfig (no route to the peer yet: the
+		// WAN is not up) are retried like failed initiations.
+		if t.sa != nil || t.peer != nil && (t.cfg.StartAction == config.StartRespond || !t.peer.Remote.IsValid()) {
 			continue
 		}
 		if now.Before(t.retryAt) {
@@ -373,7 +390,22 @@ func (d *Daemon) maintain() {
 		}
 	}
 	for _, t := range start {
-		sa, err := d.ep.Initiate(t.peer)
+		peer, err := d.refreshPeer(t)
+		if err != nil {
+			d.mu.Lock()
+			t.setState(now, ipsec.StateFailed, err.Error())
+			d.mu.Unlock()
+			continue
+		}
+		if t.cfg.StartAction == config.StartRespond || !peer.Remote.IsValid() {
+			d.mu.Lock()
+			if t.state == ipsec.StateFailed {
+				t.setState(now, ipsec.StateDown, "waiting for the peer to connect (start action: respond)")
+			}
+			d.mu.Unlock()
+			continue
+		}
+		sa, err := d.ep.Initiate(peer)
 		d.mu.Lock()
 		if err != nil {
 			t.setState(now, ipsec.StateFailed, err.Error())
@@ -391,6 +423,37 @@ func (d *Daemon) maintain() {
 		}
 		d.mu.Unlock()
 	}
+}
+
+// refreshPeer returns the tunnel's PeerConfig for a new IKE SA. Without a
+// configured local address it is made anew when the kernel's source address
+// for the peer changed (a new DHCP lease on the WAN) or could not be found
+// before (the WAN was not up when the tunnel was configured).
+func (d *Daemon) refreshPeer(t *tunnel) (*ike.PeerConfig, error) {
+	d.mu.Lock()
+	peer := t.peer
+	d.mu.Unlock()
+	if peer != nil && t.cfg.LocalAddress.IsSet() {
+		return peer, nil
+	}
+	p, err := peerConfig(&t.cfg, d.dev != nil, d.routes.sourceFor)
+	if err != nil {
+		return nil, err
+	}
+	if peer != nil && p.Local == peer.Local {
+		return peer, nil
+	}
+	p.Ranking = d.opts.Ranking
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if t.peer != peer || d.tunnels[t.cfg.Name] != t {
+		return nil, fmt.Errorf("tunnel %s was reconfigured meanwhile", t.cfg.Name)
+	}
+	if peer != nil {
+		t.event(time.Now(), fmt.Sprintf("local address is now %v (was %v)", p.Local.Addr(), peer.Local.Addr()))
+	}
+	t.peer = p
+	return p, nil
 }
 
 // peerFor is the engine's hook for IKE_SA_INIT from an unknown SA: the
@@ -424,7 +487,7 @@ func (d *Daemon) localFor(remote netip.AddrPort) netip.AddrPort {
 		}
 	}
 	d.mu.Unlock()
-	if a, err := sourceFor(remote.Addr()); err == nil {
+	if a, err := d.routes.sourceFor(remote.Addr()); err == nil {
 		return netip.AddrPortFrom(a, d.opts.NATTPort)
 	}
 	return netip.AddrPortFrom(netip.IPv4Unspecified(), d.opts.NATTPort)
@@ -642,6 +705,7 @@ func (d *Daemon) Close() error {
 		}
 		sa.Close()
 	}
+	defer d.routes.h.Close()
 	return d.dp.Close()
 }
 

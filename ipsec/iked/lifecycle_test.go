@@ -370,3 +370,66 @@ func TestPeerDeletesChild(t *testing.T) {
 		t.Fatalf("through the new CHILD_SA: %v", err)
 	}
 }
+
+// TestLocalAddressFollowsWAN: a tunnel without a local address uses the
+// kernel's source address for the peer. Configured before the WAN has an
+// address it says why it waits, and starts once the WAN is up; when the
+// WAN's address changes (a new DHCP lease), the next attempt uses the new
+// one.
+func TestLocalAddressFollowsWAN(t *testing.T) {
+	if testing.Short() {
+		t.Skip("namespace test")
+	}
+	ns := testnet.NewNS(t, testnet.Prefix()+"-gw")
+	// The far end exists only so that wan0 has a carrier; nobody there
+	// speaks IKE.
+	testnet.Link(t, ns, "wan0", "", testnet.NewNS(t, testnet.Prefix()+"-isp"), "wan0", "")
+	tun := config.NewTunnel("hq")
+	tun.RemoteAddress = config.MustAddr("192.0.2.77") // nobody answers
+	tun.PSK = config.NewSecret(testPSK)
+	tun.LocalSubnets = []config.Prefix{config.MustPrefix("10.1.0.0/24")}
+	tun.RemoteSubnets = []config.Prefix{config.MustPrefix("10.2.0.0/24")}
+	tun.DPDInterval, tun.DPDTimeout = config.Seconds(1), config.Seconds(2) // two tries in 1.5 s
+	validTunnels(t, tun)
+
+	var d *Daemon
+	err := ns.Do(func() error {
+		var err error
+		if d, err = New(Options{DataPlane: "userspace", Logf: t.Logf}); err != nil {
+			return err
+		}
+		d.Run()
+		return d.Apply(&config.Config{Tunnels: []config.Tunnel{tun}})
+	})
+	if d == nil {
+		t.Fatalf("start iked: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	if err == nil || !strings.Contains(err.Error(), "no route to the peer") {
+		t.Errorf("Apply before the WAN is up: %v, want a no-route error", err)
+	}
+	st := waitState(t, d, "hq", ipsec.StateFailed, time.Second)
+	t.Logf("before the WAN is up: %s", st.Reason)
+
+	if err := ns.Run("ip", "addr", "add", "192.0.2.1/24", "dev", "wan0"); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(5*time.Second, func() bool {
+		st = tunnelStatus(d, "hq")
+		return st.LocalAddr == "192.0.2.1" && (st.State == ipsec.StateConnecting || strings.Contains(st.Reason, "no answer"))
+	}) {
+		t.Fatalf("after the WAN came up: %s %q from %q, want connecting from 192.0.2.1", st.State, st.Reason, st.LocalAddr)
+	}
+
+	// A new lease: the address changes under the tunnel.
+	for _, c := range [][]string{{"ip", "addr", "del", "192.0.2.1/24", "dev", "wan0"}, {"ip", "addr", "add", "192.0.2.9/24", "dev", "wan0"}} {
+		if err := ns.Run(c...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !waitFor(10*time.Second, func() bool { return tunnelStatus(d, "hq").LocalAddr == "192.0.2.9" }) {
+		st = tunnelStatus(d, "hq")
+		t.Fatalf("after the WAN address changed: local %q, state %s %q", st.LocalAddr, st.State, st.Reason)
+	}
+	waitEvent(t, d, "hq", "local address is now 192.0.2.9 (was 192.0.2.1)", time.Second)
+}

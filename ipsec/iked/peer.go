@@ -14,7 +14,8 @@ import (
 // forceEncap is set by the daemon when the data plane is userspace ESP: ESP
 // in UDP is its fast path (UDP GSO/GRO), and every NAT-T capable peer
 // accepts it.
-func peerConfig(t *config.Tunnel, forceEncap bool) (*ike.PeerConfig, error) {
+// sourceFor finds our address towards the peer when none is configured.
+func peerConfig(t *config.Tunnel, forceEncap bool, sourceFor func(netip.Addr) (netip.Addr, error)) (*ike.PeerConfig, error) {
 	remote := t.RemoteAddress.Addr
 	local := t.LocalAddress.Addr
 	if !local.IsValid() && remote.IsValid() {
@@ -101,13 +102,18 @@ func triesWithin(first, d time.Duration) int {
 	return n
 }
 
+// routes answers route queries in the namespace the daemon was started in:
+// its handle's socket was opened there, while the goroutines that ask run
+// on threads of any namespace (tests run daemons in several).
+type routes struct{ h *netlink.Handle }
+
 // sourceFor asks the kernel which local address it would use to reach dst.
-func sourceFor(dst netip.Addr) (netip.Addr, error) {
-	routes, err := netlink.RouteGet(dst.AsSlice())
-	if err != nil || len(routes) == 0 {
+func (r routes) sourceFor(dst netip.Addr) (netip.Addr, error) {
+	rs, err := r.h.RouteGet(dst.AsSlice())
+	if err != nil || len(rs) == 0 {
 		return netip.Addr{}, fmt.Errorf("no route to the peer %s: %v", dst, err)
 	}
-	a, ok := netip.AddrFromSlice(routes[0].Src)
+	a, ok := netip.AddrFromSlice(rs[0].Src)
 	if !ok {
 		return netip.Addr{}, fmt.Errorf("the route to the peer %s has no source address", dst)
 	}
