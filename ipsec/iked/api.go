@@ -81,6 +81,10 @@ func (d *Daemon) Up(name string) error {
 		d.mu.Unlock()
 		return fmt.Errorf("no tunnel named %q", name)
 	}
+	if t.unusable {
+		d.mu.Unlock()
+		return fmt.Errorf("%s", t.reason)
+	}
 	t.retryAt, t.backoff = time.Time{}, 0
 	d.mu.Unlock()
 	d.maintain()

@@ -44,14 +44,15 @@ type Options struct {
 
 // Daemon runs the tunnels of one configuration.
 type Daemon struct {
-	opts   Options
-	ep     *ike.Endpoint
-	dp     ipsec.DataPlane
-	dev    *esp.Device // when dp is userspace
-	tr     *transport
-	routes routes
-	logf   func(string, ...any)
-	start  time.Time
+	opts     Options
+	ep       *ike.Endpoint
+	dp       ipsec.DataPlane
+	dev      *esp.Device // when dp is userspace
+	tr       *transport
+	routes   routes
+	planeWhy string // why this data plane: forced, or what the probe found
+	logf     func(string, ...any)
+	start    time.Time
 
 	natIKEDrops atomic.Uint64 // IKE from the NAT-T port dropped: queue full
 
@@ -78,8 +79,11 @@ type tunnel struct {
 	// needChild: the IKE SA is up but its last CHILD_SA is gone; maintain
 	// negotiates a new one (start action initiate).
 	needChild bool
-	backoff   time.Duration
-	notify    func(string, ipsec.TunnelState) // Options.StateChanged
+	// unusable: the tunnel cannot work until it is reconfigured (it asks
+	// for a data plane iked is not running); reason says why.
+	unusable bool
+	backoff  time.Duration
+	notify   func(string, ipsec.TunnelState) // Options.StateChanged
 }
 
 // New opens the data plane and the IKE sockets. Call Run to start, Apply
@@ -115,6 +119,7 @@ func New(opts Options) (*Daemon, error) {
 	}()
 
 	kind, why := d.chooseDataPlane()
+	d.planeWhy = why
 	switch kind {
 	case "xfrm":
 		p, err := xfrm.New(xfrm.Options{})
@@ -320,6 +325,13 @@ func (d *Daemon) Apply(cfg *config.Config) error {
 		if _, ok := d.tunnels[name]; ok {
 			continue
 		}
+		if w.DataPlane != "" && w.DataPlane != config.DataPlaneAuto && w.DataPlane != d.dp.Name() {
+			err := fmt.Errorf("tunnel %s asks for the %s data plane, but iked runs %s (%s) and uses one for every tunnel: set data_plane auto, or start iked with -dataplane %s",
+				name, w.DataPlane, d.dp.Name(), d.planeWhy, w.DataPlane)
+			errs = append(errs, err)
+			d.tunnels[name] = &tunnel{cfg: *w, state: ipsec.StateFailed, reason: err.Error(), since: now, notify: d.opts.StateChanged, unusable: true}
+			continue
+		}
 		peer, err := peerConfig(w, d.dev != nil, d.routes.sourceFor)
 		if err != nil {
 			errs = append(errs, err)
@@ -369,7 +381,7 @@ func (d *Daemon) maintain() {
 		}
 		// Tunnels without a PeerConfig (no route to the peer yet: the
 		// WAN is not up) are retried like failed initiations.
-		if t.sa != nil || t.peer != nil && (t.cfg.StartAction == config.StartRespond || !t.peer.Remote.IsValid()) {
+		if t.unusable || t.sa != nil || t.peer != nil && (t.cfg.StartAction == config.StartRespond || !t.peer.Remote.IsValid()) {
 			continue
 		}
 		if now.Before(t.retryAt) {

@@ -57,6 +57,12 @@ func Main(args []string) int {
 	} else {
 		ranking = RankingFrom(report)
 	}
+	if *plane == config.DataPlaneAuto {
+		if forced := forcedDataPlane(cfg); forced != "" {
+			logger.Printf("iked: every tunnel asks for the %s data plane", forced)
+			*plane = forced
+		}
+	}
 	d, err := New(Options{DataPlane: *plane, TUN: *tun, IKEPort: uint16(*ikePort), NATTPort: uint16(*nattPort), Ranking: ranking, Logf: logger.Printf})
 	if err != nil {
 		logger.Printf("iked: %v", err)
@@ -125,6 +131,23 @@ func followConfigd(ctx context.Context, d *Daemon, c *client.Client, logger *log
 			logger.Printf("iked: revision %d: %v", rev, err)
 		}
 	}
+}
+
+// forcedDataPlane is the data plane every enabled tunnel of cfg asks for,
+// or "" when some leave it to the probe or they disagree: iked runs one
+// data plane for all.
+func forcedDataPlane(cfg *config.Config) string {
+	plane := ""
+	for _, t := range cfg.Tunnels {
+		if !t.Enabled {
+			continue
+		}
+		if t.DataPlane == "" || t.DataPlane == config.DataPlaneAuto || plane != "" && t.DataPlane != plane {
+			return ""
+		}
+		plane = t.DataPlane
+	}
+	return plane
 }
 
 func loadFile(path string) (*config.Config, error) {
