@@ -179,6 +179,28 @@ func TestMainProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// SIGHUP reloads the file: an unchanged tunnel keeps its SAs, a
+	// changed one is renegotiated.
+	p.signal(unix.SIGHUP)
+	time.Sleep(500 * time.Millisecond)
+	if again := waitAPI(t, api, "s2s", ipsec.StateUp, time.Second); again.IKE == nil || again.IKE.InitiatorSPI != st.IKE.InitiatorSPI {
+		t.Errorf("SIGHUP with the same file replaced the IKE SA: %+v, was %+v", again.IKE, st.IKE)
+	}
+	changed := tunnelConfig(s.GwAWAN, s.GwBWAN, "gwA", "gwB", s.LANA, s.LANB, lifecycleIKE, lifecycleESP, config.StartInitiate)
+	changed.DPDInterval = config.Seconds(20)
+	writeConfig(t, initiate, changed)
+	p.signal(unix.SIGHUP)
+	if !waitFor(10*time.Second, func() bool {
+		ts, err := api.Tunnels()
+		return err == nil && len(ts) == 1 && ts[0].State == ipsec.StateUp && ts[0].IKE != nil && ts[0].IKE.InitiatorSPI != st.IKE.InitiatorSPI
+	}) {
+		t.Fatalf("SIGHUP with a changed tunnel did not renegotiate it")
+	}
+	if !waitFor(3*time.Second, func() bool { return charonSAs() == 1 }) {
+		t.Errorf("strongSwan has %d IKE_SAs after the reload, want the new one only", charonSAs())
+	}
+	st = waitAPI(t, api, "s2s", ipsec.StateUp, time.Second)
+
 	// `flashgate ipsec status` against the live socket.
 	var out, errOut bytes.Buffer
 	if code := statusMain([]string{"-socket", sock}, &out, &errOut); code != 0 {
