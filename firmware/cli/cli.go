@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -180,7 +181,9 @@ func (s *session) loop() error {
 		line, err := s.term.ReadLine()
 		if err != nil && !errors.Is(err, term.ErrPasteIndicator) {
 			if errors.Is(err, errIdle) {
-				s.printf("\nIdle for %v: logged out.\n", s.opts.IdleTimeout)
+				// Straight to the line: through the editor the prompt would
+				// be drawn again after the message.
+				fmt.Fprintf(s.rw, "\r\nIdle for %v: logged out.\r\n", s.opts.IdleTimeout)
 			}
 			return err
 		}
@@ -230,8 +233,13 @@ func (s *session) execute(line string) {
 		s.printf("Unknown command %q. Type help for the list.\n", clip(words[0], 40))
 		return
 	}
-	ctx, stop := s.in.watchInterrupt(s.ctx)
-	defer stop()
+	ctx := s.ctx
+	if !cmd.interactive {
+		// Commands that ask questions read the line themselves.
+		var stop func()
+		ctx, stop = s.in.watchInterrupt(s.ctx)
+		defer stop()
+	}
 	if err := cmd.run(ctx, s, words[1:]); err != nil {
 		if ctx.Err() != nil && s.ctx.Err() == nil {
 			s.printf("Interrupted.\n")
@@ -297,7 +305,18 @@ func (s *session) complete(line string, pos int) (string, int, bool) {
 		word += " "
 	}
 	if word == partial {
-		list := columns(cands, s.opts.Width)
+		// Paths are listed by their last element: an 80-column line
+		// holds more of them, and the rest is on the line already.
+		shown := cands
+		if i := strings.LastIndexByte(partial, '.'); i >= 0 {
+			shown = make([]string, len(cands))
+			for j, c := range cands {
+				shown[j] = c[i+1:]
+			}
+		}
+		shown = slices.Clone(shown)
+		slices.Sort(shown)
+		list := columns(shown, s.opts.Width)
 		// The editor holds its lock while it handles a key; the list is
 		// written when it next waits for input, and the line is redrawn
 		// below it.

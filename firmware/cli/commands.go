@@ -18,7 +18,10 @@ type command struct {
 	name  string
 	usage string // the syntax, as help shows it
 	help  string // one line
-	run   func(ctx context.Context, s *session, args []string) error
+	// interactive commands ask questions, so the line is theirs while
+	// they run and ^C does not interrupt them (it clears the answer).
+	interactive bool
+	run         func(ctx context.Context, s *session, args []string) error
 	// complete returns the words that can follow args (the words typed
 	// after the command); partial is the word being typed. Nil: none.
 	complete func(s *session, args []string, partial string) []string
@@ -39,11 +42,11 @@ func init() {
 		{name: "ping", usage: "ping HOST [COUNT]", help: "send ICMP echo requests (at most 20; ^C stops)", run: runPing},
 		{name: "ipsec", usage: "ipsec up|down TUNNEL", help: "bring a tunnel up now, or tear it down", run: runIPsec, complete: completeIPsec},
 		{name: "restart", usage: "restart SERVICE", help: "restart a service", run: runRestart, complete: completeService},
-		{name: "reboot", usage: "reboot", help: "reboot the box (asks first)", run: runPower("reboot")},
-		{name: "poweroff", usage: "poweroff", help: "power the box off (asks first)", run: runPower("poweroff")},
-		{name: "passwd", usage: "passwd", help: "change your password", run: runPasswd},
-		{name: "factory-reset", usage: "factory-reset", help: "erase the configuration and its history (asks first)", run: runFactoryReset},
-		{name: "shell", usage: "shell", help: "the expert shell (exit returns here)", run: runShell},
+		{name: "reboot", interactive: true, usage: "reboot", help: "reboot the box (asks first)", run: runPower("reboot")},
+		{name: "poweroff", interactive: true, usage: "poweroff", help: "power the box off (asks first)", run: runPower("poweroff")},
+		{name: "passwd", interactive: true, usage: "passwd", help: "change your password", run: runPasswd},
+		{name: "factory-reset", interactive: true, usage: "factory-reset", help: "erase the configuration and its history (asks first)", run: runFactoryReset},
+		{name: "shell", interactive: true, usage: "shell", help: "the expert shell (exit returns here)", run: runShell},
 		{name: "help", usage: "help [COMMAND]", help: "this list, or one command's syntax", run: runHelp, complete: completeHelp},
 		{name: "exit", usage: "exit", help: "log out", run: runExit},
 		{name: "logout", usage: "logout", help: "log out", run: runExit},
@@ -333,9 +336,14 @@ func serviceNames(s *session) []string {
 	return out
 }
 
-// confirmWord asks the user to type word; anything else cancels.
+// confirmWord asks the user to type word; anything else cancels. The
+// question goes on its own line: a prompt wider than the terminal wraps
+// badly in the line editor.
 func (s *session) confirmWord(question, word string) (bool, error) {
-	answer, err := s.readLine(strings.TrimLeft(fmt.Sprintf("%s Type %s to go on, anything else cancels: ", question, word), " "))
+	if question != "" {
+		s.printf("%s\n", question)
+	}
+	answer, err := s.readLine(fmt.Sprintf("Type %s to go on, anything else cancels: ", word))
 	if err != nil {
 		return false, err
 	}

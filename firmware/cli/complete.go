@@ -145,7 +145,11 @@ func completePath(c *config.Config, partial string) []string {
 			if name == "" || f.Name == "Name" && len(segs) > 0 && isElement(c, segs) {
 				continue // an element's name is its key in the path
 			}
-			add(name, !isLeaf(f.Type))
+			// A list of values is set as a whole ("set ... local_subnets
+			// A B"), so it completes like a value; its indexes are there
+			// for delete after a typed dot.
+			valueList := f.Type.Kind() == reflect.Slice && !isNamedList(f.Type)
+			add(name, !isLeaf(f.Type) && !valueList)
 		}
 	}
 	return out
