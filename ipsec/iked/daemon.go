@@ -590,9 +590,11 @@ func (d *Daemon) childDown(sa *ike.IKESA, in uint32, reason error) {
 		d.logf("iked: %s: remove CHILD_SA %08x: %v", sa.Name(), in, err)
 	}
 	// A CHILD_SA that went away on its own (the peer deleted it, its
-	// lifetime ran out) may leave an IKE SA that carries nothing.
+	// hard lifetime ran out after failed rekeys) may leave an established
+	// IKE SA that carries nothing. One replaced by a rekey leaves its
+	// successor; one of an IKE SA being deleted leaves no established SA.
 	left := -1
-	if reason != nil && sa.State() == ike.StateEstablished {
+	if sa.State() == ike.StateEstablished {
 		left = len(sa.Status().Children)
 	}
 	now := time.Now()
@@ -602,12 +604,15 @@ func (d *Daemon) childDown(sa *ike.IKESA, in uint32, reason error) {
 	if t == nil {
 		return
 	}
-	if reason == nil {
-		return
+	if reason != nil {
+		t.event(now, fmt.Sprintf("CHILD_SA %08x down: %v", in, reason))
 	}
-	t.event(now, fmt.Sprintf("CHILD_SA %08x down: %v", in, reason))
 	if left != 0 || t.sa != sa {
 		return
+	}
+	if reason == nil {
+		reason = fmt.Errorf("CHILD_SA %08x closed at the end of its lifetime", in)
+		t.event(now, reason.Error())
 	}
 	if t.cfg.StartAction == config.StartRespond {
 		t.setState(now, ipsec.StateDown, reason.Error()+"; waiting for the peer to negotiate a new CHILD_SA")
