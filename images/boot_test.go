@@ -1,11 +1,13 @@
 package images
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -127,6 +129,8 @@ func checkInitramfs(t *testing.T, rep *Report) {
 			t.Errorf("the initramfs has %s: PID 1 must be flashgate alone", unwanted)
 		}
 	}
+	checkNoNOPL(t, cpioData)
+
 	var kos []string
 	modDir := ""
 	for f := range files {
@@ -147,6 +151,55 @@ func checkInitramfs(t *testing.T, rep *Report) {
 		if !files[modDir+m.Path] {
 			t.Errorf("the initramfs lacks %s%s", modDir, m.Path)
 		}
+	}
+}
+
+// checkNoNOPL disassembles the busybox binary of a 386 initramfs and fails
+// on NOPL/NOPW (0F 1F): the Geode LX and the VIA C3 do not have them, and
+// would die with SIGILL where the qemu boot test (pentium2 has them) would
+// not notice.
+func checkNoNOPL(t *testing.T, cpioData []byte) {
+	t.Helper()
+	if err := checkTools(hostTool{"objdump", "binutils"}); err != nil {
+		t.Fatalf("cannot check the binary's instructions: %v", err)
+	}
+	bb, err := command{Stdin: cpioData}.run(context.Background(), tool(hostTool{"cpio", "cpio"}), "-i", "--quiet", "--to-stdout", "bbin/bb")
+	if err != nil || len(bb) == 0 {
+		t.Fatalf("extract bbin/bb from the initramfs: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "bb")
+	if err := os.WriteFile(bin, bb, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(tool(hostTool{"objdump", "binutils"}), "-d", "--no-show-raw-insn", bin)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var bad []string
+	lines := 0
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		lines++
+		// "addr:\tnopl ..." or, after prefixes, "addr:\tcs nopw ...".
+		f := strings.Fields(sc.Text())
+		for i := 1; i < len(f) && i < 4; i++ {
+			if (f[i] == "nopl" || f[i] == "nopw") && len(bad) < 5 {
+				bad = append(bad, sc.Text())
+			}
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("objdump: %v", err)
+	}
+	if lines < 1000 {
+		t.Fatalf("objdump printed %d lines for bbin/bb: not a disassembly", lines)
+	}
+	if len(bad) > 0 {
+		t.Errorf("bbin/bb uses multi-byte NOPs, which the Geode LX and VIA C3 lack:\n%s", strings.Join(bad, "\n"))
 	}
 }
 
