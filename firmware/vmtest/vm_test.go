@@ -145,9 +145,9 @@ func (c *console) typeLine(s string) {
 }
 
 // login gets from boot to the expert shell: the first-boot password if the
-// box asks for one (RAM-only accounts ask after every boot), then the
-// login prompt, then the shell. When the console CLI becomes what a login
-// gets, this is the one place that changes (its `shell` command).
+// box asks for one, then the login prompt, then the shell — straight away,
+// or through the console CLI's `shell` command when the firmware has the
+// CLI (its prompt is "admin@<hostname>> ").
 func (c *console) login() {
 	c.t.Helper()
 	if c.expect(4*time.Minute, "No admin password is set.", "login: ") == 0 {
@@ -160,7 +160,11 @@ func (c *console) login() {
 	c.typeLine("admin")
 	c.expect(time.Minute, "Password: ")
 	c.typeLine(password)
-	c.expect(time.Minute, "Expert shell (")
+	if c.expect(time.Minute, "Expert shell (", "admin@") == 1 {
+		c.expect(time.Minute, "> ")
+		c.typeLine("shell")
+		c.expect(time.Minute, "Expert shell (")
+	}
 	c.expect(time.Minute, "$ ")
 }
 
