@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -370,14 +371,25 @@ func TestConfigureTTYRejectsUnknownBaud(t *testing.T) {
 }
 
 func TestBanner(t *testing.T) {
-	b := Banner("alix2d13", "0.3.0")
-	if !strings.HasPrefix(b, "flashgate 0.3.0 on alix2d13\n") {
-		t.Errorf("banner %q does not start with the version and board", b)
+	_, lan, _ := net.ParseCIDR("192.168.1.1/24")
+	lan.IP = net.ParseIP("192.168.1.1")
+	_, v6, _ := net.ParseCIDR("2001:db8::1/64")
+	v6.IP = net.ParseIP("2001:db8::1")
+	addrs := []iface{{"eth1", lan}, {"eth1", v6}}
+	fp := filepath.Join(t.TempDir(), "webui.fingerprint")
+
+	got := banner("alix2d13", "0.3.0", addrs, fp)
+	want := "flashgate 0.3.0 on alix2d13\n  eth1   192.168.1.1/24\n  eth1   2001:db8::1/64\n"
+	if got != want {
+		t.Errorf("banner before the web UI serves:\n%s\nwant:\n%s", got, want)
 	}
-	if strings.Contains(b, "http") {
-		t.Errorf("banner %q shows a URL, but there is no web UI yet", b)
+	os.WriteFile(fp, []byte("AB:CD:EF\n"), 0o644)
+	got = banner("alix2d13", "0.3.0", addrs, fp)
+	want += "Web UI: https://192.168.1.1/\n  certificate SHA-256 AB:CD:EF\n"
+	if got != want {
+		t.Errorf("banner once the web UI serves:\n%s\nwant:\n%s", got, want)
 	}
-	if got := Banner("", ""); !strings.HasPrefix(got, "flashgate (unknown version) on unknown board\n") {
+	if got := banner("", "", nil, fp+".none"); got != "flashgate (unknown version) on unknown board\n  no network addresses yet\n" {
 		t.Errorf("banner without facts: %q", got)
 	}
 }
