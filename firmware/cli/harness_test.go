@@ -384,3 +384,7 @@ func render(out []byte, width int) string {
 	}
 	return b.String()
 }
+
+func commitReq(message string) configd.CommitRequest {
+	return configd.CommitRequest{Who: "test", Message: message}
+}

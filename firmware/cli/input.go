@@ -24,7 +24,7 @@ import (
 //     (ESC [ digits/; final, or ESC O final); anything else is dropped, so
 //     that an unterminated sequence cannot hold the editor's small input
 //     buffer (a full buffer makes term.Terminal spin).
-//   - Invalid UTF-8 and NULs are dropped.
+//   - Invalid UTF-8, NULs and bracketed-paste marks are dropped.
 //
 // While a command runs, watchInterrupt reads the line for ^C and keeps
 // whatever else was typed for the next prompt.
@@ -58,6 +58,7 @@ type input struct {
 
 	lastCR bool   // the previous byte was CR: a following LF is its pair
 	esc    []byte // escape sequence being collected
+	escBad bool   // in a sequence too long to keep: swallow it to its end
 	utf    []byte // incomplete UTF-8 sequence
 	buf    [256]byte
 }
@@ -147,6 +148,16 @@ func pollIn(fd int, d time.Duration) (bool, error) {
 func (in *input) filter(b byte) {
 	wasCR := in.lastCR
 	in.lastCR = false
+	if in.escBad {
+		switch {
+		case b >= '0' && b <= '9' || b == ';':
+			return
+		case b >= 'A' && b <= 'Z' || b >= 'a' && b <= 'z' || b == '~':
+			in.escBad = false
+			return
+		}
+		in.escBad = false
+	}
 	if len(in.esc) > 0 {
 		in.escape(b)
 		return
@@ -202,11 +213,23 @@ func (in *input) escape(b byte) {
 		}
 		in.esc = in.esc[:0]
 	case final:
-		in.out = append(in.out, in.esc...)
-		in.out = append(in.out, b)
+		// Bracketed paste marks are dropped: the CLI never turns that
+		// mode on, and inside it the editor would take control bytes
+		// into the line.
+		if !(b == '~' && (string(in.esc[1:]) == "[200" || string(in.esc[1:]) == "[201")) {
+			in.out = append(in.out, in.esc...)
+			in.out = append(in.out, b)
+		}
 		in.esc = in.esc[:0]
-	case (b >= '0' && b <= '9' || b == ';') && len(in.esc) < maxEscapeLen:
-		in.esc = append(in.esc, b)
+	case b >= '0' && b <= '9' || b == ';':
+		if len(in.esc) < maxEscapeLen {
+			in.esc = append(in.esc, b)
+		} else {
+			// Longer than any key sends: noise. Swallow the rest of it
+			// without keeping it.
+			in.esc = in.esc[:0]
+			in.escBad = true
+		}
 	default:
 		// Too long or not a parameter: noise. Drop the sequence; a
 		// control byte (Enter, ^C) still counts.
