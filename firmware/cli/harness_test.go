@@ -144,7 +144,7 @@ type terminal struct {
 	t      *testing.T
 	master *os.File
 
-	mu   sync.Mutex
+	mu  sync.Mutex
 	out []byte // everything the CLI wrote
 	// The end of the last match: line, column and the line's content.
 	markRow, markCol int
