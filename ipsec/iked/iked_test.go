@@ -79,6 +79,23 @@ func waitState(t *testing.T, d *Daemon, name string, state ipsec.TunnelState, ti
 	return last
 }
 
+// waitEvents waits until n events of the tunnel contain text.
+func waitEvents(t *testing.T, d *Daemon, name, text string, n int, timeout time.Duration) {
+	t.Helper()
+	var got int
+	if !waitFor(timeout, func() bool {
+		got = 0
+		for _, e := range tunnelStatus(d, name).Events {
+			if strings.Contains(e.Message, text) {
+				got++
+			}
+		}
+		return got >= n
+	}) {
+		t.Fatalf("tunnel %s: %d events %q within %v, want %d; events %+v", name, got, text, timeout, n, tunnelStatus(d, name).Events)
+	}
+}
+
 // waitEvent waits for an event of the tunnel that contains text.
 func waitEvent(t *testing.T, d *Daemon, name, text string, timeout time.Duration) {
 	t.Helper()
@@ -110,7 +127,8 @@ func charonConn(s *testnet.SiteToSite, ikeProp, espProp, start string) testnet.C
 // TestInteropStrongSwan: our iked on gwA against strongSwan's charon
 // (kernel-libipsec) on gwB, each of the required proposals, with our side
 // as initiator and as responder; hostA must reach hostB through the tunnel,
-// by ping and by a TCP transfer whose every byte is checked.
+// by ping and by a TCP transfer whose every byte is checked, and a TCP
+// connection must survive a CHILD_SA rekey by each side.
 func TestInteropStrongSwan(t *testing.T) {
 	if testing.Short() {
 		t.Skip("namespace test")
@@ -146,6 +164,25 @@ func TestInteropStrongSwan(t *testing.T) {
 				}
 				if err := tcpCopy(s, 4<<20, 10*time.Second); err != nil {
 					t.Fatalf("TCP hostA -> hostB through the tunnel: %v", err)
+				}
+				// A TCP connection across a CHILD_SA rekey by each side.
+				stream, err := startStream(s, 5204, 4<<20)
+				if err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(300 * time.Millisecond)
+				if err := d.Rekey("s2s", false); err != nil {
+					t.Errorf("our CHILD_SA rekey: %v", err)
+				}
+				waitEvents(t, d, "s2s", "CHILD_SA rekeyed", 1, 5*time.Second)
+				time.Sleep(300 * time.Millisecond)
+				if out, err := charon.Swanctl("--rekey", "--child", "s2s-net"); err != nil {
+					t.Errorf("strongSwan's CHILD_SA rekey: %v: %s", err, out)
+				}
+				waitEvents(t, d, "s2s", "CHILD_SA rekeyed", 2, 5*time.Second)
+				time.Sleep(300 * time.Millisecond)
+				if err := stream.Stop(5 * time.Second); err != nil {
+					t.Fatalf("TCP across the rekeys: %v", err)
 				}
 				st = waitState(t, d, "s2s", ipsec.StateUp, time.Second)
 				if st.IKE == nil || st.IKE.Proposal != suite.ike {
