@@ -1,0 +1,161 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/boards"
+	"github.com/flashgate/flashgate/images"
+)
+
+// rssTunnels is how many tunnels the appliance has for rss_total_kb
+// (bench.md: boot.qemu.rss_total_kb, all firmware processes, 10 tunnels).
+const rssTunnels = 10
+
+// idleSettle is how long the box is left alone after the tunnels are
+// committed before its memory is read.
+const idleSettle = 20 * time.Second
+
+// procMemory is one process's memory from /proc/PID/status and
+// /proc/PID/smaps_rollup, in KiB.
+type procMemory struct {
+	name     string
+	rss, pss int
+}
+
+var (
+	statusName = regexp.MustCompile(`(?m)^Name:\s+(\S+)`)
+	statusPID  = regexp.MustCompile(`(?m)^Pid:\s+(\d+)`)
+	statusRSS  = regexp.MustCompile(`(?m)^VmRSS:\s+(\d+) kB`)
+	rollupPSS  = regexp.MustCompile(`(?m)^Pss:\s+(\d+) kB`)
+)
+
+// readMemory reads the memory of the given processes through the expert
+// shell: `cat` of their /proc status and smaps_rollup files, one process at
+// a time so that every figure is tied to its pid.
+func readMemory(tb testing.TB, s *serial, pids []int) map[int]procMemory {
+	tb.Helper()
+	out := map[int]procMemory{}
+	for _, pid := range pids {
+		st := consoleText(s.shell(fmt.Sprintf("cat /proc/%d/status", pid)))
+		name, p, rss := statusName.FindStringSubmatch(st), statusPID.FindStringSubmatch(st), statusRSS.FindStringSubmatch(st)
+		if name == nil || p == nil || rss == nil || p[1] != strconv.Itoa(pid) {
+			tb.Fatalf("/proc/%d/status has no Name, Pid %d and VmRSS:\n%s", pid, pid, st)
+		}
+		roll := consoleText(s.shell(fmt.Sprintf("cat /proc/%d/smaps_rollup", pid)))
+		pss := rollupPSS.FindStringSubmatch(roll)
+		if pss == nil {
+			tb.Fatalf("/proc/%d/smaps_rollup has no Pss:\n%s", pid, roll)
+		}
+		m := procMemory{name: name[1]}
+		m.rss, _ = strconv.Atoi(rss[1])
+		m.pss, _ = strconv.Atoi(pss[1])
+		out[pid] = m
+	}
+	return out
+}
+
+// BenchmarkApplianceRSS boots the qemu image, configures 10 tunnels to
+// peers that do not exist (iked keeps initiating them), leaves the box
+// idle, and reports the resident memory read from /proc over the serial
+// console: rss_init_kb is PID 1, which is also the supervisor (target
+// 8 MB); rss_total_kb is PID 1 and every service it runs (target 40 MB).
+// VmRSS counts the pages of the one multi-call firmware binary (in the
+// initramfs, so RAM) in every process that maps them; pss_init_kb and
+// pss_total_kb share them out instead, so pss_total_kb is what the
+// firmware's processes cost the box together. login_s is qemu start to the
+// login prompt. One boot is one measurement: run with -benchtime 1x.
+func BenchmarkApplianceRSS(b *testing.B) {
+	image := cardImage(b)
+	board, err := boards.Lookup("qemu")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var init, total procMemory
+	var login time.Duration
+	for i := 0; i < b.N; i++ {
+		card := filepath.Join(b.TempDir(), "card.img")
+		if err := copyFile(image, card); err != nil {
+			b.Fatal(err)
+		}
+		port := freeLoopbackPort(b)
+		// The WAN on an isolated user network (restrict=on): the tunnels'
+		// IKE goes nowhere. The LAN's user network forwards the web UI
+		// port from the host's loopback.
+		vm, err := images.StartVM(images.QEMUConfig{
+			Board: board, Image: card, WebUIPort: port,
+			NetDevs: []string{"user,restrict=on"},
+		}, 10*time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() {
+			vm.Stop()
+			if b.Failed() {
+				b.Logf("serial console:\n%s", vm.Log())
+			}
+		})
+		s := &serial{tb: b, vm: vm}
+		s.expect(4*time.Minute, "No admin password is set.")
+		_, login, _ = vm.WaitFor(b.Context(), s.at, "New admin password: ")
+		s.login(adminPassword, true)
+
+		api := loopbackAPI(port)
+		if err := api.WaitLogin("admin", adminPassword, 90*time.Second); err != nil {
+			b.Fatal(err)
+		}
+		for n := range rssTunnels {
+			body := map[string]any{
+				"remote_address": fmt.Sprintf("10.0.2.%d", 100+n),
+				"psk":            fmt.Sprintf("e2e-rss-psk-%02d-0123456789abcdef", n),
+				"local_subnets":  []string{"192.168.1.0/24"}, "remote_subnets": []string{fmt.Sprintf("10.20.%d.0/24", n)},
+				"start_action": "initiate",
+			}
+			if err := api.Do("PUT", fmt.Sprintf("/api/v1/tunnels/t%02d", n), body, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := api.Do("POST", "/api/v1/commit", map[string]any{"message": "e2e: 10 tunnels for the RSS benchmark"}, nil); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(idleSettle)
+		var ts []tunnelView
+		if err := api.Do("GET", "/api/v1/tunnels", nil, &ts); err != nil || len(ts) != rssTunnels {
+			b.Fatalf("the appliance shows %d tunnels (%v), want %d:\n%s", len(ts), err, rssTunnels, diagnose(api))
+		}
+
+		s.enterShell()
+		rows := parseStatus(s.shell("flashgate status"))
+		pids := []int{1}
+		for name, r := range rows {
+			if r.state != "running" || r.pid == 0 {
+				b.Fatalf("service %s is %s at idle: %+v", name, r.state, rows)
+			}
+			pids = append(pids, r.pid)
+		}
+		if len(rows) < 5 {
+			b.Fatalf("flashgate status lists %d services, want configd, netd, iked, webui and console: %+v", len(rows), rows)
+		}
+		mem := readMemory(b, s, pids)
+		init, total = mem[1], procMemory{name: "all"}
+		var parts []string
+		for _, pid := range pids {
+			m := mem[pid]
+			total.rss += m.rss
+			total.pss += m.pss
+			parts = append(parts, fmt.Sprintf("%s(%d) rss %d pss %d", m.name, pid, m.rss, m.pss))
+		}
+		b.Logf("KiB at idle with %d tunnels: %s", rssTunnels, strings.Join(parts, ", "))
+		vm.Stop()
+	}
+	b.ReportMetric(float64(init.rss), "rss_init_kb")
+	b.ReportMetric(float64(total.rss), "rss_total_kb")
+	b.ReportMetric(float64(init.pss), "pss_init_kb")
+	b.ReportMetric(float64(total.pss), "pss_total_kb")
+	b.ReportMetric(login.Seconds(), "login_s")
+}
