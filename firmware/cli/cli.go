@@ -40,6 +40,9 @@ const (
 	DefaultNetdSocket       = "/run/flashgate/netd.sock"
 )
 
+// DefaultIdleTimeout ends a session nobody typed into for half an hour.
+const DefaultIdleTimeout = 30 * time.Minute
+
 // maxLine is the longest command line kept (term.Terminal's own limit);
 // a longer line is refused with a message rather than run cut short.
 const maxLine = 4096
@@ -59,8 +62,9 @@ type Options struct {
 	// cannot tell).
 	Width, Height int
 
-	// IdleTimeout logs the session out after so long without input; 0
-	// never does.
+	// IdleTimeout logs the session out after so long without input (a
+	// console left logged in is open to whoever walks by); 0 means
+	// DefaultIdleTimeout, a negative value never.
 	IdleTimeout time.Duration
 
 	// Shell runs the expert shell on the terminal and returns when it
@@ -106,6 +110,12 @@ func (o *Options) defaults() {
 	}
 	if o.Root == "" {
 		o.Root = "/"
+	}
+	switch {
+	case o.IdleTimeout == 0:
+		o.IdleTimeout = DefaultIdleTimeout
+	case o.IdleTimeout < 0:
+		o.IdleTimeout = 0
 	}
 }
 

@@ -32,21 +32,21 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		{name: "show", usage: "show WHAT ...", help: "show state or configuration (show <Tab> lists what)", run: runShow, complete: completeShow},
-		{name: "set", usage: "set PATH VALUE...", help: "set a value in the candidate configuration", run: runSet, complete: completeSet},
-		{name: "delete", usage: "delete PATH", help: "delete an element or value of the candidate", run: runDelete, complete: completeDelete},
-		{name: "commit", usage: "commit [confirmed MINUTES] [MESSAGE]", help: "apply the candidate; confirmed: roll back unless confirmed in time", run: runCommit, complete: completeCommit},
-		{name: "confirm", usage: "confirm", help: "keep a commit made with commit confirmed", run: runConfirm},
-		{name: "rollback", usage: "rollback REVISION", help: "make an earlier revision (show history) running again", run: runRollback, complete: completeRollback},
-		{name: "discard", usage: "discard", help: "throw away the candidate's uncommitted changes", run: runDiscard},
-		{name: "ping", usage: "ping HOST [COUNT]", help: "send ICMP echo requests (at most 20; ^C stops)", run: runPing},
+		{name: "show", usage: "show WHAT ...", help: "state or configuration (help show)", run: runShow, complete: completeShow},
+		{name: "set", usage: "set PATH VALUE...", help: "set a value in the candidate", run: runSet, complete: completeSet},
+		{name: "delete", usage: "delete PATH", help: "delete from the candidate", run: runDelete, complete: completeDelete},
+		{name: "commit", usage: "commit [confirmed MINUTES] [MESSAGE]", help: "apply; confirmed: undone unless confirmed", run: runCommit, complete: completeCommit},
+		{name: "confirm", usage: "confirm", help: "keep a commit confirmed", run: runConfirm},
+		{name: "rollback", usage: "rollback REVISION", help: "run an earlier revision (show history)", run: runRollback, complete: completeRollback},
+		{name: "discard", usage: "discard", help: "drop the candidate's changes", run: runDiscard},
+		{name: "ping", usage: "ping HOST [COUNT]", help: "ICMP echo, at most 20 (^C stops)", run: runPing},
 		{name: "ipsec", usage: "ipsec up|down TUNNEL", help: "bring a tunnel up now, or tear it down", run: runIPsec, complete: completeIPsec},
 		{name: "restart", usage: "restart SERVICE", help: "restart a service", run: runRestart, complete: completeService},
 		{name: "reboot", interactive: true, usage: "reboot", help: "reboot the box (asks first)", run: runPower("reboot")},
 		{name: "poweroff", interactive: true, usage: "poweroff", help: "power the box off (asks first)", run: runPower("poweroff")},
 		{name: "passwd", interactive: true, usage: "passwd", help: "change your password", run: runPasswd},
-		{name: "factory-reset", interactive: true, usage: "factory-reset", help: "erase the configuration and its history (asks first)", run: runFactoryReset},
-		{name: "shell", interactive: true, usage: "shell", help: "the expert shell (exit returns here)", run: runShell},
+		{name: "factory-reset", interactive: true, usage: "factory-reset", help: "erase config and history (asks first)", run: runFactoryReset},
+		{name: "shell", interactive: true, usage: "shell", help: "the expert shell (exit comes back)", run: runShell},
 		{name: "help", usage: "help [COMMAND]", help: "this list, or one command's syntax", run: runHelp, complete: completeHelp},
 		{name: "exit", usage: "exit", help: "log out", run: runExit},
 		{name: "logout", usage: "logout", help: "log out", run: runExit},
@@ -81,7 +81,22 @@ func runSet(ctx context.Context, s *session, args []string) error {
 	ctx, cancel := apiContext(ctx)
 	defer cancel()
 	_, err := s.configd.Set(ctx, "", args[0], args[1:]...)
-	return err
+	return editErr(err)
+}
+
+// editErr turns configd's answer to a refused edit (which comes as field
+// errors) into one line per field: it is not the whole configuration that
+// is invalid, only this edit that could not be made.
+func editErr(err error) error {
+	var ve config.ValidationErrors
+	if !errors.As(err, &ve) {
+		return err
+	}
+	lines := make([]string, len(ve))
+	for i, fe := range ve {
+		lines[i] = setPath(fe.Path) + ": " + fe.Message
+	}
+	return errors.New(strings.Join(lines, "\n"))
 }
 
 func completeSet(s *session, args []string, partial string) []string {
@@ -102,7 +117,7 @@ func runDelete(ctx context.Context, s *session, args []string) error {
 	ctx, cancel := apiContext(ctx)
 	defer cancel()
 	_, err := s.configd.Delete(ctx, "", args[0])
-	return err
+	return editErr(err)
 }
 
 func completeDelete(s *session, args []string, partial string) []string {
