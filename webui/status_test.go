@@ -17,9 +17,10 @@ import (
 	"github.com/flashgate/flashgate/ipsec"
 )
 
-// fakeIked serves GET /v1/tunnels on a unix socket, as iked will. It is a
-// stand-in only because iked does not exist yet; the client under test is
-// the real one.
+// fakeIked serves GET /v1/tunnels on a unix socket as iked does, with
+// statuses the test sets, so that counters and states are exactly what the
+// test wants (TestBrowser runs the real iked). The client under test is the
+// real one.
 type fakeIked struct {
 	mu      sync.Mutex
 	tunnels []ipsec.TunnelStatus

@@ -185,13 +185,17 @@ func rateGraph(rates []Rate, width, height int) template.HTML {
 			return
 		}
 		fmt.Fprintf(&b, `<polyline class="%s" points="`, class)
+		var x, y float64
 		for i, r := range rates {
 			// Right-align: the newest sample is at the right edge.
-			x := float64(width) - float64(len(rates)-1-i)*float64(width)/float64(sampleKeep-1)
-			y := float64(height-pad) - v(r)/scale*float64(height-2*pad)
+			x = float64(width) - float64(len(rates)-1-i)*float64(width)/float64(sampleKeep-1)
+			y = float64(height-pad) - v(r)/scale*float64(height-2*pad)
 			fmt.Fprintf(&b, "%.1f,%.1f ", x, y)
 		}
 		b.WriteString(`"/>`)
+		// A dot on the newest sample: with little history the line is
+		// short, and the current value is what people look for.
+		fmt.Fprintf(&b, `<circle class="%s" cx="%.1f" cy="%.1f" r="2.5"/>`, class, x-2.5, y)
 	}
 	line("in", func(r Rate) float64 { return r.In })
 	line("out", func(r Rate) float64 { return r.Out })
