@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -196,4 +197,41 @@ func TestReadRSS(t *testing.T) {
 			t.Errorf("ReadRSSKiB(%q) = %d, %v; want %d, error %v", tc.content, got, err, tc.want, tc.wantErr)
 		}
 	}
+}
+
+// FuzzRoute feeds the hand-written router arbitrary methods and paths: it
+// must answer every request with a status, never panic, and reach the
+// power hook only through POST /v1/reboot or /v1/poweroff.
+func FuzzRoute(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"GET", "/v1/services"}, {"GET", "/v1/services/console"}, {"POST", "/v1/services/console/restart"},
+		{"GET", "/v1/logs/kernel?lines=5"}, {"POST", "/v1/reboot"}, {"PUT", "/v1/syslog"},
+		{"POST", "/v1/watchdog/stop-petting"}, {"GET", "//v1//services//"}, {"DELETE", "/v1/"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	s, err := New(Config{Services: []Service{{Name: "console", Path: "/nonexistent"}}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	var powered []PowerAction
+	s.cfg.Power = func(a PowerAction) error { powered = append(powered, a); return nil }
+	f.Fuzz(func(t *testing.T, method, path string) {
+		req, err := http.NewRequest(method, "http://supervisor"+path, strings.NewReader("{}"))
+		if err != nil {
+			return // not a request a client could send
+		}
+		powered = powered[:0]
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, req)
+		if rec.Code < 200 || rec.Code > 599 {
+			t.Errorf("%s %s: status %d", method, path, rec.Code)
+		}
+		if len(powered) > 0 {
+			p := strings.Trim(req.URL.Path, "/")
+			if method != http.MethodPost || (p != "v1/reboot" && p != "v1/poweroff") {
+				t.Errorf("%s %s reached the power hook", method, path)
+			}
+		}
+	})
 }
