@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/term"
 
@@ -188,6 +189,7 @@ func newSession(ctx context.Context, rw io.ReadWriter, opts Options) (*session, 
 func (s *session) loop() error {
 	for !s.done {
 		s.term.SetPrompt(s.prompt())
+		s.tooLong = false
 		line, err := s.term.ReadLine()
 		if err != nil && !errors.Is(err, term.ErrPasteIndicator) {
 			if errors.Is(err, errIdle) {
@@ -251,11 +253,16 @@ func (s *session) execute(line string) {
 		defer stop()
 	}
 	if err := cmd.run(ctx, s, words[1:]); err != nil {
-		if ctx.Err() != nil && s.ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil && s.ctx.Err() == nil:
 			s.printf("Interrupted.\n")
-			return
+		case errors.Is(err, io.EOF) || errors.Is(err, errTooLong):
+			// ^D or an overlong answer to one of the command's
+			// questions: nothing was done.
+			s.printf("Cancelled.\n")
+		default:
+			s.printErr(err)
 		}
-		s.printErr(err)
 	}
 }
 
@@ -292,7 +299,14 @@ func (s *session) keypress(line string, pos int, key rune) (string, int, bool) {
 	if key == '\t' {
 		return s.complete(line, pos)
 	}
-	if len(line) >= maxLine-1 && key >= ' ' {
+	return s.noteLength(line, pos, key)
+}
+
+// noteLength notes a key that would make the line longer than maxLine.
+func (s *session) noteLength(line string, pos int, key rune) (string, int, bool) {
+	// The editor drops keys once the line has maxLine runes; bytes
+	// are never fewer than runes, so most lines skip the count.
+	if key >= ' ' && len(line) >= maxLine && utf8.RuneCountInString(line) >= maxLine {
 		s.tooLong = true
 	}
 	return "", 0, false
@@ -381,11 +395,24 @@ func (s *session) running() *config.Config {
 // who is the author recorded with commits from this session.
 func (s *session) who() string { return s.opts.User + "@console" }
 
-// readLine asks a question on the terminal and returns the answer.
+// errTooLong is an answer longer than maxLine.
+var errTooLong = errors.New("answer too long")
+
+// readLine asks a question on the terminal and returns the answer. Tab
+// does not complete commands here.
 func (s *session) readLine(prompt string) (string, error) {
 	s.term.SetPrompt(prompt)
-	defer s.term.SetPrompt(s.prompt())
-	return s.term.ReadLine()
+	s.term.AutoCompleteCallback = s.noteLength
+	s.tooLong = false
+	defer func() {
+		s.term.SetPrompt(s.prompt())
+		s.term.AutoCompleteCallback = s.keypress
+	}()
+	line, err := s.term.ReadLine()
+	if err == nil && s.tooLong {
+		return "", errTooLong
+	}
+	return line, err
 }
 
 // readPassword asks for a secret without echo; it is never added to the

@@ -350,6 +350,15 @@ func TestNoiseControlCharactersAndLongLines(t *testing.T) {
 	if got := term.expect(prompt); !strings.Contains(got, "longer than 4096 characters; nothing was run") {
 		t.Errorf("a 6000-character line:\n%s", lastLines(got, 3))
 	}
+	// The limit is exact: 4096 characters run, one more does not.
+	term.send("show config running " + strings.Repeat("y", maxLine-len("show config running ")) + "\r")
+	if got := term.expect(prompt); !strings.Contains(got, "nothing is set there") {
+		t.Errorf("a line of exactly %d characters:\n%s", maxLine, lastLines(got, 3))
+	}
+	term.send("show config running " + strings.Repeat("y", maxLine+1-len("show config running ")) + "\r")
+	if got := term.expect(prompt); !strings.Contains(got, "nothing was run") {
+		t.Errorf("a line of %d characters:\n%s", maxLine+1, lastLines(got, 3))
+	}
 	// Control characters inside a word are dropped by the editor or
 	// refused as an unknown command, never run as something else.
 	term.send("sh\x00o\x07w di\x1bOff\r")
