@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -155,6 +156,7 @@ func loadModules(dir string, modules []string, insert func(string) error, logf f
 		logf("modules: %v; no modules loaded (is the board's module closure in the initramfs?)", err)
 		return 0
 	}
+	start := time.Now()
 	files, missing := idx.loadOrder(modules)
 	for _, m := range missing {
 		logf("module %s: not in %s/modules.dep", m, dir)
@@ -166,6 +168,6 @@ func loadModules(dir string, modules []string, insert func(string) error, logf f
 		}
 		loaded++
 	}
-	logf("modules: %d of %d loaded", loaded, len(files))
+	logf("modules: %d of %d loaded in %s", loaded, len(files), time.Since(start).Round(10*time.Millisecond))
 	return loaded
 }
