@@ -118,6 +118,17 @@ func (sa *IKESA) handle(pkt []byte, m *Message, local, remote netip.AddrPort) {
 	}
 	// Authenticated from here on.
 	sa.lastRecv = sa.ep.now()
+	if !m.IsResponse() && m.MessageID+1 == sa.peerMsgID {
+		// A retransmitted request: answer it from the cache, to where it
+		// came from, but do not move the SA there. Anyone who saw the
+		// peer's last request can replay it from any address, and
+		// following it would hand them our IKE traffic. A peer whose NAT
+		// mapping really changed moves us with its next new message.
+		sa.ep.Stats.RetransmitsAnswered.Add(1)
+		sa.lastSend = sa.ep.now()
+		sa.ep.sendRaw(sa.lastResp, local, remote)
+		return
+	}
 	sa.float(local, remote)
 	if m.IsResponse() {
 		p := sa.out
@@ -130,11 +141,6 @@ func (sa *IKESA) handle(pkt []byte, m *Message, local, remote netip.AddrPort) {
 			return
 		}
 		sa.sendNext()
-		return
-	}
-	if m.MessageID+1 == sa.peerMsgID {
-		sa.ep.Stats.RetransmitsAnswered.Add(1)
-		sa.send(sa.lastResp)
 		return
 	}
 	sa.handleRequest(m, inner)
