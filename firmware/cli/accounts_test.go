@@ -203,3 +203,11 @@ func TestRecoverCancels(t *testing.T) {
 		t.Errorf("a cancelled recovery made revision %d", rev)
 	}
 }
+
+func TestRecoverWithoutConfigd(t *testing.T) {
+	term := startCLI(t, Options{ConfigdSocket: shortDir(t) + "/none.sock"}, runRecover)
+	err := term.wait()
+	if err == nil || !strings.Contains(err.Error(), "configuration store is not answering") {
+		t.Errorf("Recover without configd = %v, want it to say configd is not answering", err)
+	}
+}

@@ -55,8 +55,10 @@ func isLeaf(t reflect.Type) bool {
 	return t.Implements(textMarshalerType)
 }
 
-// walkPath follows the dotted path segs through c. ok is false when a
-// segment names nothing that exists.
+// walkPath follows the dotted path segs through c. An element name that
+// does not exist yet walks into an empty element of the list's type (set
+// creates it), so that its fields still complete. ok is false when a
+// segment names nothing in the schema.
 func walkPath(c *config.Config, segs []string) (pathNode, bool) {
 	n := pathNode{v: reflect.ValueOf(c).Elem()}
 	for _, seg := range segs {
@@ -71,7 +73,8 @@ func walkPath(c *config.Config, segs []string) (pathNode, bool) {
 				}
 			}
 			if i < 0 {
-				return n, false
+				n = pathNode{v: reflect.New(t.Elem()).Elem(), name: n.name}
+				continue
 			}
 			n = pathNode{v: n.v.Index(i), name: n.name}
 		case t.Kind() == reflect.Slice:
@@ -180,22 +183,13 @@ var valueHints = map[string][]string{
 func completeValue(c *config.Config, path string) []string {
 	n, ok := walkPath(c, strings.Split(path, "."))
 	if !ok {
-		// A new element (set tunnels.new.enabled) does not exist yet;
-		// look the field up on a fresh one.
-		segs := strings.Split(path, ".")
-		n = pathNode{name: segs[len(segs)-1]}
-		if len(segs) >= 3 && segs[0] == "tunnels" {
-			t := config.NewTunnel(segs[1])
-			if m, ok := walkStruct(reflect.ValueOf(&t).Elem(), segs[2:]); ok {
-				n = m
-			}
-		}
-		if !n.v.IsValid() {
-			return valueHints[n.name]
-		}
+		return nil
 	}
 	if n.v.Kind() == reflect.Bool {
 		return []string{"true", "false"}
+	}
+	if !isLeaf(n.v.Type()) && n.v.Kind() != reflect.Slice {
+		return nil // a group of fields takes no value
 	}
 	words := slices.Clone(valueHints[n.name])
 	if n.name == "interface" || n.name == "in" || n.name == "out" {
@@ -204,27 +198,6 @@ func completeValue(c *config.Config, path string) []string {
 		}
 	}
 	return words
-}
-
-func walkStruct(v reflect.Value, segs []string) (pathNode, bool) {
-	n := pathNode{v: v}
-	for _, seg := range segs {
-		if n.v.Kind() != reflect.Struct || isLeaf(n.v.Type()) {
-			return n, false
-		}
-		found := false
-		for i := 0; i < n.v.NumField(); i++ {
-			if jsonFieldName(n.v.Type().Field(i)) == seg {
-				n = pathNode{v: n.v.Field(i), name: seg}
-				found = true
-				break
-			}
-		}
-		if !found {
-			return n, false
-		}
-	}
-	return n, true
 }
 
 // commonPrefix is the longest prefix all words share.

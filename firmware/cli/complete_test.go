@@ -32,7 +32,8 @@ func TestCompletePath(t *testing.T) {
 		{"system.remote_syslog.", []string{"system.remote_syslog.host", "system.remote_syslog.port", "system.remote_syslog.protocol"}},
 		{"system.admins.", nil},
 		{"nosuch.", nil},
-		{"tunnels.nosuch.", nil},
+		{"tunnels.new.psk", []string{"tunnels.new.psk"}}, // set creates it
+		{"firewall.rules.ssh.ac", []string{"firewall.rules.ssh.action"}},
 		{"system.hostname.x", nil},
 	} {
 		if got := completePath(c, tc.partial); !slices.Equal(got, tc.want) {
@@ -55,6 +56,9 @@ func TestCompleteValue(t *testing.T) {
 		{"interfaces.eth0.role", []string{"wan", "lan", "opt"}},
 		{"firewall.nat.masquerade.lan-out-eth0.interface", []string{"eth0", "eth1"}},
 		{"system.hostname", nil},
+		{"firewall.rules.new.action", []string{"accept", "drop", "reject"}},
+		{"tunnels.branch", nil},
+		{"nosuch.field", nil},
 	} {
 		if got := completeValue(c, tc.path); !slices.Equal(got, tc.want) {
 			t.Errorf("completeValue(%q) = %q, want %q", tc.path, got, tc.want)

@@ -36,6 +36,15 @@ func Recover(ctx context.Context, rw io.ReadWriter, opts Options) error {
 	}
 	defer restore()
 	s.term.AutoCompleteCallback = nil
+	// Recovery is done through configd; say at once if it is not there
+	// rather than after every question.
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = s.configd.Status(sctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("the configuration store is not answering, so nothing can be recovered now (%w); "+
+			"`flashgate status` in the expert shell shows whether configd runs", err)
+	}
 	s.printf("\nConsole recovery. Being at this console is the authority for it; what it changes is\n" +
 		"committed as recovery@console and shows in the configuration history.\n\n" +
 		"  1  set a new admin password\n" +
@@ -90,8 +99,8 @@ func Recover(ctx context.Context, rw io.ReadWriter, opts Options) error {
 	if ok, err := s.confirmWord("", recoverWord); err != nil || !ok {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
+	ctx, cancelCommit := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancelCommit()
 	what, err := recoverConfig(ctx, s, defaults, lan, user, pass)
 	if err != nil {
 		return err
