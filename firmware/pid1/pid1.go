@@ -35,6 +35,8 @@ import (
 	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/firmware/bootparam"
 	"github.com/flashgate/flashgate/firmware/supervisor"
+	"github.com/flashgate/flashgate/services/configd"
+	"github.com/flashgate/flashgate/services/configd/client"
 	"golang.org/x/sys/unix"
 )
 
@@ -252,6 +254,7 @@ func (in *initProc) startSupervisor() {
 		in.logf("%v", err)
 	}
 	go in.runSupervisor(ctx)
+	go in.followSystem(ctx, sup)
 }
 
 // runSupervisor keeps the supervision loop running; it returns only if the
@@ -268,6 +271,21 @@ func (in *initProc) runSupervisor(ctx context.Context) {
 		}()
 		time.Sleep(time.Second)
 	}
+}
+
+// followSystem applies the configuration's hostname and remote syslog from
+// configd for as long as PID 1 runs; it waits for configd by itself.
+func (in *initProc) followSystem(ctx context.Context, sup *supervisor.Supervisor) {
+	defer func() {
+		if r := recover(); r != nil {
+			in.logf("system settings: panic: %v; no longer following them\n%s", r, debug.Stack())
+		}
+	}()
+	followSystem(ctx, client.New(configd.DefaultSocket), systemTarget{
+		setHostname: func(name string) error { return unix.Sethostname([]byte(name)) },
+		setSyslog:   sup.SetRemoteSyslog,
+		logf:        in.logf,
+	}, systemState{hostname: DefaultHostname})
 }
 
 func (in *initProc) requestPower(a supervisor.PowerAction) error {
