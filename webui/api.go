@@ -49,6 +49,15 @@ func (s *Server) apiRoutes(r *mux.Router) {
 		}
 		writeJSON(w, http.StatusOK, d)
 	})
+	for _, action := range []string{"up", "down"} {
+		api("/tunnels/{name}/"+action, "POST", func(w http.ResponseWriter, r *http.Request) {
+			if err := s.tunnelAction(r.Context(), mux.Vars(r)["name"], action); err != nil {
+				writeAPIError(w, http.StatusConflict, err.Error())
+				return
+			}
+			writeJSON(w, http.StatusAccepted, map[string]string{"result": action + " requested"})
+		})
+	}
 	for _, k := range []*kind{kindTunnels, kindRules, kindForwards, kindMasquerade, kindExemptions, kindInterfaces} {
 		api("/"+k.Name+"/{name}", "PUT", s.apiPutElement(k))
 		if !k.Fixed {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"time"
 
@@ -18,6 +19,14 @@ import (
 // TunnelSource reports the live state of the tunnels (iked).
 type TunnelSource interface {
 	Tunnels(ctx context.Context) ([]ipsec.TunnelStatus, error)
+}
+
+// TunnelControl starts and stops tunnels now, without a configuration
+// change (iked's up and down). *IkedClient implements it; a TunnelSource
+// that does not hides the buttons.
+type TunnelControl interface {
+	Up(ctx context.Context, name string) error
+	Down(ctx context.Context, name string) error
 }
 
 // Supervisor is the part of the supervisor API the web UI uses: the
@@ -55,6 +64,42 @@ func unixHTTPClient(path string, timeout time.Duration) *http.Client {
 			MaxIdleConns: 2,
 		},
 	}
+}
+
+// Up asks iked to initiate the tunnel now (and to forget its retry
+// backoff).
+func (c *IkedClient) Up(ctx context.Context, name string) error {
+	return c.post(ctx, "/v1/tunnels/"+url.PathEscape(name)+"/up")
+}
+
+// Down asks iked to delete the tunnel's IKE SA and its CHILD_SAs. A tunnel
+// that starts by itself comes back by its start action.
+func (c *IkedClient) Down(ctx context.Context, name string) error {
+	return c.post(ctx, "/v1/tunnels/"+url.PathEscape(name)+"/down")
+}
+
+func (c *IkedClient) post(ctx context.Context, path string) error {
+	if _, err := os.Stat(c.path); errors.Is(err, os.ErrNotExist) {
+		return ErrIkedNotRunning
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://iked"+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("iked API: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 300 {
+		return nil
+	}
+	var e struct{ Error string }
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if json.Unmarshal(body, &e) == nil && e.Error != "" {
+		return errors.New(e.Error)
+	}
+	return fmt.Errorf("iked API: %s", resp.Status)
 }
 
 // Tunnels returns iked's view of every configured tunnel.

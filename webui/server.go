@@ -191,6 +191,8 @@ func (s *Server) pageRoutes(r *mux.Router) {
 		page(k.Base+"/{name}/delete", "POST", s.elementDelete(k))
 	}
 	page("/tunnels/{name}", "GET", s.tunnelDetailPage)
+	page("/tunnels/{name}/up", "POST", s.tunnelActionPage("up"))
+	page("/tunnels/{name}/down", "POST", s.tunnelActionPage("down"))
 	page("/firewall/rules/{name}/move", "POST", s.ruleMove)
 
 	page("/interfaces", "GET", s.interfacesPage)

@@ -24,6 +24,7 @@ import (
 type fakeIked struct {
 	mu      sync.Mutex
 	tunnels []ipsec.TunnelStatus
+	actions []string // "up branch", "down branch"
 	sock    string
 }
 
@@ -45,6 +46,21 @@ func startFakeIkedAt(t testing.TB, sock string) *fakeIked {
 		defer f.mu.Unlock()
 		json.NewEncoder(w).Encode(f.tunnels)
 	})
+	for _, action := range []string{"up", "down"} {
+		mux.HandleFunc("POST /v1/tunnels/{name}/"+action, func(w http.ResponseWriter, r *http.Request) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			for _, t := range f.tunnels {
+				if t.Name == r.PathValue("name") {
+					f.actions = append(f.actions, action+" "+t.Name)
+					w.WriteHeader(http.StatusAccepted)
+					return
+				}
+			}
+			w.WriteHeader(http.StatusNotFound)
+			json.NewEncoder(w).Encode(map[string]string{"error": "no tunnel named " + r.PathValue("name")})
+		})
+	}
 	srv := &http.Server{Handler: mux}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
@@ -136,6 +152,42 @@ func TestTunnelStateFromIked(t *testing.T) {
 	live := b.get("/live/dashboard")
 	if live.Code != http.StatusOK || strings.Contains(live.Body, "<html") || !strings.Contains(live.Body, "NO_PROPOSAL_CHOSEN") {
 		t.Errorf("live dashboard fragment: %d, %.200s", live.Code, live.Body)
+	}
+}
+
+func TestTunnelUpDown(t *testing.T) {
+	f := startFakeIked(t)
+	h := newHarness(t, true, func(o *Options) { o.Tunnels = NewIkedClient(f.sock) })
+	b := h.browser()
+	b.login()
+	b.post("/tunnels/new", tunnelForm("branch"))
+	if msg := b.flashOf(b.post("/tunnels/branch/up", nil)); !strings.Contains(msg, "commit it first") {
+		t.Errorf("up of an uncommitted tunnel said %q", msg)
+	}
+	b.post("/changes/commit", url.Values{"mode": {"plain"}})
+	f.set(upTunnel("branch", 0, 0, "aa000001"))
+	mustContain(t, "tunnel page", b.get("/tunnels/branch").Body, "Connect now", "Disconnect")
+	if msg := b.flashOf(b.post("/tunnels/branch/up", nil)); !strings.Contains(msg, "bringing tunnel branch up") {
+		t.Errorf("up said %q", msg)
+	}
+	if r, _ := b.api("POST", "/api/v1/tunnels/branch/down", ""); r.Code != http.StatusAccepted {
+		t.Errorf("API down: %d %s", r.Code, r.Body)
+	}
+	f.mu.Lock()
+	got := strings.Join(f.actions, ", ")
+	f.mu.Unlock()
+	if got != "up branch, down branch" {
+		t.Errorf("iked was asked %q, want up then down", got)
+	}
+
+	// Without iked the page says so.
+	h2 := newHarness(t, true, func(o *Options) { o.Tunnels = NewIkedClient(filepath.Join(t.TempDir(), "none.sock")) })
+	b2 := h2.browser()
+	b2.login()
+	b2.post("/tunnels/new", tunnelForm("branch"))
+	b2.post("/changes/commit", url.Values{"mode": {"plain"}})
+	if msg := b2.flashOf(b2.post("/tunnels/branch/down", nil)); !strings.Contains(msg, "Not done: iked is not running") {
+		t.Errorf("down without iked said %q", msg)
 	}
 }
 

@@ -2,6 +2,8 @@ package webui
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/gorilla/mux"
@@ -21,8 +23,9 @@ func (s *Server) tunnelsPage(w http.ResponseWriter, r *http.Request) {
 // TunnelDetail is one tunnel's configuration (secrets left out) and live
 // state, for the detail page and GET /api/v1/tunnels/{name}.
 type TunnelDetail struct {
-	Config tunnelConfigView `json:"config"`
-	Row    tunnelRow        `json:"live"`
+	Config     tunnelConfigView `json:"config"`
+	Row        tunnelRow        `json:"live"`
+	Controlled bool             `json:"-"` // iked can be asked to bring it up or down
 }
 
 // tunnelConfigView is a tunnel without its PSK.
@@ -48,7 +51,8 @@ func (s *Server) tunnelDetail(ctx context.Context, name string) (TunnelDetail, b
 			return TunnelDetail{}, false
 		}
 	}
-	d := TunnelDetail{Config: tunnelConfigView{Tunnel: *t, PSKSet: t.PSK.IsSet()}}
+	_, control := s.opts.Tunnels.(TunnelControl)
+	d := TunnelDetail{Config: tunnelConfigView{Tunnel: *t, PSKSet: t.PSK.IsSet()}, Controlled: control}
 	d.Config.Tunnel.PSK = config.Secret{}
 	rows, err := s.tunnelRows(ctx)
 	if err == nil {
@@ -69,4 +73,41 @@ func (s *Server) tunnelDetailPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.render(w, r, http.StatusOK, "tunnel", "Tunnel "+name, d)
+}
+
+// tunnelAction asks iked to bring a committed tunnel up or down now.
+func (s *Server) tunnelAction(ctx context.Context, name, action string) error {
+	ctl, ok := s.opts.Tunnels.(TunnelControl)
+	if !ok {
+		return errors.New("tunnels cannot be started or stopped here")
+	}
+	running, _, err := s.running(ctx)
+	if err != nil {
+		return err
+	}
+	if running.Tunnel(name) == nil {
+		return fmt.Errorf("tunnel %s is not running: commit it first", name)
+	}
+	switch action {
+	case "up":
+		return ctl.Up(ctx, name)
+	case "down":
+		return ctl.Down(ctx, name)
+	}
+	return fmt.Errorf("unknown tunnel action %q", action)
+}
+
+func (s *Server) tunnelActionPage(action string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name := mux.Vars(r)["name"]
+		if err := s.tunnelAction(r.Context(), name, action); err != nil {
+			s.redirect(w, r, "/tunnels/"+name, "Not done: "+err.Error()+".", true)
+			return
+		}
+		msg := "iked is bringing tunnel " + name + " up."
+		if action == "down" {
+			msg = "iked took tunnel " + name + " down; it comes back by its start action."
+		}
+		s.redirect(w, r, "/tunnels/"+name, msg, false)
+	}
 }
