@@ -257,14 +257,19 @@ func (s *Server) changePassword(ctx context.Context, user, current, next, repeat
 	if err != nil {
 		return "", map[string]string{"": err.Error()}
 	}
-	if _, err := s.opts.Config.SetPassword(ctx, cand.Etag, user, next); err != nil {
+	tag, err := s.opts.Config.SetPassword(ctx, cand.Etag, user, next)
+	if err != nil {
 		return "", map[string]string{"": err.Error()}
 	}
 	if cand.Changed {
 		return "The new password is in the pending changes; commit them to use it.", nil
 	}
-	if _, err := s.opts.Config.Commit(ctx, commitRequest(user, "password of "+user+" changed", 0)); err != nil {
-		return "", map[string]string{"": "commit: " + err.Error()}
+	// Commit naming the etag: if someone edited the candidate in between,
+	// their half-done change is not committed with the password.
+	req := commitRequest(user, "password of "+user+" changed", 0)
+	req.Etag = tag
+	if _, err := s.opts.Config.Commit(ctx, req); err != nil {
+		return "The new password is in the pending changes (" + err.Error() + "); commit them to use it.", nil
 	}
 	return "Password changed.", nil
 }
