@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -281,6 +282,12 @@ func (s *session) printErr(err error) {
 			fmt.Fprintf(&b, "  %s: %s\n", setPath(fe.Path), fe.Message)
 		}
 		s.printf("%s", b.String())
+		return
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Addr != nil && op.Err != nil {
+		// A local service is down: its socket says which.
+		s.printf("Error: %s is not answering (%s)\n", op.Addr, op.Err)
 		return
 	}
 	s.printf("Error: %v\n", err)

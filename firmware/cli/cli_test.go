@@ -514,3 +514,12 @@ func TestContextEndsSession(t *testing.T) {
 		t.Fatal("Run did not end within 3s of its context")
 	}
 }
+
+func TestConfigdDown(t *testing.T) {
+	term := startCLI(t, Options{Hostname: "fg", ConfigdSocket: shortDir(t) + "/configd.sock"}, runCLI)
+	term.expect(prompt)
+	term.send("set system.hostname x\r")
+	if got := term.expect(prompt); !strings.Contains(got, "configd.sock is not answering (connect: no such file or directory)") {
+		t.Errorf("set with configd down:\n%s", got)
+	}
+}

@@ -272,13 +272,13 @@ func runIPsec(ctx context.Context, s *session, args []string) error {
 	}
 	if args[0] == "up" {
 		if err := s.iked.Up(name); err != nil {
-			return err
+			return unreachable("iked", err)
 		}
 		s.printf("Initiating %s; show tunnel %s says how it goes.\n", name, name)
 		return nil
 	}
 	if err := s.iked.Down(name); err != nil {
-		return err
+		return unreachable("iked", err)
 	}
 	s.printf("Tunnel %s torn down.\n", name)
 	return nil
@@ -324,7 +324,7 @@ func runRestart(ctx context.Context, s *session, args []string) error {
 	ctx, cancel := apiContext(ctx)
 	defer cancel()
 	if err := s.supervisor.Restart(ctx, args[0]); err != nil {
-		return fmt.Errorf("restart %s: %w", clip(args[0], 40), err)
+		return fmt.Errorf("restart %s: %w", clip(args[0], 40), unreachable("the supervisor", err))
 	}
 	s.printf("%s restarted.\n", args[0])
 	return nil

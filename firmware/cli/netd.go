@@ -33,7 +33,7 @@ func (c *netdClient) get(ctx context.Context, path string, out any) error {
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("netd is not answering: %w", err)
+		return unreachable("netd", fmt.Errorf("netd GET %s: %w", path, err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))

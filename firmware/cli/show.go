@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -19,17 +20,17 @@ var showTopics = []struct {
 	name, usage, help string
 	run               func(ctx context.Context, s *session, b *strings.Builder, args []string) error
 }{
-	{"status", "show status", "services, configuration revision, tunnels at a glance", showStatus},
-	{"interfaces", "show interfaces", "links, addresses and counters", showInterfaces},
-	{"tunnels", "show tunnels", "every tunnel's state, SAs and counters", showTunnels},
-	{"tunnel", "show tunnel NAME", "one tunnel, with why it is down and its recent events", showTunnel},
-	{"firewall", "show firewall", "the rules in force and their hit counters", showFirewall},
+	{"status", "show status", "services, config revision, tunnels", showStatus},
+	{"interfaces", "show interfaces", "links, addresses, counters", showInterfaces},
+	{"tunnels", "show tunnels", "every tunnel's state, SAs, counters", showTunnels},
+	{"tunnel", "show tunnel NAME", "one tunnel, why it is down, events", showTunnel},
+	{"firewall", "show firewall", "rules in force, hit counters", showFirewall},
 	{"config", "show config [running|candidate] [PATH]", "the configuration as set lines", showConfig},
 	{"diff", "show diff", "what commit would change", showDiff},
 	{"history", "show history", "the revisions, newest first", showHistory},
-	{"log", "show log [SERVICE]", "a service's recent output (default: the supervisor's)", showLog},
+	{"log", "show log [SERVICE]", "recent output (default: supervisor)", showLog},
 	{"crypto", "show crypto", "crypto engines and their state", showCrypto},
-	{"board", "show board", "what this firmware knows about the board", showBoard},
+	{"board", "show board", "what the firmware knows of the board", showBoard},
 }
 
 func showHelp() string {
@@ -107,7 +108,7 @@ func showStatus(ctx context.Context, s *session, b *strings.Builder, args []stri
 		return err
 	}
 	if st, err := s.configd.Status(ctx); err != nil {
-		fmt.Fprintf(b, "configuration: configd is not answering (%v)\n", err)
+		fmt.Fprintf(b, "configuration: configd is not answering (%s)\n", reason(err))
 	} else {
 		fmt.Fprintf(b, "configuration: revision %d, stored on %s\n", st.Revision, st.Storage)
 		if st.Pending != nil {
@@ -122,7 +123,7 @@ func showStatus(ctx context.Context, s *session, b *strings.Builder, args []stri
 		}
 	}
 	if svcs, err := s.supervisor.Services(ctx); err != nil {
-		fmt.Fprintf(b, "services: the supervisor is not answering (%v)\n", err)
+		fmt.Fprintf(b, "services: the supervisor is not answering (%s)\n", reason(err))
 	} else {
 		fmt.Fprintf(b, "%-12s %-10s %6s %8s %10s  %s\n", "SERVICE", "STATE", "PID", "RESTARTS", "UPTIME", "LAST EXIT")
 		for _, sv := range svcs {
@@ -135,7 +136,7 @@ func showStatus(ctx context.Context, s *session, b *strings.Builder, args []stri
 		}
 	}
 	if ts, err := s.iked.Tunnels(); err != nil {
-		fmt.Fprintf(b, "tunnels: %v\n", err)
+		fmt.Fprintf(b, "tunnels: iked is not answering (%s)\n", reason(err))
 	} else {
 		up := 0
 		for _, t := range ts {
@@ -203,7 +204,7 @@ func showTunnels(ctx context.Context, s *session, b *strings.Builder, args []str
 	ts, err := s.iked.Tunnels()
 	if err != nil {
 		// Without iked the configuration still says what should be there.
-		fmt.Fprintf(b, "%v\n", err)
+		fmt.Fprintf(b, "iked is not answering (%s)\n", reason(err))
 		if c := s.running(); c != nil {
 			fmt.Fprintf(b, "configured tunnels: %s\n", tunnelNames(c))
 		}
@@ -219,7 +220,7 @@ func showTunnel(ctx context.Context, s *session, b *strings.Builder, args []stri
 	}
 	ts, err := s.iked.Tunnels()
 	if err != nil {
-		return err
+		return unreachable("iked", err)
 	}
 	for _, t := range ts {
 		if t.Name != args[0] {
@@ -346,7 +347,7 @@ func showLog(ctx context.Context, s *session, b *strings.Builder, args []string)
 	lines := max(10, s.opts.Height-2)
 	logs, err := s.supervisor.Logs(ctx, name, lines)
 	if err != nil {
-		return fmt.Errorf("log %s: %w", clip(name, 40), err)
+		return fmt.Errorf("log %s: %w", clip(name, 40), unreachable("the supervisor", err))
 	}
 	for _, l := range logs.Lines {
 		fmt.Fprintf(b, "%s %s\n", l.Time.UTC().Format("15:04:05"), printable(l.Text))
@@ -412,4 +413,25 @@ func showBoard(ctx context.Context, s *session, b *strings.Builder, args []strin
 		fmt.Fprintf(b, "  unconfirmed: %s\n", u)
 	}
 	return nil
+}
+
+// reason is the part of a failed request worth showing on an 80-column
+// console: "connect: no such file or directory" rather than the URL of a
+// local socket around it.
+func reason(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return op.Err.Error()
+	}
+	return err.Error()
+}
+
+// unreachable shortens the error of a service that does not answer to
+// what a console user needs; other errors pass unchanged.
+func unreachable(service string, err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return fmt.Errorf("%s is not answering (%s)", service, op.Err)
+	}
+	return err
 }
