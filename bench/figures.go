@@ -19,6 +19,23 @@ func Figures(res []Result, failures []string) []Figure {
 	figs = append(figs, imageFigures(res, why)...)
 	figs = append(figs, configFigures(res, why)...)
 	figs = append(figs, espFigures(res, why)...)
+	figs = append(figs, webuiFigures(res, why)...)
+	return figs
+}
+
+func webuiFigures(res []Result, why string) []Figure {
+	var figs []Figure
+	for _, r := range res {
+		page, ok := strings.CutPrefix(r.Name, "BenchmarkPage/")
+		if !ok {
+			continue
+		}
+		figs = append(figs, Measured("webui.page_bytes."+page, r.Metrics["bytes/page"], "bytes", "<= 100 KB",
+			fmt.Sprintf("page with its assets; served in %.2f ms on this machine", r.Metrics["ns/op"]/1e6)))
+	}
+	if len(figs) == 0 {
+		figs = append(figs, Unmeasured("webui.page_bytes.dashboard", "bytes", "<= 100 KB", why))
+	}
 	return figs
 }
 
