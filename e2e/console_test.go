@@ -38,10 +38,19 @@ func checkConsoleTunnel(t *testing.T, s *serial) {
 	if out := consoleText(s.cli("commit e2e: tunnel to the WAN probe")); !regexp.MustCompile(`Committed revision \d+\.`).MatchString(out) {
 		t.Fatalf("commit printed:\n%s\nwant Committed revision N.", out)
 	}
-	// iked's status line for the tunnel: "wan: DOWN since 2s ago, data plane ...".
-	tunnels := consoleText(s.cli("show tunnels"))
-	if !regexp.MustCompile(`(?m)^wan: [A-Z]+ since `).MatchString(tunnels) {
-		t.Errorf("show tunnels after the commit:\n%s\nwant iked's line for tunnel wan (\"wan: STATE since ...\")", tunnels)
+	// iked's status line for the tunnel: "wan: DOWN since 2s ago, data
+	// plane ...", once iked has read the new configuration.
+	line := regexp.MustCompile(`(?m)^wan: [A-Z]+ since `)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		tunnels := consoleText(s.cli("show tunnels"))
+		if line.MatchString(tunnels) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("show tunnels 30 s after the commit:\n%s\nwant iked's line for tunnel wan (\"wan: STATE since ...\")", tunnels)
+		}
+		time.Sleep(2 * time.Second)
 	}
 }
 

@@ -115,7 +115,11 @@ func checkWANDefaults(t *testing.T, lab *Lab, probe *testnet.NS, api *API, wan n
 	}()
 	wg.Wait()
 
-	// The other side of the same rules: from the LAN the box answers.
+	// The other side of the same rules: from the LAN the box answers,
+	// which also shows the probes above can see an answer.
+	if got := tcpProbe(lab.HostA, netip.AddrPortFrom(firstBootLAN, 443)); got != "connected: the port is open" {
+		t.Errorf("TCP 443 from the LAN host: %q; want connected (builtin:lan-webui)", got)
+	}
 	if err := testnet.Ping(lab.HostA, firstBootLAN, 2); err != nil {
 		t.Errorf("ping from the LAN host to %s: %v; want replies (builtin:lan-ping)", firstBootLAN, err)
 	}

@@ -33,7 +33,6 @@ func parseStatus(out string) map[string]serviceRow {
 // the restart, in `flashgate status` and in the web UI's services view.
 func checkServiceRestart(t *testing.T, s *serial, api *API) {
 	s.enterShell()
-	defer s.leaveShell()
 	before := parseStatus(s.shell("flashgate status"))
 	w, ok := before["webui"]
 	if !ok || w.state != "running" || w.pid == 0 {
@@ -50,6 +49,7 @@ func checkServiceRestart(t *testing.T, s *serial, api *API) {
 			t.Errorf("service %s changed when only webui was killed: %+v, then %+v", name, r, after[name])
 		}
 	}
+	s.leaveShell()
 
 	// The restarted web UI has new sessions: log in again.
 	if err := api.WaitLogin("admin", adminPassword, 90*time.Second); err != nil {
@@ -104,8 +104,11 @@ func checkWatchdogReset(t *testing.T, s *serial) {
 			t.Errorf("the VM went down with %q: an orderly reboot, not a watchdog reset", orderly)
 		}
 	}
-	if elapsed < timeout*8/10 {
-		t.Errorf("the VM reset %s after petting stopped, before the watchdog's %s ran out: something else reset it", elapsed.Round(time.Second), timeout)
+	// The last pet may have been a few seconds (PID 1 pets every 4 s)
+	// before the hook stopped petting; a reset well inside the timeout
+	// was not the watchdog's.
+	if elapsed < timeout/2 {
+		t.Errorf("the VM reset %s after petting stopped, long before the watchdog's %s ran out: something else reset it", elapsed.Round(time.Second), timeout)
 	}
 	s.expect(3*time.Minute, "flashgate init: pid 1")
 	s.login(adminPassword, false)

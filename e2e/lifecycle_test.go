@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -36,6 +38,9 @@ func TestApplianceLifecycle(t *testing.T) {
 
 	start := time.Now()
 	a := NewAppliance(t, lab, "A", image, "brlana", lab.HostA)
+	// The whole serial log stays beside the image, pass or fail.
+	logFile := filepath.Join(filepath.Dir(image), t.Name()+".log")
+	t.Cleanup(func() { os.WriteFile(logFile, []byte(a.Log()), 0o644) })
 	s := &serial{tb: t, vm: a.VM}
 	s.expect(4*time.Minute, "flashgate init: pid 1, version e2e")
 	s.expect(time.Minute, "flashgate init: board qemu")
