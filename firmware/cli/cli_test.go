@@ -523,3 +523,35 @@ func TestConfigdDown(t *testing.T) {
 		t.Errorf("set with configd down:\n%s", got)
 	}
 }
+
+func TestPagerOnAShortTerminal(t *testing.T) {
+	cd := startConfigd(t)
+	term := startCLI(t, Options{Hostname: "fg", ConfigdSocket: cd.socket, Height: 8}, runCLI)
+	term.expect(prompt)
+	// The default configuration's text (14 lines) is longer than a screen.
+	term.send("show config\r")
+	got := term.expect("--More--")
+	if n := strings.Count(got, "\n"); n != 8 {
+		t.Errorf("first page ends after %d line breaks, want 8 (the command's line and 7 lines, 8 minus the prompt line):\n%s", n, got)
+	}
+	term.send("\r") // one more line
+	term.expect("--More--")
+	term.send("q")
+	term.expect(prompt)
+	// The whole text, page by page.
+	term.send("show config\r")
+	for {
+		term.expect("--More--")
+		term.send(" ")
+		if strings.Contains(term.quiet(200*time.Millisecond), prompt) {
+			break
+		}
+	}
+	// ^C stops it too.
+	term.send("show config\r")
+	term.expect("--More--")
+	term.send("\x03")
+	term.expect(prompt)
+	term.send("show diff\r")
+	term.expect("No changes")
+}

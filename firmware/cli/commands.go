@@ -32,7 +32,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		{name: "show", usage: "show WHAT ...", help: "state or configuration (help show)", run: runShow, complete: completeShow},
+		{name: "show", interactive: true, usage: "show WHAT ...", help: "state or configuration (help show)", run: runShow, complete: completeShow},
 		{name: "set", usage: "set PATH VALUE...", help: "set a value in the candidate", run: runSet, complete: completeSet},
 		{name: "delete", usage: "delete PATH", help: "delete from the candidate", run: runDelete, complete: completeDelete},
 		{name: "commit", usage: "commit [confirmed MINUTES] [MESSAGE]", help: "apply; confirmed: undone unless confirmed", run: runCommit, complete: completeCommit},

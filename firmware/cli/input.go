@@ -31,6 +31,7 @@ import (
 
 const (
 	keyCtrlC  = 0x03
+	keyCtrlD  = 0x04
 	keyCtrlE  = 0x05
 	keyCtrlU  = 0x15
 	keyEscape = 0x1b

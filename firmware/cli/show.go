@@ -14,8 +14,9 @@ import (
 	"github.com/flashgate/flashgate/ipsec/iked"
 )
 
-// show's subcommands. Each writes into a buffer that is printed at once:
-// one write per screenful is what a slow serial line likes.
+// show's subcommands. Each writes into a buffer that is then printed a
+// screenful at a time (page): one write per screen is what a slow serial
+// line likes, and a dumb terminal has no scrollback.
 var showTopics = []struct {
 	name, usage, help string
 	run               func(ctx context.Context, s *session, b *strings.Builder, args []string) error
@@ -51,7 +52,7 @@ func runShow(ctx context.Context, s *session, args []string) error {
 			defer cancel()
 			var b strings.Builder
 			err := t.run(ctx, s, &b, args[1:])
-			s.printf("%s", b.String())
+			s.page(b.String())
 			return err
 		}
 	}
