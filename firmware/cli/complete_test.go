@@ -2,6 +2,7 @@ package cli
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/flashgate/flashgate/config"
@@ -72,4 +73,22 @@ func TestColumns(t *testing.T) {
 	if got != want {
 		t.Errorf("columns = %q, want %q", got, want)
 	}
+}
+
+// FuzzCompletePath checks that any partial path completes without a panic
+// and only to paths that extend it.
+func FuzzCompletePath(f *testing.F) {
+	for _, s := range []string{"", "tunnels.", "tunnels.branch.re", "interfaces.eth1.addresses.0", "a..b", ".", "firewall.rules.x.y.z"} {
+		f.Add(s)
+	}
+	c := config.Default()
+	c.Set("tunnels.branch.remote_address", "192.0.2.1")
+	f.Fuzz(func(t *testing.T, partial string) {
+		for _, cand := range completePath(c, partial) {
+			if !strings.HasPrefix(cand, partial) {
+				t.Fatalf("completePath(%q) offered %q", partial, cand)
+			}
+		}
+		completeValue(c, partial)
+	})
 }
