@@ -7,13 +7,14 @@ import (
 	"time"
 )
 
-// kernelLine is a kernel message the console interleaves with our session.
-var kernelLine = regexp.MustCompile(`(?m)^\s*\[\s*\d+\.\d+\] .*$`)
+// kernelMessage is a kernel message the console interleaves with our
+// session, wherever it starts ("flashgate login: [    8.05] e1000: ...").
+var kernelMessage = regexp.MustCompile(`\[ *\d+\.\d{6}\] [^\n]*\n?`)
 
 // consoleText is what a command printed, without CRs and kernel messages.
 func consoleText(s string) string {
 	s = strings.ReplaceAll(s, "\r", "")
-	return kernelLine.ReplaceAllString(s, "")
+	return kernelMessage.ReplaceAllString(s, "")
 }
 
 // checkConsoleTunnel is issue 9's VM check: through the serial port, add

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,10 +24,7 @@ const idleSettle = 20 * time.Second
 
 // procMemory is one process's memory from /proc/PID/status and
 // /proc/PID/smaps_rollup, in KiB.
-type procMemory struct {
-	name     string
-	rss, pss int
-}
+type procMemory struct{ rss, pss int }
 
 var (
 	statusName = regexp.MustCompile(`(?m)^Name:\s+(\S+)`)
@@ -52,7 +50,7 @@ func readMemory(tb testing.TB, s *serial, pids []int) map[int]procMemory {
 		if pss == nil {
 			tb.Fatalf("/proc/%d/smaps_rollup has no Pss:\n%s", pid, roll)
 		}
-		m := procMemory{name: name[1]}
+		var m procMemory
 		m.rss, _ = strconv.Atoi(rss[1])
 		m.pss, _ = strconv.Atoi(pss[1])
 		out[pid] = m
@@ -131,24 +129,28 @@ func BenchmarkApplianceRSS(b *testing.B) {
 
 		s.enterShell()
 		rows := parseStatus(s.shell("flashgate status"))
-		pids := []int{1}
+		// Every process runs the one multi-call binary, so /proc's Name
+		// is "flashgate" for all: name them by service.
+		pids, service := []int{1}, map[int]string{1: "pid1+supervisor"}
 		for name, r := range rows {
 			if r.state != "running" || r.pid == 0 {
 				b.Fatalf("service %s is %s at idle: %+v", name, r.state, rows)
 			}
 			pids = append(pids, r.pid)
+			service[r.pid] = name
 		}
+		slices.Sort(pids)
 		if len(rows) < 5 {
 			b.Fatalf("flashgate status lists %d services, want configd, netd, iked, webui and console: %+v", len(rows), rows)
 		}
 		mem := readMemory(b, s, pids)
-		init, total = mem[1], procMemory{name: "all"}
+		init, total = mem[1], procMemory{}
 		var parts []string
 		for _, pid := range pids {
 			m := mem[pid]
 			total.rss += m.rss
 			total.pss += m.pss
-			parts = append(parts, fmt.Sprintf("%s(%d) rss %d pss %d", m.name, pid, m.rss, m.pss))
+			parts = append(parts, fmt.Sprintf("%s (pid %d) rss %d pss %d", service[pid], pid, m.rss, m.pss))
 		}
 		b.Logf("KiB at idle with %d tunnels: %s", rssTunnels, strings.Join(parts, ", "))
 		vm.Stop()
