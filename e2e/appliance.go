@@ -20,6 +20,7 @@ const vmLimit = 12 * time.Minute
 // Appliance is one flashgate box in qemu, on its own card.
 type Appliance struct {
 	Name      string
+	mac       byte // MAC seed, so appliances on one switch differ
 	Card      string
 	lab       *Lab
 	lanBridge string
@@ -31,6 +32,9 @@ type Appliance struct {
 	logs      []string // serial logs of earlier boots of this appliance
 }
 
+// macSeed numbers the appliances of a test process.
+var macSeed byte
+
 // NewAppliance copies image to a card of its own and boots it with its WAN
 // port on the lab's WAN switch and its LAN port on lanBridge.
 func NewAppliance(t *testing.T, lab *Lab, name, image, lanBridge string, host *testnet.NS) *Appliance {
@@ -40,7 +44,8 @@ func NewAppliance(t *testing.T, lab *Lab, name, image, lanBridge string, host *t
 		t.Fatal(err)
 	}
 	p := testnet.Prefix()
-	a := &Appliance{Name: name, Card: card, lab: lab, lanBridge: lanBridge, host: host, wanTap: p + "w", lanTap: p + "l"}
+	macSeed++
+	a := &Appliance{Name: name, mac: macSeed, Card: card, lab: lab, lanBridge: lanBridge, host: host, wanTap: p + "w", lanTap: p + "l"}
 	a.Start(t)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -61,7 +66,7 @@ func (a *Appliance) Start(t *testing.T) {
 	tap := func(name string) string { return "tap,ifname=" + name + ",script=no,downscript=no" }
 	vm, err := images.StartVM(images.QEMUConfig{
 		Board: board, Image: a.Card, Netns: a.lab.Switch.Name,
-		NetDevs: []string{tap(a.wanTap), tap(a.lanTap)},
+		NetDevs: []string{tap(a.wanTap), tap(a.lanTap)}, MACSeed: a.mac,
 	}, vmLimit)
 	if err != nil {
 		t.Fatalf("start appliance %s: %v", a.Name, err)
@@ -132,4 +137,49 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// Shell logs in on the serial console, opens the expert shell from the CLI,
+// runs each command and returns what the console printed meanwhile. It is
+// how a failing test shows what an admin at the console would see.
+func (a *Appliance) Shell(t *testing.T, password string, cmds ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	from := len(a.VM.Log())
+	step := func(typed, want string) error {
+		if typed != "" {
+			if err := a.VM.Type(typed); err != nil {
+				return err
+			}
+		}
+		at, _, err := a.VM.WaitFor(ctx, from, want)
+		from = at
+		return err
+	}
+	var err error
+	for _, s := range []struct{ typed, want string }{
+		{"\r", "login: "}, {"admin\r", "Password: "}, {password + "\r", "> "}, {"shell\r", "Expert shell"},
+	} {
+		if err = step(s.typed, s.want); err != nil {
+			break
+		}
+	}
+	start := from
+	if err == nil {
+		for _, c := range cmds {
+			// The marker's quotes keep the echo of the typed line from
+			// matching it.
+			if err = step(c+"; echo '__'DONE\r", "\n__DONE"); err != nil {
+				break
+			}
+		}
+		a.VM.Type("exit\r")
+		a.VM.Type("exit\r")
+	}
+	out := string(a.VM.Log()[start:])
+	if err != nil {
+		out += fmt.Sprintf("\n(console session ended: %v)", err)
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -70,6 +71,11 @@ func tunnels(t *testing.T, api *API) map[string]tunnelView {
 
 // waitUp waits until every named tunnel of the appliance is up.
 func waitUp(t *testing.T, a *Appliance, api *API, timeout time.Duration, names ...string) map[string]tunnelView {
+	return waitUpOr(t, a, api, nil, timeout, names...)
+}
+
+// waitUpOr is waitUp that also describes other appliances when it fails.
+func waitUpOr(t *testing.T, a *Appliance, api *API, others map[string]*API, timeout time.Duration, names ...string) map[string]tunnelView {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var last map[string]tunnelView
@@ -86,18 +92,49 @@ func waitUp(t *testing.T, a *Appliance, api *API, timeout time.Duration, names .
 		}
 		time.Sleep(time.Second)
 	}
-	var services any
-	api.Do("GET", "/api/v1/services", nil, &services)
-	var logs struct {
-		Lines []struct{ Text string } `json:"lines"`
+	cmds := []string{"flashgate status", "flashgate ipsec status", "flashgate ipsec stats", "ip -4 addr", "ip route", "ip route show table 220", "ip xfrm state", "ip xfrm policy"}
+	var svcs []struct {
+		Name string `json:"name"`
+		PID  int    `json:"pid"`
 	}
-	api.Do("GET", "/api/v1/logs/iked", nil, &logs)
-	var iked []string
-	for _, l := range logs.Lines {
-		iked = append(iked, l.Text)
+	if api.Do("GET", "/api/v1/services", nil, &svcs) == nil {
+		for _, s := range svcs {
+			if s.Name == "iked" && s.PID > 0 {
+				cmds = append(cmds, "flashgate logs iked")
+			}
+		}
 	}
-	t.Fatalf("appliance %s: tunnels %v not up after %v: %+v\nservices: %+v\niked log:\n%s", a.Name, names, timeout, last, services, strings.Join(iked, "\n"))
+	more := "\n===== console of " + a.Name + " =====\n" + a.Shell(t, adminPassword, cmds...)
+	for name, o := range others {
+		more += fmt.Sprintf("\n===== appliance %s =====\n%s", name, diagnose(o))
+	}
+	t.Fatalf("appliance %s: tunnels %v not up after %v: %+v\n%s%s", a.Name, names, timeout, last, diagnose(api), more)
 	return nil
+}
+
+// diagnose collects what an admin would look at: services, interfaces and
+// the logs of the daemons.
+func diagnose(api *API) string {
+	var b strings.Builder
+	var services, ifaces, tunnels any
+	api.Do("GET", "/api/v1/tunnels", nil, &tunnels)
+	fmt.Fprintf(&b, "tunnels: %+v\n", tunnels)
+	api.Do("GET", "/api/v1/services", nil, &services)
+	fmt.Fprintf(&b, "services: %+v\n", services)
+	api.Do("GET", "/api/v1/interfaces", nil, &ifaces)
+	fmt.Fprintf(&b, "interfaces: %+v\n", ifaces)
+	for _, svc := range []string{"iked", "netd", "configd", "kernel"} {
+		var logs struct {
+			Lines []struct{ Text string } `json:"lines"`
+		}
+		api.Do("GET", "/api/v1/logs/"+svc, nil, &logs)
+		fmt.Fprintf(&b, "%s log:\n", svc)
+		start := max(0, len(logs.Lines)-40)
+		for _, l := range logs.Lines[start:] {
+			fmt.Fprintf(&b, "  %s\n", l.Text)
+		}
+	}
+	return b.String()
 }
 
 // configure sets an appliance's WAN and LAN addresses and its tunnels, as
@@ -178,7 +215,7 @@ func TestTwoAppliancesAndStrongSwan(t *testing.T) {
 	})
 
 	// A to B: kernel IPsec on both appliances.
-	st := waitUp(t, a, apiA, 60*time.Second, "to-b")
+	st := waitUpOr(t, a, apiA, map[string]*API{"B": apiB}, 60*time.Second, "to-b")
 	t.Logf("qemu start to tunnel A-B up: %.1f s (first boot and configuration included)", time.Since(start).Seconds())
 	if st["to-b"].Status.DataPlane != "xfrm" {
 		t.Errorf("tunnel to-b uses data plane %q, want xfrm (the appliance kernel has ESP)", st["to-b"].Status.DataPlane)

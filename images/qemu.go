@@ -47,6 +47,10 @@ type QEMUConfig struct {
 	// Netns, if set, runs qemu inside that network namespace (made with
 	// `ip netns add`), where its TAP devices are created.
 	Netns string
+
+	// MACSeed tells apart the NICs of appliances on one network: the MAC
+	// of NIC i is 52:54:00:fa:<seed>:<i+1>.
+	MACSeed byte
 }
 
 // Args returns the qemu command line, program first. The NICs follow the
@@ -123,7 +127,7 @@ func (c QEMUConfig) Args() ([]string, error) {
 			netdev += ",restrict=on"
 		}
 		args = append(args, "-netdev", netdev,
-			"-device", fmt.Sprintf("%s,netdev=%s,mac=52:54:00:fa:00:%02x", q.NIC, id, i+1))
+			"-device", fmt.Sprintf("%s,netdev=%s,mac=52:54:00:fa:%02x:%02x", q.NIC, id, c.MACSeed, i+1))
 	}
 	args = append(args, q.Extra...)
 	if !slices.Contains(q.Extra, "i6300esb") {
