@@ -43,8 +43,9 @@ var commonModules = []string{
 	// echainiv and seqiv need the default RNG (drbg, seeded by
 	// jitterentropy_rng): without them every SA add fails with ENOENT, as
 	// nothing would load them on demand (seen in the VM).
-	"jitterentropy_rng", "drbg",
-	"authenc", "echainiv", "seqiv", "ctr", "ghash-generic", "gcm",
+	// drbg's self-tests include its CTR(AES) variant, so ctr comes first.
+	"ctr", "jitterentropy_rng", "drbg",
+	"authenc", "echainiv", "seqiv", "ghash-generic", "gcm",
 	"chacha_generic", "poly1305_generic", "chacha20poly1305", "sha512_generic",
 	// AF_ALG, so userspace can benchmark and pin an engine by driver name.
 	"af_alg", "algif_skcipher", "algif_aead", "algif_hash",
