@@ -72,6 +72,16 @@ func imageFigures(res []Result, why string) []Figure {
 	}
 	figs = append(figs, one(res, "boot.qemu.login_s", "BenchmarkBootQEMU", "login_s", "s", 1, "<= 10 s",
 		"qemu start to the console's login prompt, software emulation (TCG), -cpu pentium2, fresh card", why))
+	const rss = "BenchmarkApplianceRSS"
+	pss := func(metric string) string {
+		if v, ok := Find(res, rss, metric); ok {
+			return fmt.Sprintf("; PSS %.0f KiB (RSS counts the pages of the one shared binary in every process)", v)
+		}
+		return ""
+	}
+	figs = append(figs,
+		one(res, "boot.qemu.rss_init_kb", rss, "rss_init_kb", "KiB", 1, "<= 8 MB", "PID 1 with the supervisor in it, idle, in the qemu appliance"+pss("pss_init_kb"), why),
+		one(res, "boot.qemu.rss_total_kb", rss, "rss_total_kb", "KiB", 1, "<= 40 MB", "all firmware processes, idle, 10 tunnels configured"+pss("pss_total_kb"), why))
 	return figs
 }
 
