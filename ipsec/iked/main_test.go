@@ -266,7 +266,8 @@ func TestMainProcess(t *testing.T) {
 	p.signal(unix.SIGKILL)
 	p.wait(t, 5*time.Second)
 	if n := charonSAs(); n != 1 {
-		t.Fatalf("strongSwan has %d IKE_SAs after our crash, want the stale one", n)
+		b, _ := os.ReadFile(charon.Log)
+		t.Fatalf("strongSwan has %d IKE_SAs after our crash, want the stale one; its log ends:\n%s", n, lastLogLines(string(b), 40))
 	}
 	crashed := time.Now()
 	startMain(t, s.GwA, "-config", respond, "-socket", sock, "-dataplane", "auto")
@@ -354,4 +355,9 @@ func TestFollowConfigd(t *testing.T) {
 	if !waitFor(5*time.Second, func() bool { return !hasTunnel("branch") }) {
 		t.Fatalf("the committed removal did not reach iked; log:\n%s", logs.String())
 	}
+}
+
+func lastLogLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
