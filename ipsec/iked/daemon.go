@@ -310,11 +310,7 @@ func (d *Daemon) Apply(cfg *config.Config) error {
 					stop = append(stop, sa)
 				}
 			}
-			if !ok || !w.Enabled {
-				delete(d.tunnels, name)
-			} else {
-				delete(d.tunnels, name) // re-added below with the new config
-			}
+			delete(d.tunnels, name) // a changed one is re-added below
 		}
 	}
 	now := time.Now()
