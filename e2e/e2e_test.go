@@ -273,13 +273,17 @@ func TestTwoAppliancesAndStrongSwan(t *testing.T) {
 		t.Fatalf("after the power cut: %v", err)
 	}
 	var sys struct {
-		Hostname string `json:"hostname"`
+		Settings struct {
+			Hostname string `json:"hostname"`
+		} `json:"settings"`
 	}
 	if err := apiA.Do("GET", "/api/v1/system", nil, &sys); err != nil {
 		t.Fatal(err)
 	}
-	if sys.Hostname != "flashgate" && sys.Hostname != "cut-during-commit" {
-		t.Errorf("after the power cut the hostname is %q: neither the old nor the new configuration", sys.Hostname)
+	if h := sys.Settings.Hostname; h != "flashgate" && h != "cut-during-commit" {
+		t.Errorf("after the power cut the hostname is %q: neither the old (flashgate) nor the new (cut-during-commit) configuration", h)
+	} else {
+		t.Logf("after the power cut A runs the %s configuration (hostname %q)", map[bool]string{true: "new", false: "old"}[h == "cut-during-commit"], h)
 	}
 	waitUp(t, a, apiA, 120*time.Second, "to-b")
 }
