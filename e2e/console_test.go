@@ -75,8 +75,8 @@ func startUnconfirmedCommit(t *testing.T, s *serial) time.Time {
 	if !strings.Contains(out, "unless you type confirm") {
 		t.Fatalf("commit confirmed 1 printed:\n%s\nwant \"Committed revision N. It is rolled back in 1m0s unless you type confirm.\"", out)
 	}
-	if running := consoleText(s.cli("show config running")); !strings.Contains(running, "set tunnels later remote_address 10.10.0.20") {
-		t.Fatalf("right after commit confirmed, show config running lacks tunnel later:\n%s", running)
+	if running := consoleText(s.cli("show config running tunnels.later")); !strings.Contains(running, "set tunnels later remote_address 10.10.0.20") {
+		t.Fatalf("right after commit confirmed, show config running tunnels.later:\n%s\nwant its remote_address", running)
 	}
 	return at
 }
@@ -101,7 +101,7 @@ func checkRolledBack(t *testing.T, s *serial, committed time.Time) {
 	if after < confirmWindow-5*time.Second {
 		t.Errorf("rolled back %s after commit confirmed 1; want not before the %s window ended", after.Round(time.Second), confirmWindow)
 	}
-	running := consoleText(s.cli("show config running"))
+	running := consoleText(s.cli("show config running tunnels"))
 	if strings.Contains(running, "set tunnels later") {
 		t.Errorf("after the rollback the running configuration still has tunnel later:\n%s", running)
 	}

@@ -128,7 +128,7 @@ func checkRebootToLogin(t *testing.T, s *serial) {
 	s.expect(3*time.Minute, "flashgate init: pid 1")
 	s.login(adminPassword, false)
 	t.Logf("reboot to a logged-in CLI: %.1f s", time.Since(start).Seconds())
-	if out := consoleText(s.cli("show config running")); !strings.Contains(out, "set tunnels wan remote_address") {
+	if out := consoleText(s.cli("show config running tunnels.wan.remote_address")); !strings.Contains(out, "set tunnels wan remote_address "+wanProbe.String()) {
 		t.Errorf("after the reboot the running configuration lacks tunnel wan:\n%s", out)
 	}
 }

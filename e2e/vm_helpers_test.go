@@ -85,6 +85,10 @@ type serial struct {
 // a commit waits for confirmation: "admin@flashgate [confirm 5 in 0:58]> ".
 var cliPrompt = regexp.MustCompile(`admin@[A-Za-z0-9.-]+(?: \[confirm \d+ in \d+:\d\d\])?> `)
 
+// cliPromptOrMore is the CLI's prompt or its pager's --More-- prompt,
+// which long output (longer than the 24-line screen) stops at.
+var cliPromptOrMore = regexp.MustCompile(cliPrompt.String() + `|--More-- \([^)]*\)`)
+
 // shellPrompt is the expert shell's (u-root gosh) prompt.
 const shellPrompt = "$ "
 
@@ -126,13 +130,20 @@ func (s *serial) expectAny(limit time.Duration, markers ...string) (int, string)
 // returning what was printed before the match.
 func (s *serial) expectRegexp(limit time.Duration, re *regexp.Regexp) string {
 	s.tb.Helper()
+	before, _ := s.expectMatch(limit, re)
+	return before
+}
+
+// expectMatch is expectRegexp that also returns the match.
+func (s *serial) expectMatch(limit time.Duration, re *regexp.Regexp) (before, match string) {
+	s.tb.Helper()
 	deadline := time.Now().Add(limit)
 	for {
 		log := s.vm.Log()
 		from := min(s.at, len(log))
 		if loc := re.FindIndex(log[from:]); loc != nil {
 			s.at = from + loc[1]
-			return string(log[from : from+loc[0]])
+			return string(log[from : from+loc[0]]), string(log[from+loc[0] : from+loc[1]])
 		}
 		if time.Now().After(deadline) {
 			s.tb.Fatalf("the serial console did not show %q within %s; after the last match it printed:\n%s",
@@ -169,11 +180,25 @@ func (s *serial) login(password string, firstBoot bool) {
 	s.expectRegexp(time.Minute, cliPrompt)
 }
 
-// cli runs one CLI command and returns what it printed (with its echo).
+// cli runs one CLI command and returns what it printed (with its echo),
+// paging through output longer than a screen with Space.
 func (s *serial) cli(cmd string) string {
 	s.tb.Helper()
 	s.typeLine(cmd)
-	return s.expectRegexp(time.Minute, cliPrompt)
+	var out strings.Builder
+	for range 100 {
+		before, match := s.expectMatch(time.Minute, cliPromptOrMore)
+		out.WriteString(before)
+		if !strings.HasPrefix(match, "--More--") {
+			return out.String()
+		}
+		out.WriteString("\n")
+		if err := s.vm.Type(" "); err != nil {
+			s.tb.Fatalf("page on with Space: %v", err)
+		}
+	}
+	s.tb.Fatalf("%q printed more than 100 screens", cmd)
+	return ""
 }
 
 // shell runs one command in the expert shell and returns what it printed.
