@@ -37,7 +37,7 @@ var macSeed byte
 
 // NewAppliance copies image to a card of its own and boots it with its WAN
 // port on the lab's WAN switch and its LAN port on lanBridge.
-func NewAppliance(t *testing.T, lab *Lab, name, image, lanBridge string, host *testnet.NS) *Appliance {
+func NewAppliance(t testing.TB, lab *Lab, name, image, lanBridge string, host *testnet.NS) *Appliance {
 	t.Helper()
 	card := filepath.Join(t.TempDir(), name+".img")
 	if err := copyFile(image, card); err != nil {
@@ -57,7 +57,7 @@ func NewAppliance(t *testing.T, lab *Lab, name, image, lanBridge string, host *t
 }
 
 // Start boots the appliance's card (again).
-func (a *Appliance) Start(t *testing.T) {
+func (a *Appliance) Start(t testing.TB) {
 	t.Helper()
 	board, err := boards.Lookup("qemu")
 	if err != nil {
@@ -94,7 +94,7 @@ func (a *Appliance) Log() string {
 // WaitLogin waits for the console's login prompt of the current boot. On a
 // card without an admin account it first answers the first-boot password
 // questions with password.
-func (a *Appliance) WaitLogin(t *testing.T, password string, firstBoot bool) time.Duration {
+func (a *Appliance) WaitLogin(t testing.TB, password string, firstBoot bool) time.Duration {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -142,7 +142,7 @@ func copyFile(src, dst string) error {
 // Shell logs in on the serial console, opens the expert shell from the CLI,
 // runs each command and returns what the console printed meanwhile. It is
 // how a failing test shows what an admin at the console would see.
-func (a *Appliance) Shell(t *testing.T, password string, cmds ...string) string {
+func (a *Appliance) Shell(t testing.TB, password string, cmds ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -23,7 +23,7 @@ const (
 )
 
 // buildImage builds the qemu board's card image once for the test.
-func buildImage(t *testing.T) string {
+func buildImage(t testing.TB) string {
 	t.Helper()
 	wd, _ := os.Getwd()
 	root, err := images.FindRepoRoot(wd)
@@ -55,7 +55,7 @@ type tunnelView struct {
 	} `json:"status"`
 }
 
-func tunnels(t *testing.T, api *API) map[string]tunnelView {
+func tunnels(t testing.TB, api *API) map[string]tunnelView {
 	t.Helper()
 	var ts []tunnelView
 	if err := api.Do("GET", "/api/v1/tunnels", nil, &ts); err != nil {
@@ -70,12 +70,12 @@ func tunnels(t *testing.T, api *API) map[string]tunnelView {
 }
 
 // waitUp waits until every named tunnel of the appliance is up.
-func waitUp(t *testing.T, a *Appliance, api *API, timeout time.Duration, names ...string) map[string]tunnelView {
+func waitUp(t testing.TB, a *Appliance, api *API, timeout time.Duration, names ...string) map[string]tunnelView {
 	return waitUpOr(t, a, api, nil, timeout, names...)
 }
 
 // waitUpOr is waitUp that also describes other appliances when it fails.
-func waitUpOr(t *testing.T, a *Appliance, api *API, others map[string]*API, timeout time.Duration, names ...string) map[string]tunnelView {
+func waitUpOr(t testing.TB, a *Appliance, api *API, others map[string]*API, timeout time.Duration, names ...string) map[string]tunnelView {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var last map[string]tunnelView
@@ -139,7 +139,7 @@ func diagnose(api *API) string {
 
 // configure sets an appliance's WAN and LAN addresses and its tunnels, as
 // an admin would in the web UI, and commits.
-func configure(t *testing.T, api *API, wan netip.Addr, lan netip.Prefix, lanAddr netip.Addr, tunnels map[string]map[string]any) {
+func configure(t testing.TB, api *API, wan netip.Addr, lan netip.Prefix, lanAddr netip.Addr, tunnels map[string]map[string]any) {
 	t.Helper()
 	steps := []struct {
 		path string
@@ -164,20 +164,27 @@ func configure(t *testing.T, api *API, wan netip.Addr, lan netip.Prefix, lanAddr
 	}
 }
 
-// TestTwoAppliancesAndStrongSwan is issue 11's scenario.
-func TestTwoAppliancesAndStrongSwan(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots two appliances in qemu")
-	}
+// sitePair is two configured appliances on a lab network.
+type sitePair struct {
+	lab        *Lab
+	a, b       *Appliance
+	apiA, apiB *API
+	start      time.Time
+}
+
+// newSitePair boots two fresh appliances, sets their admin password on the
+// serial console, and configures them through the web UI's API: A
+// initiates a tunnel to B and answers one from the strongSwan site.
+func newSitePair(t testing.TB) *sitePair {
+	t.Helper()
 	testnet.RequireRoot(t)
 	image := buildImage(t)
-	lab := NewLab(t)
-
-	start := time.Now()
-	a := NewAppliance(t, lab, "A", image, "brlana", lab.HostA)
-	b := NewAppliance(t, lab, "B", image, "brlanb", lab.HostB)
+	p := &sitePair{lab: NewLab(t)}
+	p.start = time.Now()
+	p.a = NewAppliance(t, p.lab, "A", image, "brlana", p.lab.HostA)
+	p.b = NewAppliance(t, p.lab, "B", image, "brlanb", p.lab.HostB)
 	var wg sync.WaitGroup
-	for _, x := range []*Appliance{a, b} {
+	for _, x := range []*Appliance{p.a, p.b} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -187,12 +194,11 @@ func TestTwoAppliancesAndStrongSwan(t *testing.T) {
 	}
 	wg.Wait()
 	if t.Failed() {
-		return
+		t.FailNow()
 	}
-
-	apiA := NewAPI(lab.HostA, firstBootLAN.String())
-	apiB := NewAPI(lab.HostB, firstBootLAN.String())
-	for _, x := range []*API{apiA, apiB} {
+	p.apiA = NewAPI(p.lab.HostA, firstBootLAN.String())
+	p.apiB = NewAPI(p.lab.HostB, firstBootLAN.String())
+	for _, x := range []*API{p.apiA, p.apiB} {
 		if err := x.WaitLogin("admin", adminPassword, 90*time.Second); err != nil {
 			t.Fatal(err)
 		}
@@ -206,13 +212,23 @@ func TestTwoAppliancesAndStrongSwan(t *testing.T) {
 			"start_action": start,
 		}
 	}
-	configure(t, apiA, wanA, lanA, netip.MustParseAddr("10.10.1.1"), map[string]map[string]any{
+	configure(t, p.apiA, wanA, lanA, netip.MustParseAddr("10.10.1.1"), map[string]map[string]any{
 		"to-b": tunnel(wanA, wanB, "a.example", "b.example", pskAB, lanA, lanB, "initiate"),
 		"to-c": tunnel(wanA, wanC, "a.example", "c.example", pskAC, lanA, lanC, "respond"),
 	})
-	configure(t, apiB, wanB, lanB, netip.MustParseAddr("10.10.2.1"), map[string]map[string]any{
+	configure(t, p.apiB, wanB, lanB, netip.MustParseAddr("10.10.2.1"), map[string]map[string]any{
 		"to-a": tunnel(wanB, wanA, "b.example", "a.example", pskAB, lanB, lanA, "respond"),
 	})
+	return p
+}
+
+// TestTwoAppliancesAndStrongSwan is issue 11's scenario.
+func TestTwoAppliancesAndStrongSwan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots two appliances in qemu")
+	}
+	p := newSitePair(t)
+	lab, a, b, apiA, apiB, start := p.lab, p.a, p.b, p.apiA, p.apiB, p.start
 
 	// A to B: kernel IPsec on both appliances.
 	st := waitUpOr(t, a, apiA, map[string]*API{"B": apiB}, 60*time.Second, "to-b")
@@ -286,4 +302,40 @@ func TestTwoAppliancesAndStrongSwan(t *testing.T) {
 		t.Logf("after the power cut A runs the %s configuration (hostname %q)", map[bool]string{true: "new", false: "old"}[h == "cut-during-commit"], h)
 	}
 	waitUp(t, a, apiA, 120*time.Second, "to-b")
+}
+
+// BenchmarkE2ETunnelUp: two configured appliances lose power and boot
+// again together; the figure is qemu start to the tunnel between them up
+// (e2e.tunnel_up_s), and the TCP throughput through it.
+func BenchmarkE2ETunnelUp(b *testing.B) {
+	p := newSitePair(b)
+	waitUpOr(b, p.a, p.apiA, map[string]*API{"B": p.apiB}, 2*time.Minute, "to-b")
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		p.a.PowerCut()
+		p.b.PowerCut()
+		start := time.Now()
+		p.a.Start(b)
+		p.b.Start(b)
+		p.a.WaitLogin(b, adminPassword, false)
+		p.apiA = NewAPI(p.lab.HostA, "10.10.1.1")
+		if err := p.apiA.WaitLogin("admin", adminPassword, 2*time.Minute); err != nil {
+			b.Fatal(err)
+		}
+		deadline := time.Now().Add(3 * time.Minute)
+		for tunnels(b, p.apiA)["to-b"].State != "up" {
+			if time.Now().After(deadline) {
+				b.Fatalf("tunnel A-B not up 3 min after the restart")
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		total += time.Since(start)
+	}
+	b.ReportMetric(total.Seconds()/float64(b.N), "tunnel_up_s")
+	if r, err := testnet.Iperf(p.lab.HostB, p.lab.HostA, hostB, 1, 10*time.Second); err == nil {
+		b.ReportMetric(r.Mbps, "Mbit/s")
+	} else {
+		b.Logf("iperf3 through the appliances: %v", err)
+	}
+	b.ReportMetric(0, "ns/op")
 }

@@ -26,7 +26,7 @@ var (
 
 // NewLab makes the switch namespace with its bridges and the host
 // namespaces. Everything is removed when the test ends.
-func NewLab(t *testing.T) *Lab {
+func NewLab(t testing.TB) *Lab {
 	t.Helper()
 	p := testnet.Prefix()
 	l := &Lab{
@@ -65,7 +65,7 @@ func NewLab(t *testing.T) *Lab {
 
 // plug waits for a TAP port qemu made in the switch namespace and puts it
 // on a bridge.
-func (l *Lab) plug(t *testing.T, tap, bridge string) {
+func (l *Lab) plug(t testing.TB, tap, bridge string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for l.Switch.Run("ip", "link", "show", tap) != nil {
@@ -78,7 +78,7 @@ func (l *Lab) plug(t *testing.T, tap, bridge string) {
 	mustRun(t, l.Switch, "ip", "link", "set", tap, "up")
 }
 
-func mustRun(t *testing.T, ns *testnet.NS, args ...string) {
+func mustRun(t testing.TB, ns *testnet.NS, args ...string) {
 	t.Helper()
 	if err := ns.Run(args...); err != nil {
 		t.Fatal(fmt.Errorf("lab: %w", err))
