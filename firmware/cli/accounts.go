@@ -10,28 +10,14 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/firmware/console"
 	"github.com/flashgate/flashgate/services/configd"
 	"github.com/flashgate/flashgate/services/configd/client"
 )
 
-// Password limits for the console. The lower bound is the config store's;
-// the upper one is what the getty reads from the line.
-const (
-	MinPasswordLen = config.MinPasswordLen
-	MaxPasswordLen = 72
-)
-
 // CheckPassword says what is wrong with a new password, in words for the
-// console, or returns nil.
-func CheckPassword(pass []byte) error {
-	switch {
-	case len(pass) < MinPasswordLen:
-		return fmt.Errorf("too short: at least %d characters", MinPasswordLen)
-	case len(pass) > MaxPasswordLen:
-		return fmt.Errorf("too long: at most %d bytes", MaxPasswordLen)
-	}
-	return nil
-}
+// console, or returns nil. The getty's rules are the CLI's.
+func CheckPassword(pass []byte) error { return console.CheckPassword(pass) }
 
 // Accounts are the admin accounts of the config store (config.Admin in
 // system.admins), the same ones the web UI uses, read and changed through
