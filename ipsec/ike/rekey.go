@@ -10,6 +10,7 @@ import (
 // ikeRekeyState is our IKE SA rekey in flight (RFC 7296 1.3.2, 2.18) and
 // what we learn if the peer rekeys the same IKE SA at the same time.
 type ikeRekeyState struct {
+	ex     *exchange // ours; a collision needs it on the wire, not queued
 	ni     []byte
 	dh     dhKey
 	newSPI uint64
@@ -79,6 +80,7 @@ func (sa *IKESA) rekeyIKEExchange(forceGroup DHGroup) *exchange {
 	sa.ikeRekey = st
 	var group DHGroup
 	ex := &exchange{typ: CREATE_CHILD_SA}
+	st.ex = ex
 	ex.build = func() []Payload {
 		if sa.state != StateEstablished || sa.ikeRekey != st {
 			return nil
@@ -241,10 +243,18 @@ func (sa *IKESA) handleIKERekeyRequest(m *Message, ps []Payload) {
 	sa.respond(m, []Payload{&SA{Proposals: []WireProposal{prop.ToWire(saP.Proposals[ti].Number, spiBytes(newSPI))}},
 		&Nonce{Data: nr}, &KE{Group: ke.Group, Data: dh.Public()}})
 	if st := sa.ikeRekey; st != nil {
-		// Collision: decide when our own exchange completes.
-		st.peerNi, st.ourNr, st.peerNew = append([]byte(nil), nonce.Data...), nr, n
-		sa.ep.register(n)
-		return
+		if sa.out != nil && sa.out.ex == st.ex {
+			// Collision: decide when our own exchange completes.
+			st.peerNi, st.ourNr, st.peerNew = append([]byte(nil), nonce.Data...), nr, n
+			sa.ep.register(n)
+			return
+		}
+		// Ours is still queued behind another exchange: the peer cannot
+		// see a collision, and once its rekey completes it deletes this
+		// SA, children and all, unless they move now. Give way; the
+		// queued exchange finds the SA rekeyed and drops itself.
+		st.abort()
+		sa.ikeRekey = nil
 	}
 	sa.handOver(n)
 	sa.state = StateRekeyed
