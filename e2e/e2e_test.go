@@ -290,13 +290,13 @@ func TestTwoAppliancesAndStrongSwan(t *testing.T) {
 	}
 	var sys struct {
 		Settings struct {
-			Hostname string `json:"hostname"`
+			Hostname []string `json:"hostname"` // form fields are lists of strings
 		} `json:"settings"`
 	}
 	if err := apiA.Do("GET", "/api/v1/system", nil, &sys); err != nil {
 		t.Fatal(err)
 	}
-	if h := sys.Settings.Hostname; h != "flashgate" && h != "cut-during-commit" {
+	if h := strings.Join(sys.Settings.Hostname, ","); h != "flashgate" && h != "cut-during-commit" {
 		t.Errorf("after the power cut the hostname is %q: neither the old (flashgate) nor the new (cut-during-commit) configuration", h)
 	} else {
 		t.Logf("after the power cut A runs the %s configuration (hostname %q)", map[bool]string{true: "new", false: "old"}[h == "cut-during-commit"], h)
