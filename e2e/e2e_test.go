@@ -231,7 +231,7 @@ func TestTwoAppliancesAndStrongSwan(t *testing.T) {
 	lab, a, b, apiA, apiB, start := p.lab, p.a, p.b, p.apiA, p.apiB, p.start
 
 	// A to B: kernel IPsec on both appliances.
-	st := waitUpOr(t, a, apiA, map[string]*API{"B": apiB}, 60*time.Second, "to-b")
+	st := waitUpOr(t, a, apiA, map[string]*API{"B": apiB}, 2*time.Minute, "to-b")
 	t.Logf("qemu start to tunnel A-B up: %.1f s (first boot and configuration included)", time.Since(start).Seconds())
 	if st["to-b"].Status.DataPlane != "xfrm" {
 		t.Errorf("tunnel to-b uses data plane %q, want xfrm (the appliance kernel has ESP)", st["to-b"].Status.DataPlane)
@@ -254,7 +254,7 @@ func TestTwoAppliancesAndStrongSwan(t *testing.T) {
 	if err := charon.Initiate("to-a-net"); err != nil {
 		t.Fatal(err)
 	}
-	waitUp(t, a, apiA, 30*time.Second, "to-c")
+	waitUp(t, a, apiA, time.Minute, "to-c")
 	if err := testnet.Ping(lab.HostA, hostC, 3); err != nil {
 		t.Fatalf("hostA -> hostC through the A-strongSwan tunnel: %v", err)
 	}
