@@ -244,6 +244,19 @@ func TestTwoAppliancesAndStrongSwan(t *testing.T) {
 	} else {
 		t.Logf("iperf3 hostA -> hostB through two emulated appliances: %.1f Mbit/s", r.Mbps)
 	}
+	// The status names the kernel driver doing the ESP work.
+	if d := tunnels(t, apiA)["to-b"].Status.Driver; d == "" {
+		t.Errorf("tunnel to-b is up on kernel IPsec but its status names no crypto driver")
+	} else {
+		t.Logf("tunnel to-b: ESP crypto by the kernel driver %s", d)
+	}
+	// cryptobench runs against the kernel's drivers over AF_ALG.
+	out := a.Shell(t, adminPassword, "flashgate cryptobench -t 50ms -sizes 64,1024 -alg aes-128-cbc")
+	if !strings.Contains(out, "cbc") || strings.Contains(out, "AF_ALG not available") {
+		t.Errorf("flashgate cryptobench in the appliance did not measure the kernel's drivers:\n%s", out)
+	} else {
+		t.Logf("flashgate cryptobench in appliance A:\n%s", out)
+	}
 
 	// The strongSwan site joins A, with UDP encapsulation.
 	charon := testnet.StartCharon(t, lab.GwC, testnet.CharonConn{
