@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -47,7 +48,7 @@ const wireguardVersion = "golang.zx2c4.com/wireguard@v0.0.0-20260522210424-ecfc5
 func Main(args []string) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	out := fs.String("out", "out", "output directory (results go to OUT/bench)")
-	only := fs.String("only", "", "run only the suites whose package contains this string")
+	only := fs.String("only", "", "run only the suites whose package contains one of these comma-separated strings")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -66,7 +67,7 @@ func Main(args []string) int {
 	var results []Result
 	var failures []string
 	for _, s := range Suites {
-		if *only != "" && !strings.Contains(s.Package, *only) {
+		if *only != "" && !slices.ContainsFunc(strings.Split(*only, ","), func(o string) bool { return strings.Contains(s.Package, o) }) {
 			continue
 		}
 		fmt.Fprintf(os.Stderr, "bench: %s -bench %s\n", s.Package, s.Pattern)
