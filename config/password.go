@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 
 	"golang.org/x/crypto/argon2"
@@ -40,7 +41,7 @@ func HashPassword(password string) (string, error) {
 	if _, err := rand.Read(salt); err != nil {
 		return "", fmt.Errorf("password salt: %w", err)
 	}
-	key := argon2.IDKey([]byte(password), salt, argonTime, argonMemoryKiB, argonThreads, argonKeyLen)
+	key := argonKey([]byte(password), salt, argonTime, argonMemoryKiB, argonThreads, argonKeyLen)
 	enc := base64.RawStdEncoding
 	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s",
 		argon2.Version, argonMemoryKiB, argonTime, argonThreads, enc.EncodeToString(salt), enc.EncodeToString(key)), nil
@@ -104,6 +105,16 @@ func verifyPHC(hash, password string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	got := argon2.IDKey([]byte(password), p.salt, p.time, p.memory, p.threads, uint32(len(p.key)))
+	got := argonKey([]byte(password), p.salt, p.time, p.memory, p.threads, uint32(len(p.key)))
 	return subtle.ConstantTimeCompare(got, p.key) == 1, nil
+}
+
+// argonKey runs argon2id and then hands its 19 MiB of work memory back to
+// the kernel at once. Go's runtime would otherwise keep the grown heap for
+// minutes, and on a 256 MB board every process that checks a password (the
+// console, the web UI, configd) would hold some 20-40 MB it no longer uses.
+func argonKey(password, salt []byte, time, memory uint32, threads uint8, keyLen uint32) []byte {
+	key := argon2.IDKey(password, salt, time, memory, threads, keyLen)
+	debug.FreeOSMemory()
+	return key
 }
