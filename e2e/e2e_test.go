@@ -4,15 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/boards"
-	"github.com/flashgate/flashgate/images"
 	"github.com/flashgate/flashgate/internal/testnet"
 )
 
@@ -22,27 +18,9 @@ const (
 	pskAC         = "e2e-psk-between-a-and-c-0123456789"
 )
 
-// buildImage builds the qemu board's card image once for the test.
-func buildImage(t testing.TB) string {
-	t.Helper()
-	wd, _ := os.Getwd()
-	root, err := images.FindRepoRoot(wd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	board, err := boards.Lookup("qemu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	bl := &images.Builder{RepoRoot: root, OutDir: t.TempDir(), CacheDir: filepath.Join(root, "out", "cache")}
-	rep, err := bl.Build(ctx, board, "e2e")
-	if err != nil {
-		t.Fatalf("build the qemu image: %v", err)
-	}
-	return rep.Image
-}
+// buildImage is the card image every test of the package boots copies of
+// (built once per test binary, see cardImage).
+func buildImage(t testing.TB) string { return cardImage(t) }
 
 // tunnelView is the part of GET /api/v1/tunnels the test reads.
 type tunnelView struct {
