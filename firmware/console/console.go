@@ -149,6 +149,13 @@ func (s *session) run() error {
 			}
 		}
 		s.printf("\n%s\n", Banner(s.board, s.version))
+		if hooks.Notices != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			for _, n := range hooks.Notices(ctx) {
+				s.printf("  ! %s\n", n)
+			}
+			cancel()
+		}
 		user, err := s.readLine(hostname() + " login: ")
 		if err != nil {
 			return err

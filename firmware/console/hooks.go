@@ -20,6 +20,9 @@ type Hooks struct {
 	// Recover runs when "recover" is typed at the login prompt: physical
 	// access to the console is what authorizes it. Nil: no recovery.
 	Recover func(ctx context.Context, tty *os.File, board string) error
+	// Notices returns lines the banner must show, such as a configuration
+	// that could not be read and was replaced by the defaults. Nil: none.
+	Notices func(ctx context.Context) []string
 }
 
 var hooks Hooks

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 
 	"github.com/flashgate/flashgate/firmware/cli"
 	"github.com/flashgate/flashgate/firmware/console"
+	"github.com/flashgate/flashgate/services/configd/client"
 )
 
 // The getty logs in with the config store's accounts (so the password set
@@ -20,5 +22,24 @@ func init() {
 		Recover: func(ctx context.Context, tty *os.File, board string) error {
 			return cli.Recover(ctx, tty, cli.Options{User: "recovery@console", Board: board})
 		},
+		Notices: configNotices,
 	})
+}
+
+// configNotices tells the admin at the console when the box does not run
+// the configuration on its card: a database that could not be read (set
+// aside, defaults in use) or no config partition at all.
+func configNotices(ctx context.Context) []string {
+	st, err := client.New(cli.DefaultConfigdSocket).Status(ctx)
+	if err != nil {
+		return []string{fmt.Sprintf("configd does not answer (%v): the configuration cannot be read or changed.", err)}
+	}
+	var out []string
+	if st.Recovered != "" {
+		out = append(out, "The configuration on the card could not be read and was set aside; the box runs with the default configuration. "+st.Recovered)
+	}
+	if st.Note != "" {
+		out = append(out, st.Note)
+	}
+	return out
 }
