@@ -22,15 +22,17 @@ func init() {
 		Recover: func(ctx context.Context, tty *os.File, board string) error {
 			return cli.Recover(ctx, tty, cli.Options{User: "recovery@console", Board: board})
 		},
-		Notices: configNotices,
+		Notices: func(ctx context.Context) []string {
+			return configNotices(ctx, client.New(cli.DefaultConfigdSocket))
+		},
 	})
 }
 
 // configNotices tells the admin at the console when the box does not run
 // the configuration on its card: a database that could not be read (set
 // aside, defaults in use) or no config partition at all.
-func configNotices(ctx context.Context) []string {
-	st, err := client.New(cli.DefaultConfigdSocket).Status(ctx)
+func configNotices(ctx context.Context, c *client.Client) []string {
+	st, err := c.Status(ctx)
 	if err != nil {
 		return []string{fmt.Sprintf("configd does not answer (%v): the configuration cannot be read or changed.", err)}
 	}
