@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding"
 	"reflect"
 	"slices"
 	"strconv"
@@ -23,38 +22,6 @@ type pathNode struct {
 	name string // JSON name of the field this value is (for value hints)
 }
 
-var textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
-
-func jsonFieldName(f reflect.StructField) string {
-	if !f.IsExported() {
-		return ""
-	}
-	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-	if name == "-" {
-		return ""
-	}
-	return name
-}
-
-// isNamedList mirrors the config package's rule: a slice of structs keyed
-// by a string Name field is addressed by element name.
-func isNamedList(t reflect.Type) bool {
-	if t.Kind() != reflect.Slice || t.Elem().Kind() != reflect.Struct || t.Elem().Implements(textMarshalerType) {
-		return false
-	}
-	f, ok := t.Elem().FieldByName("Name")
-	return ok && f.Type.Kind() == reflect.String
-}
-
-// isLeaf reports whether t is one value (set with one word).
-func isLeaf(t reflect.Type) bool {
-	switch t.Kind() {
-	case reflect.String, reflect.Bool, reflect.Int, reflect.Uint16:
-		return true
-	}
-	return t.Implements(textMarshalerType)
-}
-
 // walkPath follows the dotted path segs through c. An element name that
 // does not exist yet walks into an empty element of the list's type (set
 // creates it), so that its fields still complete. ok is false when a
@@ -64,7 +31,7 @@ func walkPath(c *config.Config, segs []string) (pathNode, bool) {
 	for _, seg := range segs {
 		t := n.v.Type()
 		switch {
-		case isNamedList(t):
+		case config.IsNamedList(t):
 			i := -1
 			for j := 0; j < n.v.Len(); j++ {
 				if n.v.Index(j).FieldByName("Name").String() == seg {
@@ -83,10 +50,10 @@ func walkPath(c *config.Config, segs []string) (pathNode, bool) {
 				return n, false
 			}
 			n = pathNode{v: n.v.Index(i), name: n.name}
-		case t.Kind() == reflect.Struct && !isLeaf(t):
+		case t.Kind() == reflect.Struct && !config.IsLeaf(t):
 			found := false
 			for i := 0; i < t.NumField(); i++ {
-				if jsonFieldName(t.Field(i)) == seg {
+				if config.FieldName(t.Field(i)) == seg {
 					n = pathNode{v: n.v.Field(i), name: seg}
 					found = true
 					break
@@ -131,7 +98,7 @@ func completePath(c *config.Config, partial string) []string {
 	}
 	t := n.v.Type()
 	switch {
-	case isNamedList(t):
+	case config.IsNamedList(t):
 		for i := 0; i < n.v.Len(); i++ {
 			add(n.v.Index(i).FieldByName("Name").String(), true)
 		}
@@ -141,18 +108,18 @@ func completePath(c *config.Config, partial string) []string {
 		for i := 0; i < n.v.Len(); i++ {
 			add(strconv.Itoa(i), false)
 		}
-	case t.Kind() == reflect.Struct && !isLeaf(t):
+	case t.Kind() == reflect.Struct && !config.IsLeaf(t):
 		for i := 0; i < t.NumField(); i++ {
 			f := t.Field(i)
-			name := jsonFieldName(f)
+			name := config.FieldName(f)
 			if name == "" || f.Name == "Name" && len(segs) > 0 && isElement(c, segs) {
 				continue // an element's name is its key in the path
 			}
 			// A list of values is set as a whole ("set ... local_subnets
 			// A B"), so it completes like a value; its indexes are there
 			// for delete after a typed dot.
-			valueList := f.Type.Kind() == reflect.Slice && !isNamedList(f.Type)
-			add(name, !isLeaf(f.Type) && !valueList)
+			valueList := f.Type.Kind() == reflect.Slice && !config.IsNamedList(f.Type)
+			add(name, !config.IsLeaf(f.Type) && !valueList)
 		}
 	}
 	return out
@@ -161,7 +128,7 @@ func completePath(c *config.Config, partial string) []string {
 // isElement reports whether segs ends at an element of a named list.
 func isElement(c *config.Config, segs []string) bool {
 	parent, ok := walkPath(c, segs[:len(segs)-1])
-	return ok && isNamedList(parent.v.Type())
+	return ok && config.IsNamedList(parent.v.Type())
 }
 
 // valueHints are the words a field takes when it is one of a few.
@@ -188,7 +155,7 @@ func completeValue(c *config.Config, path string) []string {
 	if n.v.Kind() == reflect.Bool {
 		return []string{"true", "false"}
 	}
-	if !isLeaf(n.v.Type()) && n.v.Kind() != reflect.Slice {
+	if !config.IsLeaf(n.v.Type()) && n.v.Kind() != reflect.Slice {
 		return nil // a group of fields takes no value
 	}
 	words := slices.Clone(valueHints[n.name])
