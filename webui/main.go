@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/boards"
+	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/firmware/bootparam"
 	"github.com/flashgate/flashgate/firmware/supervisor"
 	"github.com/flashgate/flashgate/ipsec/hwcrypto"
@@ -42,8 +43,9 @@ func run(ctx context.Context, args []string) int {
 	configdSock := fs.String("configd", configd.DefaultSocket, "configd's socket")
 	ikedSock := fs.String("iked", "/run/flashgate/iked.sock", "iked's socket")
 	superSock := fs.String("supervisor", supervisor.SocketPath, "the supervisor's socket")
-	certDir := fs.String("cert-dir", "/cfg/webui", "where the TLS certificate and key are kept")
-	certFallback := fs.String("cert-fallback-dir", "/run/flashgate/webui", "where they are kept until reboot when -cert-dir cannot be written")
+	certDir := fs.String("cert-dir", "/cfg/webui", "where the TLS certificate and key are kept when configd cannot keep them")
+	certFallback := fs.String("cert-fallback-dir", "/run/flashgate/webui", "where they are kept until reboot when neither configd nor -cert-dir can keep them")
+	configdWait := fs.Duration("configd-wait", 5*time.Second, "how long to wait at start for configd, which may be starting too")
 	fpFile := fs.String("fingerprint-file", FingerprintFile, "where to write the certificate's SHA-256 fingerprint")
 	root := fs.String("root", "/", "root of /proc and /sys (tests)")
 	if err := fs.Parse(args); err != nil {
@@ -60,26 +62,31 @@ func run(ctx context.Context, args []string) int {
 	}
 	cfg := client.New(*configdSock)
 	host := "flashgate"
-	if running, _, err := cfg.Running(ctx); err == nil {
+	if running, err := waitForConfigd(ctx, cfg, *configdWait); err == nil {
 		host = running.System.Hostname
 	} else {
 		logger.Printf("configd: %v (continuing; pages will say so)", err)
 	}
 
-	dirs := []string{*certDir}
-	if *certFallback != "" {
-		dirs = append(dirs, *certFallback)
-	}
-	cert, err := LoadOrCreateCertificate(host, time.Now(), dirs...)
+	cert, err := LoadStoredCertificate(ctx, cfg, host, time.Now(), logger.Printf)
 	if err != nil {
-		logger.Print(err)
-		return 1
-	}
-	switch {
-	case cert.Dir == "":
-		logger.Printf("could not keep the TLS certificate anywhere: it changes at every start until %s is writable", *certDir)
-	case !cert.Stored:
-		logger.Printf("could not keep the TLS certificate in %s: kept in %s until reboot", *certDir, cert.Dir)
+		logger.Printf("%v: falling back to %s", err, *certDir)
+		dirs := []string{*certDir}
+		if *certFallback != "" {
+			dirs = append(dirs, *certFallback)
+		}
+		if cert, err = LoadOrCreateCertificate(host, time.Now(), dirs...); err != nil {
+			logger.Print(err)
+			return 1
+		}
+		switch {
+		case cert.Dir == "":
+			logger.Printf("could not keep the TLS certificate anywhere: it changes at every start until %s is writable", *certDir)
+		case !cert.Stored:
+			logger.Printf("could not keep the TLS certificate in %s: kept in %s until reboot", *certDir, cert.Dir)
+		}
+	} else if cert.Note != "" {
+		logger.Printf("TLS certificate: %s", cert.Note)
 	}
 	logger.Printf("TLS certificate SHA-256 %s", cert.Fingerprint)
 	if err := writeFileAtomic(*fpFile, []byte(cert.Fingerprint+"\n"), 0o644); err != nil {
@@ -111,6 +118,26 @@ func run(ctx context.Context, args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// waitForConfigd reads the running configuration, retrying for up to wait
+// while configd does not answer: the supervisor starts the UI once configd
+// runs, which may be before its socket is served, and a UI that gave up at
+// once would make a throw-away certificate.
+func waitForConfigd(ctx context.Context, cfg *client.Client, wait time.Duration) (*config.Config, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		running, _, err := cfg.Running(ctx)
+		var apiErr *client.APIError
+		if err == nil || errors.As(err, &apiErr) || !time.Now().Before(deadline) {
+			return running, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // Serve runs the HTTPS server on addr and, if plainAddr is set, the plain

@@ -1,6 +1,7 @@
 package webui
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -12,12 +13,15 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/flashgate/flashgate/services/configd"
 )
 
 // The certificate is self-signed: the box has no name a public CA could
@@ -33,19 +37,94 @@ const (
 	certValidity = 20 * 365 * 24 * time.Hour
 )
 
+// Names of the pair in configd's file store. The key is stored first: a
+// power cut between the two writes leaves a key without its certificate,
+// which the next start replaces, never a certificate without its key.
+const (
+	storedCertName = "webui.crt"
+	storedKeyName  = "webui.key"
+)
+
 // Certificate is the server's key pair and its fingerprint.
 type Certificate struct {
 	TLS         tls.Certificate
 	Fingerprint string // SHA-256 of the DER certificate, colon-separated hex
-	// Dir is the directory the pair is kept in, "" when none could be
-	// written (it then changes at every start).
+	// Dir is the directory the pair is kept in, "" when it is kept by
+	// configd or when none could be written (it then changes at every
+	// start).
 	Dir string
-	// Stored tells whether Dir is the first (persistent) directory asked
-	// for, not a fallback that lasts until reboot.
+	// Stored tells whether the pair is kept where it survives a reboot:
+	// configd's file store on the card, or the first directory asked for,
+	// not a fallback under /run.
 	Stored bool
+	// Note says why the pair does not survive a reboot although configd
+	// keeps it (configd runs without a config partition).
+	Note string
 }
 
-// LoadOrCreateCertificate reads the pair from the first of dirs that holds
+// CertificateStore is where the pair is kept across reboots: configd's
+// file store (*client.Client).
+type CertificateStore interface {
+	File(ctx context.Context, name string) ([]byte, error)
+	PutFile(ctx context.Context, name string, data []byte) (configd.FileInfo, error)
+}
+
+// LoadStoredCertificate reads the pair from configd's file store or, on
+// first start, makes an ECDSA P-256 pair and stores it there. An error
+// means configd could not keep it (unreachable, or the card refused the
+// write); the caller then falls back to LoadOrCreateCertificate.
+//
+// A stored pair that cannot be used (half written by a power cut between
+// the two writes, or damaged) is replaced by a new one; logf says so, since
+// the fingerprint the admin trusted changes. Unlike a pair in a directory,
+// the admin could not remove it by hand: the partition is read-only.
+func LoadStoredCertificate(ctx context.Context, store CertificateStore, hostname string, now time.Time, logf func(string, ...any)) (*Certificate, error) {
+	certPEM, cerr := store.File(ctx, storedCertName)
+	keyPEM, kerr := store.File(ctx, storedKeyName)
+	defer clear(keyPEM)
+	for _, err := range []error{cerr, kerr} {
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("read TLS certificate from configd: %w", err)
+		}
+	}
+	if cerr == nil && kerr == nil {
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		var c *Certificate
+		if err == nil {
+			if c, err = newCertificate(pair, "", true); err == nil {
+				return c, nil
+			}
+		}
+		logf("the TLS certificate kept by configd cannot be used (%v): making a new one, with a new fingerprint", err)
+	} else if cerr == nil || kerr == nil {
+		logf("configd keeps only half of the TLS key pair (a power cut while it was stored?): making a new one, with a new fingerprint")
+	}
+	newCert, newKey, err := makeSelfSigned(hostname, now)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(newKey) // the parsed key lives on in pair; this copy need not
+	pair, err := tls.X509KeyPair(newCert, newKey)
+	if err != nil {
+		return nil, fmt.Errorf("new TLS certificate: %w", err)
+	}
+	if _, err := store.PutFile(ctx, storedKeyName, newKey); err != nil {
+		return nil, fmt.Errorf("store TLS key in configd: %w", err)
+	}
+	info, err := store.PutFile(ctx, storedCertName, newCert)
+	if err != nil {
+		return nil, fmt.Errorf("store TLS certificate in configd: %w", err)
+	}
+	c, err := newCertificate(pair, "", info.Storage != "ram")
+	if err != nil {
+		return nil, err
+	}
+	c.Note = info.Note
+	return c, nil
+}
+
+// LoadOrCreateCertificate is how the pair is kept when configd cannot keep
+// it (and in tests): it reads the pair from the first of dirs that holds
 // one or, on first start, makes an ECDSA P-256 pair and keeps it in the
 // first of dirs that can be written (key mode 0600). The first directory
 // is the persistent one (on the card); later ones are fallbacks such as a

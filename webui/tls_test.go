@@ -1,9 +1,11 @@
 package webui
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -180,5 +182,71 @@ func TestServe(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Serve did not stop with its context")
+	}
+}
+
+func TestStoredCertificate(t *testing.T) {
+	cfg, store := startConfigd(t)
+	ctx := context.Background()
+	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	var logged []string
+	logf := func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }
+
+	c1, err := LoadStoredCertificate(ctx, cfg, "gw-1", now, logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c1.Dir != "" || len(logged) != 0 {
+		t.Errorf("first start: dir %q, logged %q; want the pair kept by configd, nothing to say", c1.Dir, logged)
+	}
+	key, err := cfg.File(ctx, storedKeyName)
+	if err != nil || !bytes.Contains(key, []byte("PRIVATE KEY")) {
+		t.Fatalf("key kept by configd: %v", err)
+	}
+	c2, err := LoadStoredCertificate(ctx, cfg, "gw-1", now.Add(time.Hour), logf)
+	if err != nil || c2.Fingerprint != c1.Fingerprint || len(logged) != 0 {
+		t.Fatalf("second start: %v, fingerprint %s, logged %q; want the same certificate %s, silently", err, c2.Fingerprint, logged, c1.Fingerprint)
+	}
+
+	// The pair is replaced, and the log says so, when what configd keeps
+	// cannot be used.
+	other, otherKey, _ := makeSelfSigned("other", now)
+	cases := []struct {
+		name      string
+		cert, key []byte
+	}{
+		{"damaged key", nil, []byte("garbage")},
+		{"key of another certificate", nil, otherKey},
+		{"damaged certificate", []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"), key},
+		{"certificate of another key", other, key},
+	}
+	for _, tc := range cases {
+		good, _ := LoadStoredCertificate(ctx, cfg, "gw-1", now, logf)
+		certPEM := must(cfg.File(ctx, storedCertName))
+		if tc.cert != nil {
+			certPEM = tc.cert
+		}
+		keyPEM := tc.key
+		cfg.PutFile(ctx, storedCertName, certPEM)
+		cfg.PutFile(ctx, storedKeyName, keyPEM)
+		logged = nil
+		c, err := LoadStoredCertificate(ctx, cfg, "gw-1", now, logf)
+		if err != nil || c.Fingerprint == good.Fingerprint || len(logged) != 1 || !strings.Contains(logged[0], "new fingerprint") {
+			t.Errorf("%s: %v, logged %q; want a new certificate, and a log line saying so", tc.name, err, logged)
+			continue
+		}
+		again, _ := LoadStoredCertificate(ctx, cfg, "gw-1", now, logf)
+		if again.Fingerprint != c.Fingerprint {
+			t.Errorf("%s: the replacement was not kept", tc.name)
+		}
+	}
+	// A power cut between storing the key and the certificate leaves the
+	// key alone (there is no route to delete a file: do it on disk).
+	good, _ := LoadStoredCertificate(ctx, cfg, "gw-1", now, logf)
+	os.Remove(filepath.Join(filepath.Dir(store.Path()), "files", storedCertName))
+	logged = nil
+	c, err := LoadStoredCertificate(ctx, cfg, "gw-1", now, logf)
+	if err != nil || c.Fingerprint == good.Fingerprint || len(logged) != 1 || !strings.Contains(logged[0], "half") {
+		t.Errorf("key without certificate: %v, logged %q; want a new certificate, and a log line saying so", err, logged)
 	}
 }

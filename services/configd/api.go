@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -133,6 +135,15 @@ type FactoryResetRequest struct {
 	Confirm string `json:"confirm"`
 }
 
+// FileInfo answers PUT /v1/files/{name}. Storage is "ram" when there is
+// no config partition: the file is then lost on reboot, and Note says so.
+type FileInfo struct {
+	Name    string `json:"name"`
+	Size    int    `json:"size"`
+	Storage string `json:"storage"`
+	Note    string `json:"note,omitempty"`
+}
+
 // ErrorResponse is the body of every error.
 type ErrorResponse struct {
 	Error  string              `json:"error"`
@@ -149,6 +160,7 @@ const (
 	CodeNoChanges        = "no_changes"
 	CodeNothingPending   = "nothing_pending"
 	CodeNotFound         = "not_found"
+	CodeNoFile           = "no_file" // GET /v1/files/{name} of a file never stored
 	CodeInternal         = "internal"
 )
 
@@ -158,6 +170,7 @@ type Server struct {
 	storage string
 	note    string
 	logf    func(string, ...any)
+	files   *FileStore
 	mux     *http.ServeMux
 	stop    chan struct{} // closed by StopWatches
 	once    sync.Once
@@ -167,13 +180,27 @@ type Server struct {
 // http.Server.Shutdown would otherwise wait for them).
 func (s *Server) StopWatches() { s.once.Do(func() { close(s.stop) }) }
 
+// ServerOption changes a default of NewServer.
+type ServerOption func(*Server)
+
+// WithFiles serves files from fs instead of the default, a "files"
+// directory next to the database written without a Card (which suits a
+// writable directory, not the read-only config partition).
+func WithFiles(fs *FileStore) ServerOption { return func(s *Server) { s.files = fs } }
+
 // NewServer returns the API handler for store. storage and note are shown
 // in the status (see Status).
-func NewServer(store *config.Store, storage, note string, logf func(string, ...any)) *Server {
+func NewServer(store *config.Store, storage, note string, logf func(string, ...any), opts ...ServerOption) *Server {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
 	s := &Server{store: store, storage: storage, note: note, logf: logf, mux: http.NewServeMux(), stop: make(chan struct{})}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.files == nil {
+		s.files = NewFileStore(filepath.Join(filepath.Dir(store.Path()), DefaultFilesDir), nil, logf)
+	}
 	s.mux.HandleFunc("GET /v1/status", s.status)
 	s.mux.HandleFunc("GET /v1/running", s.running)
 	s.mux.HandleFunc("GET /v1/candidate", s.candidate)
@@ -194,6 +221,8 @@ func NewServer(store *config.Store, storage, note string, logf func(string, ...a
 	s.mux.HandleFunc("POST /v1/import", s.importBackup)
 	s.mux.HandleFunc("POST /v1/factory-reset", s.factoryReset)
 	s.mux.HandleFunc("GET /v1/watch", s.watch)
+	s.mux.HandleFunc("GET /v1/files/{name}", s.getFile)
+	s.mux.HandleFunc("PUT /v1/files/{name}", s.putFile)
 	return s
 }
 
@@ -233,8 +262,12 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		status, resp.Code = http.StatusConflict, CodeNothingPending
 	case errors.Is(err, config.ErrNoRevision):
 		status, resp.Code = http.StatusNotFound, CodeNotFound
+	case errors.Is(err, ErrFileTooBig):
+		status, resp.Code = http.StatusRequestEntityTooLarge, CodeTooLarge
 	case errors.As(err, new(*internalError)):
 		status, resp.Code = http.StatusInternalServerError, CodeInternal
+	case errors.Is(err, fs.ErrNotExist):
+		status, resp.Code = http.StatusNotFound, CodeNoFile
 	}
 	if status >= 500 {
 		s.logf("configd: %s %s: %v", r.Method, r.URL.Path, err)
@@ -583,6 +616,52 @@ func (s *Server) factoryReset(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.fail(w, r, storeErr(err))
 		return
+	}
+	// The stored files are keys of this box's identity: a reset box must
+	// not keep them. They go after the configuration, so that a failure
+	// here (reported) never leaves the old configuration with new keys.
+	if err := s.files.RemoveAll(); err != nil {
+		s.fail(w, r, &internalError{fmt.Errorf("configuration reset, but %w", err)})
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
+	data, err := s.files.Get(r.PathValue("name"))
+	if err != nil {
+		if !errors.Is(err, ErrBadFileName) && !errors.Is(err, fs.ErrNotExist) {
+			err = &internalError{err}
+		}
+		s.fail(w, r, err)
+		return
+	}
+	defer clear(data) // most likely a private key
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Storage", s.storage)
+	w.Write(data)
+}
+
+func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if !ValidFileName(name) {
+		s.fail(w, r, fmt.Errorf("file %q: %w", name, ErrBadFileName))
+		return
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxFileSize))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	defer clear(data) // most likely a private key
+	if err := s.files.Put(name, data); err != nil {
+		s.fail(w, r, &internalError{err})
+		return
+	}
+	info := FileInfo{Name: name, Size: len(data), Storage: s.storage}
+	if s.storage == "ram" {
+		info.Note = "no config partition: the file is kept in RAM (" + s.files.Dir() + ") and lost on reboot"
 	}
 	writeJSON(w, http.StatusOK, info)
 }

@@ -1,11 +1,14 @@
 package configd
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 
+	"github.com/flashgate/flashgate/config"
 	"golang.org/x/sys/unix"
 )
 
@@ -82,4 +85,42 @@ func isMountPoint(dir string) bool {
 	sa, ok1 := a.Sys().(*syscall.Stat_t)
 	sb, ok2 := b.Sys().(*syscall.Stat_t)
 	return ok1 && ok2 && sa.Dev != sb.Dev
+}
+
+// sharedCard lets two writers, the config store and the file store, share
+// one Card. Each brackets its writes with BeginWrite and EndWrite on its
+// own schedule (a commit, a confirm timeout, a certificate being saved):
+// without counting, one writer's EndWrite would remount the partition
+// read-only under the other's open file. The partition is made writable by
+// the first BeginWrite and protected again by the last EndWrite.
+type sharedCard struct {
+	card config.Card
+
+	mu      sync.Mutex
+	writers int
+}
+
+func (c *sharedCard) BeginWrite() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.writers == 0 {
+		if err := c.card.BeginWrite(); err != nil {
+			return err
+		}
+	}
+	c.writers++
+	return nil
+}
+
+func (c *sharedCard) EndWrite() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.writers == 0 {
+		return errors.New("card: EndWrite without BeginWrite")
+	}
+	c.writers--
+	if c.writers > 0 {
+		return nil
+	}
+	return c.card.EndWrite()
 }

@@ -29,6 +29,9 @@ const (
 	DefaultSocket = "/run/flashgate/configd.sock"
 	DefaultCfgDir = "/cfg"
 	DefaultDBName = "config.db"
+	// DefaultFilesDir, next to the database, holds the file store (see
+	// FileStore).
+	DefaultFilesDir = "files"
 	// ramDB is where the database lives when there is no config partition:
 	// the box runs, and says that changes will not survive a reboot.
 	ramDB = "/run/flashgate/config.db"
@@ -46,11 +49,14 @@ func Main(args []string) int {
 	logger := log.New(os.Stderr, "", 0)
 	logf := logger.Printf
 
-	var card config.Card = config.NoCard{}
-	storage, note := "card", ""
+	// The database and the file store share the card: the partition is
+	// read-write while either of them writes, and only then.
+	card := &sharedCard{card: config.NoCard{}}
+	storage, note, filesDir := "card", "", ""
 	switch {
 	case *cfgDir != "" && isMountPoint(*cfgDir):
-		card = RemountCard{Dir: *cfgDir}
+		card.card = RemountCard{Dir: *cfgDir}
+		filesDir = filepath.Join(*cfgDir, DefaultFilesDir)
 		if *dbPath == "" {
 			*dbPath = filepath.Join(*cfgDir, DefaultDBName)
 		}
@@ -89,7 +95,10 @@ func Main(args []string) int {
 	_, rev := store.Running()
 	logf("configd: %s revision %d, serving %s", *dbPath, rev, *socket)
 
-	api := NewServer(store, storage, note, logf)
+	if filesDir == "" {
+		filesDir = filepath.Join(filepath.Dir(*dbPath), DefaultFilesDir)
+	}
+	api := NewServer(store, storage, note, logf, WithFiles(NewFileStore(filesDir, card, logf)))
 	srv := &http.Server{
 		Handler:           api,
 		ConnContext:       connContext,

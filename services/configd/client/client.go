@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
@@ -64,7 +65,8 @@ func (e *APIError) Error() string {
 	return e.Message
 }
 
-// Is maps API error codes to the config package's sentinel errors.
+// Is maps API error codes to the config package's sentinel errors, and a
+// file never stored (File) to fs.ErrNotExist.
 func (e *APIError) Is(target error) bool {
 	switch target {
 	case config.ErrCandidateChanged:
@@ -75,6 +77,8 @@ func (e *APIError) Is(target error) bool {
 		return e.Code == configd.CodeNothingPending
 	case config.ErrNoRevision:
 		return e.Code == configd.CodeNotFound
+	case fs.ErrNotExist:
+		return e.Code == configd.CodeNoFile
 	}
 	return false
 }
@@ -305,6 +309,40 @@ func (c *Client) FactoryReset(ctx context.Context, who string) (config.RevisionI
 	var info config.RevisionInfo
 	_, err := c.do(ctx, "POST", "/v1/factory-reset", nil, configd.FactoryResetRequest{Who: who, Confirm: "factory-reset"}, &info)
 	return info, err
+}
+
+// PutFile stores data (at most configd.MaxFileSize bytes) as name in
+// configd's file store, on the config partition, replacing what was there.
+// Files are for secrets at rest such as TLS keys; they are not part of the
+// configuration. The answer's Storage is "ram" when there is no config
+// partition and the file will not survive a reboot.
+func (c *Client) PutFile(ctx context.Context, name string, data []byte) (configd.FileInfo, error) {
+	var info configd.FileInfo
+	if !configd.ValidFileName(name) {
+		return info, fmt.Errorf("file %q: %w", name, configd.ErrBadFileName)
+	}
+	hdr := http.Header{"Content-Type": {"application/octet-stream"}}
+	_, err := c.do(ctx, "PUT", "/v1/files/"+name, hdr, data, &info)
+	return info, err
+}
+
+// File returns a file from configd's file store; an error matching
+// fs.ErrNotExist only when configd answered that none was stored under
+// that name.
+func (c *Client) File(ctx context.Context, name string) ([]byte, error) {
+	if !configd.ValidFileName(name) {
+		return nil, fmt.Errorf("file %q: %w", name, configd.ErrBadFileName)
+	}
+	var data []byte
+	_, err := c.do(ctx, "GET", "/v1/files/"+name, nil, nil, &data)
+	var ae *APIError
+	if err != nil && !errors.As(err, &ae) {
+		// A missing socket is ENOENT, which matches fs.ErrNotExist: a
+		// caller would take "configd is not running" for "no such file"
+		// and make a new key. Cut the chain.
+		return nil, fmt.Errorf("configd unreachable: %v", err)
+	}
+	return data, err
 }
 
 // Watch delivers a config.Change for every change of the running
