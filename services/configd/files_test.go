@@ -228,3 +228,23 @@ func TestSharedCardRemountsOnce(t *testing.T) {
 		t.Error("EndWrite without BeginWrite was accepted")
 	}
 }
+
+// FuzzValidFileName checks that every accepted name stays a plain entry of
+// the store's directory and can never be one of its temporary files.
+func FuzzValidFileName(f *testing.F) {
+	for _, s := range []string{"webui.key", ".", "..", "../x", "a/b", "a~1", "", "A", strings.Repeat("z", 65), "...", "-.-"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if !ValidFileName(name) {
+			return
+		}
+		const dir = "/cfg/files"
+		if p := filepath.Join(dir, name); filepath.Dir(p) != dir || filepath.Base(p) != name {
+			t.Errorf("accepted %q, which is not a plain entry of %s (%s)", name, dir, p)
+		}
+		if strings.ContainsAny(name, "~/\x00") || len(name) > 64 {
+			t.Errorf("accepted %q", name)
+		}
+	})
+}
