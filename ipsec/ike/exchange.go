@@ -219,6 +219,13 @@ func (sa *IKESA) handleInformational(m *Message, ps []Payload) {
 	}
 	sa.respond(m, answer)
 	if deleteIKE {
+		if st := sa.ikeRekey; st != nil && st.peerNew != nil && sa.state == StateEstablished {
+			// We answered the peer's rekey of this SA while ours was on
+			// the wire, and now the peer deletes the SA without having
+			// answered ours: it saw no collision (or won and its DELETE
+			// overtook our answer). Its new SA keeps the children.
+			sa.yieldToPeerRekey(st)
+		}
 		var reason error
 		if sa.state != StateRekeyed {
 			reason = &Failure{Reason: ReasonPeerDeleted, Peer: sa.remote, Detail: "IKE SA"}

@@ -73,6 +73,8 @@ type IKESA struct {
 
 	// IKE rekeying in flight, and its collision bookkeeping.
 	ikeRekey *ikeRekeyState
+	// The IKE SA that replaced this one and took its children.
+	replacedBy *IKESA
 
 	lastErr     error // the latest failure, for status
 	closeReason error // what IKEDown reports once our DELETE is done

@@ -637,6 +637,62 @@ func TestSimultaneousIKERekey(t *testing.T) {
 	checkPairs(t, a, b, 1)
 }
 
+// TestIKERekeyCollisionSeenByOneSide: both sides rekey the IKE SA, but
+// A's request is lost, so only A sees a collision. B completes its rekey
+// and deletes the old SA before A's own rekey is answered (strongSwan does
+// this when it drops a request it cannot route yet). The old SA's DELETE
+// must find the children moved to B's new SA, not take them down.
+func TestIKERekeyCollisionSeenByOneSide(t *testing.T) {
+	ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", "aes128gcm16")
+	n, a, b := establish(t, ca, cb)
+	sa, sb := a.established()[0], b.established()[0]
+	dropped := false
+	n.drop = func(d datagram) bool {
+		h, err := DecodeHeader(d.pkt)
+		if dropped || err != nil || d.from.Addr() != netip.MustParseAddr(addrA) || h.Exchange != CREATE_CHILD_SA || h.IsResponse() {
+			return false
+		}
+		dropped = true
+		return true
+	}
+	if err := sa.RekeyIKE(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.RekeyIKE(); err != nil {
+		t.Fatal(err)
+	}
+	n.run()
+	if !dropped {
+		t.Fatal("A's IKE rekey request was not on the wire")
+	}
+	n.step(2*time.Second, 100*time.Millisecond)
+	for _, p := range []*peer{a, b} {
+		sas := p.ep.SAs()
+		if len(sas) != 1 || sas[0].State() != StateEstablished || len(sas[0].Status().Children) != 1 {
+			var st []string
+			for _, s := range sas {
+				x := s.Status()
+				st = append(st, fmt.Sprintf("%v %x/%x children %d", x.State, x.SPIi, x.SPIr, len(x.Children)))
+			}
+			t.Errorf("%s: IKE SAs after a one-sided collision: %v; want one established with the child", p.name, st)
+		}
+		for _, r := range p.downs {
+			if r != nil {
+				t.Errorf("%s: a CHILD_SA went down with %v; want it moved to the new IKE SA", p.name, r)
+			}
+		}
+		for _, r := range p.ikeDowns {
+			if r != nil {
+				t.Errorf("%s: an IKE SA went down with %v; want replaced", p.name, r)
+			}
+		}
+	}
+	if len(a.ep.SAs()) == 1 && len(b.ep.SAs()) == 1 && a.ep.SAs()[0].Status().SPIi != b.ep.SAs()[0].Status().SPIi {
+		t.Errorf("A and B kept different IKE SAs")
+	}
+	checkPairs(t, a, b, 1)
+}
+
 func TestDPDDetectsDeadPeer(t *testing.T) {
 	ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", "aes128gcm16")
 	ca.DPDDelay = 10 * time.Second

@@ -50,14 +50,56 @@ func (sa *IKESA) successor(weInitiated bool, spiI, spiR uint64, prop Proposal, n
 	return n, nil
 }
 
-// handOver moves the children to the successor and announces it.
+// handOver moves the children to the successor n and announces it. The
+// caller holds n's lock or n is not registered yet. When a collision is
+// resolved late, the peer may already have rekeyed n (its SA, which had
+// no children then) or even deleted it: the children go to the end of
+// n's chain of successors, the SA the peer keeps, since the peer deletes
+// the rekeyed ones with whatever they hold. Locks are taken oldest first,
+// the order every path uses.
 func (sa *IKESA) handOver(n *IKESA) {
-	n.children, sa.children = sa.children, nil
+	sa.replacedBy = n
+	heir := n
+	var locked []*IKESA
+	for heir.replacedBy != nil {
+		next := heir.replacedBy
+		next.mu.Lock()
+		locked = append(locked, next)
+		heir = next
+	}
+	defer func() {
+		for i := len(locked) - 1; i >= 0; i-- {
+			locked[i].mu.Unlock()
+		}
+	}()
+	if heir.state == StateDead {
+		// Gone before it could take them: they die with sa, reported.
+		return
+	}
+	heir.children, sa.children = append(heir.children, sa.children...), nil
 	sa.emit(func() {
 		if sa.ep.cfg.Events.IKEUp != nil {
-			sa.ep.cfg.Events.IKEUp(n)
+			sa.ep.cfg.Events.IKEUp(heir)
 		}
 	})
+}
+
+// yieldToPeerRekey gives up our rekey of sa for the peer's, which we
+// answered while ours was on the wire: the peer's new SA inherits the
+// children and the peer deletes sa. It is how a collision ends when the
+// peer never saw one (it dropped or refused our request, or deleted sa
+// before answering it): RFC 7296 2.25.2 says to answer the DELETE and
+// forget our own rekey, and the children must not go down with sa.
+func (sa *IKESA) yieldToPeerRekey(st *ikeRekeyState) {
+	st.peerNew.mu.Lock()
+	sa.handOver(st.peerNew)
+	st.peerNew.mu.Unlock()
+	st.abort()
+	if sa.ikeRekey == st {
+		sa.ikeRekey = nil
+	}
+	sa.state = StateRekeyed
+	sa.rekeyAt = sa.ep.now()
 }
 
 // RekeyIKE starts rekeying the IKE SA.
@@ -115,15 +157,21 @@ func (sa *IKESA) rekeyIKEExchange(forceGroup DHGroup) *exchange {
 		}
 		done := false
 		defer func() {
-			// A refused rekey is tried again until the SA's lifetime runs out.
-			if !done && sa.rekeyAt.IsZero() && sa.cfg.IKELifetime > 0 {
+			switch {
+			case done:
+			case st.peerNew != nil && sa.state == StateEstablished:
+				// Ours failed, but the peer's rekey of this SA, which we
+				// answered meanwhile, stands: it saw no collision.
+				sa.yieldToPeerRekey(st)
+			case sa.rekeyAt.IsZero() && sa.cfg.IKELifetime > 0:
+				// A refused rekey is tried again until the SA's lifetime runs out.
 				sa.rekeyAt = sa.ep.now().Add(max(sa.cfg.IKELifetime/20, time.Second))
 			}
 		}()
 		if n := firstErrorNotify(ps); n != nil {
 			switch n.NotifyType {
 			case INVALID_KE_PAYLOAD:
-				if g := DHGroup(binary.BigEndian.Uint16(append(n.Data, 0, 0))); forceGroup == 0 && g.supported() {
+				if g := DHGroup(binary.BigEndian.Uint16(append(n.Data, 0, 0))); forceGroup == 0 && g.supported() && st.peerNew == nil {
 					done = true
 					sa.startExchange(sa.rekeyIKEExchange(g))
 					return
