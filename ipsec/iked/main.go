@@ -26,7 +26,7 @@ import (
 // tunnels are used) or, on the appliance, fed by configd.
 func Main(args []string) int {
 	fs := flag.NewFlagSet("iked", flag.ContinueOnError)
-	file := fs.String("config", "", "configuration file (JSON, as `flashgate config export` writes it); SIGHUP reloads it")
+	file := fs.String("config", "", "configuration file (the configuration's JSON form, see docs/config.md); SIGHUP reloads it")
 	configd := fs.String("configd", "", "configd's socket: follow the running configuration (the appliance's mode)")
 	sock := fs.String("socket", DefaultSocket, "local API socket")
 	plane := fs.String("dataplane", "auto", "data plane: auto, xfrm or userspace")
