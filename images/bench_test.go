@@ -37,7 +37,7 @@ func BenchmarkImage(b *testing.B) {
 			b.ReportMetric(time.Since(start).Seconds()/float64(b.N), "build_s")
 			b.ReportMetric(float64(rep.FirmwareBytes()), "firmware_bytes")
 			b.ReportMetric(float64(rep.KernelBytes), "kernel_bytes")
-			b.ReportMetric(float64(rep.InitramfsXZ), "initramfs_bytes")
+			b.ReportMetric(float64(rep.InitramfsBytes), "initramfs_bytes")
 			b.ReportMetric(float64(rep.BootFreeBytes), "boot_free_bytes")
 		})
 	}
@@ -74,6 +74,7 @@ func BenchmarkBootQEMU(b *testing.B) {
 		if err != nil {
 			b.Fatalf("%v\nserial console:\n%s", err, vm.Log())
 		}
+		b.Logf("boot %d: %s", i+1, times)
 		total += times.Login
 	}
 	b.ReportMetric(total.Seconds()/float64(b.N), "login_s")

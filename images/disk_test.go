@@ -62,11 +62,11 @@ func TestDeriveCardIDs(t *testing.T) {
 }
 
 func TestCheckFit(t *testing.T) {
-	rep := &Report{Board: "alix2d13", KernelBytes: 6 * mib, InitramfsXZ: 6 * mib, BootBytes: 25 * mib, MinCardMB: 32}
+	rep := &Report{Board: "alix2d13", KernelBytes: 6 * mib, InitramfsBytes: 6 * mib, BootBytes: 25 * mib, MinCardMB: 32}
 	if err := checkFit(rep); err != nil {
 		t.Errorf("12 MiB of firmware in a 25 MiB partition: %v", err)
 	}
-	rep.InitramfsXZ = 19 * mib
+	rep.InitramfsBytes = 19 * mib
 	err := checkFit(rep)
 	if err == nil {
 		t.Fatal("25 MiB of firmware fit a 25 MiB partition with syslinux")

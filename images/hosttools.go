@@ -25,12 +25,13 @@ var (
 	toolDpkg     = hostTool{"dpkg", "dpkg"}
 	toolDepmod   = hostTool{"depmod", "kmod"}
 	toolModprobe = hostTool{"modprobe", "kmod"}
-	toolXZ       = hostTool{"xz", "xz-utils"}
+	toolZstd     = hostTool{"zstd", "zstd"}
 	toolSfdisk   = hostTool{"sfdisk", "fdisk"}
 	toolMkfsVfat = hostTool{"mkfs.vfat", "dosfstools"}
 	toolMcopy    = hostTool{"mcopy", "mtools"}
 	toolMmd      = hostTool{"mmd", "mtools"}
 	toolMdir     = hostTool{"mdir", "mtools"}
+	toolMdel     = hostTool{"mdel", "mtools"}
 	toolSyslinux = hostTool{"syslinux", "syslinux"}
 	toolMBR      = hostTool{"/usr/lib/syslinux/mbr/mbr.bin", "syslinux-common"}
 	toolMke2fs   = hostTool{"mke2fs", "e2fsprogs"}
@@ -40,7 +41,7 @@ var (
 
 // buildTools are the tools Build needs.
 var buildTools = []hostTool{toolAptCache, toolAptGet, toolDpkgDeb, toolDepmod, toolModprobe,
-	toolXZ, toolSfdisk, toolMkfsVfat, toolMcopy, toolMmd, toolMdir, toolSyslinux, toolMBR,
+	toolZstd, toolSfdisk, toolMkfsVfat, toolMcopy, toolMmd, toolMdir, toolSyslinux, toolMBR,
 	toolMke2fs, toolGo}
 
 // sbinDirs are searched after $PATH: depmod, sfdisk and mke2fs live in

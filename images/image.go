@@ -104,10 +104,10 @@ func (b *Builder) Build(ctx context.Context, board boards.Board, version string)
 	if err != nil {
 		return nil, err
 	}
-	initrd := filepath.Join(work, "initrd.xz")
+	initrd := filepath.Join(work, "initrd.img")
 	ir := &Initramfs{RepoRoot: b.RepoRoot, CacheDir: cache, GOARCH: board.GOARCH, GO386: board.GO386,
 		ModulesDir: modRoot, Log: b.logf}
-	xzBytes, cpioBytes, err := ir.Build(ctx, initrd)
+	initrdBytes, cpioBytes, err := ir.Build(ctx, initrd)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func (b *Builder) Build(ctx context.Context, board boards.Board, version string)
 		Board: board.Name, Version: version, Image: b.ImagePath(board.Name, version),
 		Kernel:      fmt.Sprintf("%s %s", kernel.Package, kernel.Version),
 		KernelBytes: kfi.Size(), Modules: closure.Modules, ModulesBytes: modBytes,
-		CPIOBytes: cpioBytes, InitramfsXZ: xzBytes,
+		CPIOBytes: cpioBytes, InitramfsBytes: initrdBytes,
 		BootBytes: layout.BootBytes, ConfigBytes: layout.ConfigBytes, CardBytes: layout.CardBytes,
 		MinCardMB: board.MinCardMB,
 	}
@@ -155,7 +155,7 @@ func (b *Builder) Build(ctx context.Context, board boards.Board, version string)
 func checkFit(rep *Report) error {
 	if need := rep.FirmwareBytes() + slotOverhead; need > rep.BootBytes {
 		return fmt.Errorf("%w: %s firmware is %d bytes (kernel %d + initramfs %d), plus %d for syslinux, but a %d MB card leaves %d bytes for the boot partition",
-			ErrDoesNotFit, rep.Board, rep.FirmwareBytes(), rep.KernelBytes, rep.InitramfsXZ, slotOverhead, rep.MinCardMB, rep.BootBytes)
+			ErrDoesNotFit, rep.Board, rep.FirmwareBytes(), rep.KernelBytes, rep.InitramfsBytes, slotOverhead, rep.MinCardMB, rep.BootBytes)
 	}
 	return nil
 }

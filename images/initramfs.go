@@ -33,9 +33,9 @@ type Initramfs struct {
 	Log        func(format string, args ...any)
 }
 
-// Build writes the xz-compressed initramfs to out and returns its size and
-// the size of the uncompressed cpio archive.
-func (r *Initramfs) Build(ctx context.Context, out string) (xzBytes, cpioBytes int64, err error) {
+// Build writes the compressed initramfs to out and returns its size and the
+// size of the uncompressed cpio archive.
+func (r *Initramfs) Build(ctx context.Context, out string) (compressedBytes, cpioBytes int64, err error) {
 	if err := r.checkFirmwareSource(); err != nil {
 		return 0, 0, err
 	}
@@ -94,14 +94,14 @@ func (r *Initramfs) Build(ctx context.Context, out string) (xzBytes, cpioBytes i
 	if err != nil {
 		return 0, 0, fmt.Errorf("u-root wrote no archive: %w", err)
 	}
-	if err := compressXZ(ctx, cpio, out); err != nil {
+	if err := compressInitramfs(ctx, cpio, out); err != nil {
 		return 0, 0, err
 	}
-	xfi, err := os.Stat(out)
+	cfi, err := os.Stat(out)
 	if err != nil {
 		return 0, 0, err
 	}
-	return xfi.Size(), fi.Size(), nil
+	return cfi.Size(), fi.Size(), nil
 }
 
 func (r *Initramfs) logf(format string, args ...any) {
@@ -154,18 +154,22 @@ func (r *Initramfs) urootTool(ctx context.Context) (string, error) {
 	return bin, os.Rename(tmp, bin)
 }
 
-// compressXZ compresses src into dst for the kernel's initramfs decoder,
-// which accepts only the CRC32 integrity check. The x86 BCJ filter makes the
-// Go binary and the modules compress better, and the decoder supports it.
+// compressInitramfs compresses src into dst with zstd for the kernel's
+// initramfs decoder (CONFIG_RD_ZSTD, set in Debian's kernels). zstd -19 is
+// about a fifth larger than xz -9e with the x86 filter, but the kernel
+// unpacks it several times faster, and the unpacking is on every boot's
+// critical path: in qemu the 4.4 MB xz archive took 2.1 s to unpack. Level
+// 19 keeps the window at 8 MiB, which the kernel's decoder allocates
+// without trouble on a 128 MB board (--ultra levels would ask for more).
 // Single-threaded, so the output is the same for the same input.
-func compressXZ(ctx context.Context, src, dst string) error {
+func compressInitramfs(ctx context.Context, src, dst string) error {
 	f, err := os.Create(dst)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	args := []string{"--check=crc32", "--x86", "--lzma2=preset=9e,dict=16MiB", "--threads=1", "--stdout", src}
-	out, err := command{}.run(ctx, tool(toolXZ), args...)
+	args := []string{"-19", "--threads=1", "--quiet", "--no-progress", "--stdout", src}
+	out, err := command{}.run(ctx, tool(toolZstd), args...)
 	if err != nil {
 		return fmt.Errorf("compress the initramfs: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -313,7 +314,38 @@ func PrepareRunCard(ctx context.Context, image, card string) (reset bool, err er
 			return false, fmt.Errorf("update %s on %s: %w", p, card, err)
 		}
 	}
+	if err := removeStaleBootFiles(ctx, mtools, fmt.Sprintf("%s@@%d", card, bootStart)); err != nil {
+		return false, fmt.Errorf("update %s: %w", card, err)
+	}
 	return false, nil
+}
+
+// staleBootFiles are files older images put on the boot partition that no
+// syslinux.cfg names any more: slot A's initramfs was /a/initrd.xz until it
+// became zstd in /a/initrd.img.
+var staleBootFiles = []string{"::/a/initrd.xz"}
+
+// removeStaleBootFiles deletes staleBootFiles from the FAT file system at
+// fat (an mtools image@@offset), so that a run card kept across firmware
+// updates does not fill its boot partition with them.
+func removeStaleBootFiles(ctx context.Context, mtools command, fat string) error {
+	out, err := mtools.run(ctx, tool(toolMdir), "-b", "-i", fat, "::/a")
+	if err != nil {
+		return fmt.Errorf("list the boot partition: %w", err)
+	}
+	present := map[string]bool{}
+	for _, l := range strings.Split(string(out), "\n") {
+		present[strings.TrimSpace(l)] = true
+	}
+	for _, f := range staleBootFiles {
+		if !present[f] {
+			continue
+		}
+		if _, err := mtools.run(ctx, tool(toolMdel), "-i", fat, f); err != nil {
+			return fmt.Errorf("remove the stale %s: %w", f, err)
+		}
+	}
+	return nil
 }
 
 func copyWhole(src, dst string) error {

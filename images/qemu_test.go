@@ -66,7 +66,7 @@ func TestQEMUArgsRefusesHardware(t *testing.T) {
 }
 
 func TestMissingToolsSentence(t *testing.T) {
-	err := checkTools(toolXZ, hostTool{"flashgate-no-such-tool", "flashgate-fake-pkg"}, hostTool{"/no/such/mbr.bin", "syslinux-common"})
+	err := checkTools(toolZstd, hostTool{"flashgate-no-such-tool", "flashgate-fake-pkg"}, hostTool{"/no/such/mbr.bin", "syslinux-common"})
 	if err == nil {
 		t.Fatal("checkTools found tools that do not exist")
 	}

@@ -12,21 +12,21 @@ type Report struct {
 	Version string
 	Image   string // path of the card image
 
-	Kernel        string // kernel package and release
-	KernelBytes   int64  // vmlinuz (already compressed by the kernel build)
-	Modules       []Module
-	ModulesBytes  int64 // module files, uncompressed, inside the initramfs
-	CPIOBytes     int64 // initramfs before compression
-	InitramfsXZ   int64 // initramfs as stored on the card
-	BootBytes     int64 // boot partition size
-	BootFreeBytes int64 // free on the boot partition after slot A
-	ConfigBytes   int64 // config partition size
-	CardBytes     int64 // image size
-	MinCardMB     int   // the board's smallest supported card
+	Kernel         string // kernel package and release
+	KernelBytes    int64  // vmlinuz (already compressed by the kernel build)
+	Modules        []Module
+	ModulesBytes   int64 // module files, uncompressed, inside the initramfs
+	CPIOBytes      int64 // initramfs before compression
+	InitramfsBytes int64 // initramfs as stored on the card (zstd)
+	BootBytes      int64 // boot partition size
+	BootFreeBytes  int64 // free on the boot partition after slot A
+	ConfigBytes    int64 // config partition size
+	CardBytes      int64 // image size
+	MinCardMB      int   // the board's smallest supported card
 }
 
 // FirmwareBytes is one firmware slot: kernel plus initramfs.
-func (r *Report) FirmwareBytes() int64 { return r.KernelBytes + r.InitramfsXZ }
+func (r *Report) FirmwareBytes() int64 { return r.KernelBytes + r.InitramfsBytes }
 
 // SlotBFits reports whether a second slot of the same size fits in the free
 // space of the boot partition (for A/B upgrades).
@@ -41,7 +41,7 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "flashgate %s for %s (%s)\n", r.Version, r.Board, r.Kernel)
 	row("kernel", r.KernelBytes, "vmlinuz")
 	row("modules", r.ModulesBytes, fmt.Sprintf("%d files, uncompressed, in the initramfs", len(r.Modules)))
-	row("initramfs", r.InitramfsXZ, fmt.Sprintf("xz (%s as cpio)", human(r.CPIOBytes)))
+	row("initramfs", r.InitramfsBytes, fmt.Sprintf("zstd (%s as cpio)", human(r.CPIOBytes)))
 	row("firmware", r.FirmwareBytes(), "kernel + initramfs, one slot")
 	slotB := "room for slot B"
 	if !r.SlotBFits() {

@@ -18,7 +18,7 @@ func smallCard(t *testing.T, dir, name, cfg string, minCardMB int) string {
 	}
 	work := filepath.Join(dir, name+".work")
 	os.MkdirAll(work, 0o755)
-	files := map[string]string{"syslinux.cfg": cfg, "vmlinuz": "kernel " + name, "initrd.xz": "initramfs " + name}
+	files := map[string]string{"syslinux.cfg": cfg, "vmlinuz": "kernel " + name, "initrd.img": "initramfs " + name}
 	for n, content := range files {
 		if err := os.WriteFile(filepath.Join(work, n), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
@@ -33,7 +33,7 @@ func smallCard(t *testing.T, dir, name, cfg string, minCardMB int) string {
 	if err := c.create(context.Background(), []bootFile{
 		{filepath.Join(work, "syslinux.cfg"), "/syslinux.cfg"},
 		{filepath.Join(work, "vmlinuz"), slotAKernel},
-		{filepath.Join(work, "initrd.xz"), slotAInitramfs},
+		{filepath.Join(work, "initrd.img"), slotAInitramfs},
 	}); err != nil {
 		t.Fatalf("lay out %s: %v", name, err)
 	}
@@ -72,10 +72,23 @@ func TestPrepareRunCardKeepsConfig(t *testing.T) {
 	f.WriteAt(config, l.ConfigStart+512*1024)
 	f.Close()
 
+	// A card made before the initramfs was zstd holds /a/initrd.xz.
+	mtools := command{Env: []string{"MTOOLS_SKIP_CHECK=1"}}
+	stale := filepath.Join(dir, "initrd.xz")
+	os.WriteFile(stale, []byte("xz initramfs v0"), 0o644)
+	if _, err := mtools.run(ctx, tool(toolMcopy), "-i", card+"@@1048576", stale, "::/a/initrd.xz"); err != nil {
+		t.Fatal(err)
+	}
+
 	if reset, err := PrepareRunCard(ctx, v2, card); err != nil || reset {
 		t.Fatalf("PrepareRunCard with new firmware: reset %v, %v", reset, err)
 	}
-	for p, want := range map[string]string{"/a/vmlinuz": "kernel v2", "/a/initrd.xz": "initramfs v2", "/syslinux.cfg": "DEFAULT v2\n"} {
+	if listing, err := mtools.run(ctx, tool(toolMdir), "-b", "-i", card+"@@1048576", "::/a"); err != nil {
+		t.Fatal(err)
+	} else if bytes.Contains(listing, []byte("initrd.xz")) {
+		t.Errorf("after the update the boot partition still holds the stale /a/initrd.xz:\n%s", listing)
+	}
+	for p, want := range map[string]string{"/a/vmlinuz": "kernel v2", "/a/initrd.img": "initramfs v2", "/syslinux.cfg": "DEFAULT v2\n"} {
 		if got := readBootFile(t, card, p); got != want {
 			t.Errorf("after the update %s holds %q, want %q", p, got, want)
 		}

@@ -14,7 +14,7 @@ import (
 // upgrades.
 const (
 	slotAKernel    = "/a/vmlinuz"
-	slotAInitramfs = "/a/initrd.xz"
+	slotAInitramfs = "/a/initrd.img" // zstd-compressed cpio; before zstd it was /a/initrd.xz
 )
 
 // KernelCommandLine is what syslinux passes to the kernel: the console the

@@ -19,7 +19,7 @@ func TestSyslinuxConfig(t *testing.T) {
 		"DEFAULT flashgate\n",
 		"LABEL flashgate\n",
 		"  KERNEL /a/vmlinuz\n",
-		"  INITRD /a/initrd.xz\n",
+		"  INITRD /a/initrd.img\n",
 		"  APPEND console=ttyS0,38400 flashgate.board=alix2d13 flashgate.version=1.2.3 panic=10\n",
 	} {
 		if !strings.Contains(cfg, want) {
