@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -144,11 +145,27 @@ func insertModule(file string) error {
 	return err
 }
 
-// loadModules loads the board's modules in order. A module that fails is
-// one log line; the rest still load, since a missing crypto driver must not
-// keep the NICs down.
-func loadModules(dir string, modules []string, insert func(string) error, logf func(string, ...any)) (loaded int) {
-	if len(modules) == 0 {
+// loadModules loads the board's module groups (boards.Modules: disk, NICs,
+// watchdog, crypto, RNG, LEDs, the rest), one goroutine per group, each
+// group in its own order with dependencies first. Under software emulation
+// and on a single-core Geode, a probe that waits on the hardware (the ATA
+// reset, a NIC's EEPROM and PHY) leaves the CPU idle, and another group's
+// signature checks and crypto self-tests use it meanwhile; loaded one after
+// the other, the 72 modules of the qemu board took 4 s. Within a group the
+// order is kept, so a board's NICs still probe, and are named eth0, eth1...,
+// in the order the board lists their drivers, and explicit softdeps (crc32c
+// before ext4) still come first. A module two groups need is loaded once, by
+// the first group to reach it (possibly before what precedes it in the other
+// group); the other group waits for it. A module that fails is one log line;
+// the rest still load, since a missing crypto driver must not keep the NICs
+// down. It returns when every group is done: netd and iked need the
+// netfilter and XFRM modules from their first moment.
+func loadModules(dir string, groups [][]string, insert func(string) error, logf func(string, ...any)) (loaded int) {
+	var wanted int
+	for _, g := range groups {
+		wanted += len(g)
+	}
+	if wanted == 0 {
 		return 0
 	}
 	idx, err := loadModuleIndex(dir)
@@ -157,17 +174,67 @@ func loadModules(dir string, modules []string, insert func(string) error, logf f
 		return 0
 	}
 	start := time.Now()
-	files, missing := idx.loadOrder(modules)
-	for _, m := range missing {
-		logf("module %s: not in %s/modules.dep", m, dir)
+	var (
+		mu      sync.Mutex
+		loads   = map[string]*moduleLoad{} // by file
+		order   []string                   // files in the order a group claimed them, for the log
+		missing = map[string]bool{}
+		wg      sync.WaitGroup
+	)
+	// claim returns the load of file, and whether the caller is the one to
+	// insert it. Whoever claims a file inserts it at once and never waits
+	// while holding a claim, so groups that list modules in different
+	// orders cannot wait for each other in a circle.
+	claim := func(file string) (*moduleLoad, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if l := loads[file]; l != nil {
+			return l, false
+		}
+		l := &moduleLoad{done: make(chan struct{})}
+		loads[file] = l
+		order = append(order, file)
+		return l, true
 	}
-	for _, f := range files {
-		if err := insert(f); err != nil {
+	for _, g := range groups {
+		files, miss := idx.loadOrder(g)
+		for _, m := range miss {
+			if !missing[m] {
+				missing[m] = true
+				logf("module %s: not in %s/modules.dep", m, dir)
+			}
+		}
+		if len(files) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, f := range files {
+				l, mine := claim(f)
+				if !mine {
+					<-l.done
+					continue
+				}
+				l.err = insert(f)
+				close(l.done)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, f := range order {
+		if err := loads[f].err; err != nil {
 			logf("module %s: %v", moduleName(f), err)
 			continue
 		}
 		loaded++
 	}
-	logf("modules: %d of %d loaded in %s", loaded, len(files), time.Since(start).Round(10*time.Millisecond))
+	logf("modules: %d of %d loaded in %s", loaded, len(order), time.Since(start).Round(10*time.Millisecond))
 	return loaded
+}
+
+// moduleLoad is one module file's insertion; done is closed when err is set.
+type moduleLoad struct {
+	done chan struct{}
+	err  error
 }

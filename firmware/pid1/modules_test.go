@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 const fixtureModulesDep = `kernel/drivers/ata/ata_piix.ko: kernel/drivers/ata/libata.ko kernel/drivers/scsi/scsi_mod.ko
@@ -63,7 +65,7 @@ func TestLoadOrder(t *testing.T) {
 func TestLoadModulesGoesOnAfterAFailure(t *testing.T) {
 	dir := fixtureModuleDir(t)
 	var inserted, logs []string
-	insert := func(f string) error {
+	insert := func(f string) error { // one group: no concurrent calls
 		if moduleName(f) == "libata" {
 			return fmt.Errorf("Unknown symbol in module")
 		}
@@ -71,7 +73,7 @@ func TestLoadModulesGoesOnAfterAFailure(t *testing.T) {
 		return nil
 	}
 	logf := func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) }
-	n := loadModules(dir, []string{"ata_piix", "mii", "nosuch"}, insert, logf)
+	n := loadModules(dir, [][]string{{"ata_piix", "mii", "nosuch"}}, insert, logf)
 	if n != 3 || !slices.Equal(inserted, []string{"scsi_mod", "ata_piix", "mii"}) {
 		t.Errorf("loaded %d: %v; want scsi_mod, ata_piix, mii despite libata failing", n, inserted)
 	}
@@ -80,8 +82,78 @@ func TestLoadModulesGoesOnAfterAFailure(t *testing.T) {
 		t.Errorf("log lines %q, want %q", logs, wantLogs)
 	}
 	logs = nil
-	if n := loadModules(t.TempDir(), []string{"e1000"}, insert, logf); n != 0 || len(logs) != 1 || !strings.Contains(logs[0], "no modules loaded") {
+	if n := loadModules(t.TempDir(), [][]string{{"e1000"}}, insert, logf); n != 0 || len(logs) != 1 || !strings.Contains(logs[0], "no modules loaded") {
 		t.Errorf("without modules.dep: loaded %d, logs %q; want 0 and one line saying so", n, logs)
+	}
+}
+
+// TestLoadModulesGroupsConcurrently loads two groups that share scsi_mod,
+// and holds scsi_mod's insertion until another group has started: each
+// module must be inserted once, none before its dependencies or the modules
+// listed before it in its group, and the groups must overlap.
+func TestLoadModulesGroupsConcurrently(t *testing.T) {
+	dir := fixtureModuleDir(t)
+	groups := [][]string{
+		{"ata_piix", "sd_mod"},
+		{"crc32c_generic", "sd_mod", "ext4"},
+		{"mii"},
+	}
+	var (
+		mu       sync.Mutex
+		inserted = map[string]int{} // name -> position
+		order    []string
+	)
+	otherStarted := make(chan struct{})
+	var once sync.Once
+	insert := func(f string) error {
+		name := moduleName(f)
+		if name == "scsi_mod" {
+			select {
+			case <-otherStarted:
+			case <-time.After(10 * time.Second):
+				return fmt.Errorf("no other group inserted anything while scsi_mod was loading: the groups are not concurrent")
+			}
+		} else {
+			once.Do(func() { close(otherStarted) })
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		inserted[name]++
+		order = append(order, name)
+		return nil
+	}
+	var logs []string
+	logf := func(format string, args ...any) {
+		mu.Lock()
+		logs = append(logs, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	n := loadModules(dir, groups, insert, logf)
+	want := []string{"scsi_mod", "libata", "ata_piix", "scsi_common", "sd_mod", "crc32c_generic", "jbd2", "mbcache", "crc16", "ext4", "mii"}
+	if n != len(want) {
+		t.Errorf("loaded %d modules, want %d; logs %q", n, len(want), logs)
+	}
+	for _, m := range want {
+		if inserted[m] != 1 {
+			t.Errorf("%s inserted %d times, want once (insertions: %v)", m, inserted[m], order)
+		}
+	}
+	pos := map[string]int{}
+	for i, m := range order {
+		pos[m] = i
+	}
+	for _, before := range [][2]string{
+		// sd_mod is in two groups: it may come before ata_piix, with the
+		// second group, but never before its own dependencies.
+		{"scsi_mod", "libata"}, {"libata", "ata_piix"}, {"scsi_common", "sd_mod"},
+		{"scsi_mod", "sd_mod"}, {"crc32c_generic", "ext4"}, {"sd_mod", "ext4"}, {"crc16", "ext4"},
+	} {
+		if pos[before[0]] > pos[before[1]] {
+			t.Errorf("%s inserted after %s; insertions: %v", before[0], before[1], order)
+		}
+	}
+	if last := logs[len(logs)-1]; !strings.HasPrefix(last, fmt.Sprintf("modules: %d of %d loaded in ", len(want), len(want))) {
+		t.Errorf("last log line %q, want the count of %d modules", last, len(want))
 	}
 }
 

@@ -172,17 +172,15 @@ func (in *initProc) boot() {
 		}
 	})
 	in.step("modules", func() {
-		mods := in.board.Board.AllModules()
-		if len(mods) == 0 {
-			return
-		}
+		m := in.board.Board.Modules
+		groups := [][]string{m.Disk, m.NIC, m.Watchdog, m.Crypto, m.RNG, m.LED, m.Extra}
 		dir := in.opts.modules
 		if dir == "" {
 			var uts unix.Utsname
 			unix.Uname(&uts)
 			dir = "/lib/modules/" + unix.ByteSliceToString(uts.Release[:])
 		}
-		loadModules(dir, mods, insertModule, in.logf)
+		loadModules(dir, groups, insertModule, in.logf)
 	})
 	in.step("config partition", func() {
 		dev, err := mountConfig(in.opts.configWait)
