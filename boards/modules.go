@@ -43,10 +43,11 @@ var commonModules = []string{
 	// echainiv and seqiv need the default RNG (drbg, seeded by
 	// jitterentropy_rng): without them every SA add fails with ENOENT, as
 	// nothing would load them on demand (seen in the VM).
-	// drbg's self-tests include its CTR(AES) variant, so ctr comes first.
-	"ctr", "jitterentropy_rng", "drbg",
+	// drbg's self-tests run its CTR(AES) and HMAC-SHA512 variants, so ctr
+	// and sha512_generic come first (else WARN traces at boot).
+	"ctr", "sha512_generic", "jitterentropy_rng", "drbg",
 	"authenc", "echainiv", "seqiv", "ghash-generic", "gcm",
-	"chacha_generic", "poly1305_generic", "chacha20poly1305", "sha512_generic",
+	"chacha_generic", "poly1305_generic", "chacha20poly1305",
 	// AF_ALG, so userspace can benchmark and pin an engine by driver name.
 	"af_alg", "algif_skcipher", "algif_aead", "algif_hash",
 	// The nftables firewall: filter, conntrack, NAT and masquerade,

@@ -20,6 +20,7 @@ declare -A need=(
 	[debugfs]=e2fsprogs
 	[depmod]=kmod
 	[xz]=xz-utils
+	[zstd]=zstd
 	[cpio]=cpio
 	[objdump]=binutils
 	[ip]=iproute2
