@@ -30,7 +30,18 @@ type tunnelView struct {
 	Status struct {
 		DataPlane string `json:"data_plane"`
 		Driver    string `json:"driver"`
+		Children  []struct {
+			Proposal string `json:"proposal"`
+		} `json:"child_sas"`
 	} `json:"status"`
+}
+
+// Proposal is the ESP proposal of the tunnel's newest CHILD_SA.
+func (v tunnelView) Proposal() string {
+	if n := len(v.Status.Children); n > 0 {
+		return v.Status.Children[n-1].Proposal
+	}
+	return ""
 }
 
 func tunnels(t testing.TB, api *API) map[string]tunnelView {
@@ -234,6 +245,44 @@ func TestTwoAppliancesAndStrongSwan(t *testing.T) {
 		t.Errorf("flashgate cryptobench in the appliance did not measure the kernel's drivers:\n%s", out)
 	} else {
 		t.Logf("flashgate cryptobench in appliance A:\n%s", out)
+	}
+
+	// The other proposals of issue 5, through both appliances' kernel ESP.
+	for _, suite := range []struct{ ike, esp string }{
+		{"aes128gcm16-prfsha256-ecp256", "aes128gcm16"},
+		{"aes256gcm16-prfsha384-ecp384", "aes256gcm16"},
+		{"aes256-sha256-modp2048", "aes256-sha256"},
+		{"aes128-sha1-modp2048", "aes128-sha1"},
+		{"chacha20poly1305-prfsha256-curve25519", "chacha20poly1305"},
+	} {
+		began := time.Now()
+		for _, side := range []struct {
+			api    *API
+			tunnel string
+		}{{apiB, "to-a"}, {apiA, "to-b"}} {
+			body := map[string]any{"ike_proposals": []string{suite.ike}, "esp_proposals": []string{suite.esp}}
+			if err := side.api.Do("PUT", "/api/v1/tunnels/"+side.tunnel, body, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := side.api.Do("POST", "/api/v1/commit", map[string]any{"message": "e2e: " + suite.ike}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			st := tunnels(t, apiA)["to-b"]
+			if st.State == "up" && st.Proposal() == suite.esp {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("tunnel to-b with %s/%s not up after 2 min: %+v\n%s", suite.ike, suite.esp, st, diagnose(apiA))
+			}
+			time.Sleep(time.Second)
+		}
+		if err := testnet.Ping(lab.HostA, hostB, 3); err != nil {
+			t.Fatalf("hostA -> hostB through kernel ESP with %s: %v", suite.esp, err)
+		}
+		t.Logf("kernel ESP %s between the appliances: up and passing traffic %.1f s after the commit", suite.esp, time.Since(began).Seconds())
 	}
 
 	// The strongSwan site joins A, with UDP encapsulation.
