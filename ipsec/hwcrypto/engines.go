@@ -112,32 +112,8 @@ var catalogue = []engineSpec{
 		ciphers:     []cipherCap{{cipher: "aes", modes: []string{"cbc", "ecb"}, keyBits: aesKeys}},
 		detect:      flagEvidence(padlockVendors, "ace", "ace_en"),
 	},
-	{
-		name:        "Hifn 7955",
-		driverOf:    "Hifn 795x",
-		modules:     []string{"hifn_795x"},
-		drivers:     []string{"*-hifn[0-9]*"},
-		accelerates: "AES-128..256 and 3DES/DES CBC/ECB (asynchronous); no hash, no AEAD",
-		ciphers: []cipherCap{
-			{cipher: "aes", modes: []string{"cbc", "ecb"}, keyBits: aesKeys},
-			{cipher: "3des", modes: []string{"cbc", "ecb"}, keyBits: []int{192}},
-			{cipher: "des", modes: []string{"cbc", "ecb"}, keyBits: []int{64}},
-		},
-		detect: pciEvidence(0x13a3, 0x0020, "Hifn 7955"),
-	},
-	{
-		name:        "Hifn 7956",
-		driverOf:    "Hifn 795x",
-		modules:     []string{"hifn_795x"},
-		drivers:     []string{"*-hifn[0-9]*"},
-		accelerates: "AES-128..256 and 3DES/DES CBC/ECB (asynchronous); no hash, no AEAD",
-		ciphers: []cipherCap{
-			{cipher: "aes", modes: []string{"cbc", "ecb"}, keyBits: aesKeys},
-			{cipher: "3des", modes: []string{"cbc", "ecb"}, keyBits: []int{192}},
-			{cipher: "des", modes: []string{"cbc", "ecb"}, keyBits: []int{64}},
-		},
-		detect: pciEvidence(0x13a3, 0x001d, "Hifn 7956"),
-	},
+	hifn795x("Hifn 7955", 0x0020),
+	hifn795x("Hifn 7956", 0x001d),
 	{
 		name:        "Hifn 7951",
 		accelerates: "nothing on Linux: there is no driver for this chip",
@@ -203,4 +179,22 @@ func EngineOf(driver string) string {
 		}
 	}
 	return ""
+}
+
+// hifn795x is a Hifn 7955 or 7956 card: one driver (hifn_795x) serves both
+// chips, with the same capabilities; only the PCI device id differs.
+func hifn795x(model string, device uint16) engineSpec {
+	return engineSpec{
+		name:        model,
+		driverOf:    "Hifn 795x",
+		modules:     []string{"hifn_795x"},
+		drivers:     []string{"*-hifn[0-9]*"},
+		accelerates: "AES-128..256 and 3DES/DES CBC/ECB (asynchronous); no hash, no AEAD",
+		ciphers: []cipherCap{
+			{cipher: "aes", modes: []string{"cbc", "ecb"}, keyBits: aesKeys},
+			{cipher: "3des", modes: []string{"cbc", "ecb"}, keyBits: []int{192}},
+			{cipher: "des", modes: []string{"cbc", "ecb"}, keyBits: []int{64}},
+		},
+		detect: pciEvidence(0x13a3, device, model),
+	}
 }
