@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -40,7 +38,7 @@ var macSeed byte
 func NewAppliance(t testing.TB, lab *Lab, name, image, lanBridge string, host *testnet.NS) *Appliance {
 	t.Helper()
 	card := filepath.Join(t.TempDir(), name+".img")
-	if err := copyFile(image, card); err != nil {
+	if err := images.CopyCard(image, card); err != nil {
 		t.Fatal(err)
 	}
 	p := testnet.Prefix()
@@ -120,23 +118,6 @@ func (a *Appliance) WaitLogin(t testing.TB, password string, firstBoot bool) tim
 		t.Fatalf("appliance %s: %v", a.Name, err)
 	}
 	return elapsed
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // Shell logs in on the serial console, opens the expert shell from the CLI,

@@ -78,7 +78,7 @@ func BenchmarkApplianceRSS(b *testing.B) {
 	var login time.Duration
 	for i := 0; i < b.N; i++ {
 		card := filepath.Join(b.TempDir(), "card.img")
-		if err := copyFile(image, card); err != nil {
+		if err := images.CopyCard(image, card); err != nil {
 			b.Fatal(err)
 		}
 		port := freeLoopbackPort(b)

@@ -60,7 +60,7 @@ func BenchmarkBootQEMU(b *testing.B) {
 	var total time.Duration
 	for i := 0; i < b.N; i++ {
 		card := filepath.Join(out, "card.img")
-		if err := copyWhole(rep.Image, card); err != nil {
+		if err := CopyCard(rep.Image, card); err != nil {
 			b.Fatal(err)
 		}
 		vm, err := StartVM(QEMUConfig{Board: board, Image: card, NoReboot: true}, bootLimit)

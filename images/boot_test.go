@@ -56,7 +56,7 @@ func TestBootQEMU(t *testing.T) {
 
 	// Boot a copy: the first boot writes the admin password to the card.
 	card := filepath.Join(outDir, "boot-qemu.img")
-	if err := copyWhole(rep.Image, card); err != nil {
+	if err := CopyCard(rep.Image, card); err != nil {
 		t.Fatal(err)
 	}
 	vm, err := StartVM(QEMUConfig{Board: board, Image: card, NoReboot: true}, bootLimit)

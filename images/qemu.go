@@ -280,7 +280,7 @@ func PrepareRunCard(ctx context.Context, image, card string) (reset bool, err er
 	}
 	old, err := os.ReadFile(card)
 	if errors.Is(err, os.ErrNotExist) {
-		return false, copyWhole(image, card)
+		return false, CopyCard(image, card)
 	}
 	if err != nil {
 		return false, err
@@ -297,7 +297,7 @@ func PrepareRunCard(ctx context.Context, image, card string) (reset bool, err er
 	}
 	// Bytes 446..512: the four partition entries and the signature.
 	if len(old) < 512 || !bytes.Equal(old[446:512], newMBR[446:512]) {
-		return true, copyWhole(image, card)
+		return true, CopyCard(image, card)
 	}
 	mtools := command{Env: []string{"MTOOLS_SKIP_CHECK=1", "MTOOLSRC=/dev/null"}}
 	tmp, err := os.MkdirTemp("", "flashgate-run-")
@@ -348,7 +348,11 @@ func removeStaleBootFiles(ctx context.Context, mtools command, fat string) error
 	return nil
 }
 
-func copyWhole(src, dst string) error {
+// CopyCard makes card a fresh copy of a card image (through a temporary
+// file, so a half-written card is never left under its name). A VM writes
+// to its card, so each fresh box a test boots needs a copy of its own.
+func CopyCard(image, card string) error {
+	src, dst := image, card
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}

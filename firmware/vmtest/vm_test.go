@@ -3,7 +3,6 @@ package vmtest
 import (
 	"bytes"
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -61,7 +60,7 @@ func bootImage(t testing.TB) *console {
 		t.Fatalf("build the qemu image: %v", err)
 	}
 	card := filepath.Join(out, "card.img")
-	if err := copyFile(rep.Image, card); err != nil {
+	if err := images.CopyCard(rep.Image, card); err != nil {
 		t.Fatal(err)
 	}
 	// Without -no-reboot: a reboot and a watchdog reset must come back.
@@ -78,23 +77,6 @@ func bootImage(t testing.TB) *console {
 		}
 	})
 	return c
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 func tail(b []byte, n int) string {
