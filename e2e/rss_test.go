@@ -24,12 +24,14 @@ const idleSettle = 20 * time.Second
 
 // procMemory is one process's memory from /proc/PID/status and
 // /proc/PID/smaps_rollup, in KiB.
-type procMemory struct{ rss, pss int }
+type procMemory struct{ rss, pss, anon, file int }
 
 var (
 	statusName = regexp.MustCompile(`(?m)^Name:\s+(\S+)`)
 	statusPID  = regexp.MustCompile(`(?m)^Pid:\s+(\d+)`)
 	statusRSS  = regexp.MustCompile(`(?m)^VmRSS:\s+(\d+) kB`)
+	statusAnon = regexp.MustCompile(`(?m)^RssAnon:\s+(\d+) kB`)
+	statusFile = regexp.MustCompile(`(?m)^RssFile:\s+(\d+) kB`)
 	rollupPSS  = regexp.MustCompile(`(?m)^Pss:\s+(\d+) kB`)
 )
 
@@ -53,6 +55,12 @@ func readMemory(tb testing.TB, s *serial, pids []int) map[int]procMemory {
 		var m procMemory
 		m.rss, _ = strconv.Atoi(rss[1])
 		m.pss, _ = strconv.Atoi(pss[1])
+		if a := statusAnon.FindStringSubmatch(st); a != nil {
+			m.anon, _ = strconv.Atoi(a[1])
+		}
+		if f := statusFile.FindStringSubmatch(st); f != nil {
+			m.file, _ = strconv.Atoi(f[1])
+		}
 		out[pid] = m
 	}
 	return out
@@ -150,7 +158,7 @@ func BenchmarkApplianceRSS(b *testing.B) {
 			m := mem[pid]
 			total.rss += m.rss
 			total.pss += m.pss
-			parts = append(parts, fmt.Sprintf("%s (pid %d) rss %d pss %d", service[pid], pid, m.rss, m.pss))
+			parts = append(parts, fmt.Sprintf("%s (pid %d) rss %d (anon %d, file %d) pss %d", service[pid], pid, m.rss, m.anon, m.file, m.pss))
 		}
 		b.Logf("KiB at idle with %d tunnels: %s", rssTunnels, strings.Join(parts, ", "))
 		vm.Stop()
