@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -163,4 +164,35 @@ func TestDisabledTunnelMayOverlap(t *testing.T) {
 	c.Tunnels[1].RemoteSubnets[0] = MustPrefix("10.1.0.0/16")
 	c.Tunnels[1].Enabled = false
 	mustValid(t, c)
+}
+
+// TestValidateRemoteSyslog: both transports the supervisor forwards over
+// are accepted, anything else is refused at its path.
+func TestValidateRemoteSyslog(t *testing.T) {
+	for _, tc := range []struct {
+		rs   RemoteSyslog
+		path string // "" means valid
+	}{
+		{RemoteSyslog{}, ""},
+		{RemoteSyslog{Host: "192.0.2.50"}, ""},
+		{RemoteSyslog{Host: "logs.example.net", Port: 514, Protocol: "udp"}, ""},
+		{RemoteSyslog{Host: "192.0.2.50", Port: 6514, Protocol: "tcp"}, ""},
+		{RemoteSyslog{Host: "192.0.2.50", Protocol: "tls"}, "system.remote_syslog.protocol"},
+		{RemoteSyslog{Host: "192.0.2.50", Protocol: "TCP"}, "system.remote_syslog.protocol"},
+		{RemoteSyslog{Host: "192.0.2.50", Port: 65536, Protocol: "tcp"}, "system.remote_syslog.port"},
+		{RemoteSyslog{Host: "bad host", Protocol: "tcp"}, "system.remote_syslog.host"},
+	} {
+		c := sampleConfig(1)
+		c.System.RemoteSyslog = tc.rs
+		err := c.Validate()
+		var ve ValidationErrors
+		switch {
+		case tc.path == "" && err != nil:
+			t.Errorf("remote syslog %+v refused: %v", tc.rs, err)
+		case tc.path != "" && !errors.As(err, &ve):
+			t.Errorf("remote syslog %+v: Validate() = %v, want an error at %s", tc.rs, err, tc.path)
+		case tc.path != "" && !slices.ContainsFunc(ve, func(e FieldError) bool { return e.Path == tc.path }):
+			t.Errorf("remote syslog %+v: errors %v, want one at %s", tc.rs, err, tc.path)
+		}
+	}
 }

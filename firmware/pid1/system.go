@@ -67,28 +67,19 @@ func applySystem(sys config.System, applied systemState, to systemTarget) system
 	rs := sys.RemoteSyslog
 	var want *supervisor.SyslogConfig
 	desc := ""
-	switch {
-	case rs.Host == "":
-	case rs.Protocol != "" && rs.Protocol != "udp":
-		// An honest refusal: a server listening on TCP only would
-		// never see datagrams sent instead.
-		desc = "unsupported " + rs.Protocol
-	default:
+	if rs.Host != "" {
 		port := rs.Port
 		if port == 0 {
 			port = 514
 		}
-		want = &supervisor.SyslogConfig{Addr: net.JoinHostPort(rs.Host, strconv.Itoa(port)), Format: "rfc5424", Hostname: name}
-		desc = fmt.Sprintf("%s as %s", want.Addr, name)
+		network := rs.Protocol
+		if network == "" {
+			network = "udp"
+		}
+		want = &supervisor.SyslogConfig{Addr: net.JoinHostPort(rs.Host, strconv.Itoa(port)), Network: network, Format: "rfc5424", Hostname: name}
+		desc = fmt.Sprintf("%s over %s as %s", want.Addr, network, name)
 	}
 	if desc == applied.syslog {
-		return applied
-	}
-	if desc != "" && want == nil {
-		to.logf("remote syslog over %s is not supported by this firmware (UDP only); not forwarding logs", rs.Protocol)
-		if err := to.setSyslog(nil); err == nil {
-			applied.syslog = desc
-		}
 		return applied
 	}
 	if err := to.setSyslog(want); err != nil {

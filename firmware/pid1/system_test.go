@@ -1,12 +1,17 @@
 package pid1
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/firmware/supervisor"
@@ -57,6 +62,7 @@ func TestFollowSystem(t *testing.T) {
 			{Reason: "commit", Sections: []string{"system"}},
 			{Reason: "commit", Sections: []string{"system"}},
 			{Reason: "commit", Sections: []string{"system"}},
+			{Reason: "commit", Sections: []string{"system"}},
 		},
 		running: []runningResult{ // none for the tunnels change
 			{cfg: sys("", config.RemoteSyslog{})},
@@ -64,6 +70,7 @@ func TestFollowSystem(t *testing.T) {
 			{cfg: sys("gw1", config.RemoteSyslog{Host: "192.0.2.9"})},
 			{err: errors.New("configd: connection refused")},
 			{cfg: sys("gw1", config.RemoteSyslog{Host: "192.0.2.9", Port: 5514, Protocol: "tcp"})},
+			{cfg: sys("gw1", config.RemoteSyslog{Host: "192.0.2.9", Port: 5514, Protocol: "tcp"})}, // admins again
 			{cfg: sys("gw1", config.RemoteSyslog{})},
 		},
 	}
@@ -74,7 +81,7 @@ func TestFollowSystem(t *testing.T) {
 			if c == nil {
 				events = append(events, "syslog off")
 			} else {
-				events = append(events, fmt.Sprintf("syslog %s %s %s", c.Addr, c.Format, c.Hostname))
+				events = append(events, fmt.Sprintf("syslog %s %s %s %s", c.Addr, c.Network, c.Format, c.Hostname))
 			}
 			return nil
 		},
@@ -83,9 +90,9 @@ func TestFollowSystem(t *testing.T) {
 	followSystem(context.Background(), f, target, systemState{hostname: DefaultHostname}) // as set at boot
 	want := []string{
 		// The boot's hostname and no syslog: nothing to do at first.
-		"hostname gw1", "log: hostname gw1", "syslog 192.0.2.9:514 rfc5424 gw1",
+		"hostname gw1", "log: hostname gw1", "syslog 192.0.2.9:514 udp rfc5424 gw1",
 		"log: system settings: configd: connection refused; keeping the current ones",
-		"log: remote syslog over tcp is not supported by this firmware (UDP only); not forwarding logs", "syslog off",
+		"syslog 192.0.2.9:5514 tcp rfc5424 gw1",
 		"syslog off",
 	}
 	if len(f.running) != 0 {
@@ -93,5 +100,57 @@ func TestFollowSystem(t *testing.T) {
 	}
 	if !slices.Equal(events, want) {
 		t.Errorf("applied:\n  %s\nwant:\n  %s", strings.Join(events, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+// TestApplySystemSyslogOverTCP applies a configuration's TCP syslog server
+// to a real supervisor: the supervisor's own line about it reaches a
+// listener on loopback as an octet-counted RFC 5424 frame.
+func TestApplySystemSyslogOverTCP(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	sup, err := supervisor.New(supervisor.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sup.SetRemoteSyslog(nil)
+	var logged []string
+	to := systemTarget{
+		setHostname: func(string) error { return nil },
+		setSyslog:   sup.SetRemoteSyslog,
+		logf:        func(format string, args ...any) { logged = append(logged, fmt.Sprintf(format, args...)) },
+	}
+	rs := config.RemoteSyslog{Host: "127.0.0.1", Port: port, Protocol: "tcp"}
+	applied := applySystem(config.System{Hostname: "gw1", RemoteSyslog: rs}, systemState{hostname: "gw1"}, to)
+	if want := fmt.Sprintf("127.0.0.1:%d over tcp as gw1", port); applied.syslog != want {
+		t.Fatalf("applied syslog %q (log %q), want %q", applied.syslog, logged, want)
+	}
+
+	ln.(*net.TCPListener).SetDeadline(time.Now().Add(10 * time.Second))
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatalf("the supervisor did not connect to the TCP syslog server: %v", err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(c)
+	head, err := r.ReadString(' ')
+	if err != nil {
+		t.Fatalf("reading the frame length: %v", err)
+	}
+	n, err := strconv.Atoi(strings.TrimSuffix(head, " "))
+	if err != nil || n <= 0 {
+		t.Fatalf("frame header %q is not an octet count", head)
+	}
+	msg := make([]byte, n)
+	if _, err := io.ReadFull(r, msg); err != nil {
+		t.Fatalf("reading a %d-octet frame: %v", n, err)
+	}
+	if want := fmt.Sprintf(" gw1 flashgate - supervisor - syslog: forwarding to 127.0.0.1:%d over tcp (rfc5424)", port); !strings.HasSuffix(string(msg), want) {
+		t.Errorf("first message %q, want it to end in %q", msg, want)
 	}
 }
