@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"strings"
 	"time"
 
 	"github.com/flashgate/flashgate/internal/testnet"
@@ -21,6 +22,7 @@ type API struct {
 	base  string
 	hc    *http.Client
 	token string
+	ns    *testnet.NS // where the appliance is reached from; nil: the host
 }
 
 // NewAPI makes a client whose connections are dialled inside ns. The
@@ -40,7 +42,7 @@ func NewAPI(ns *testnet.NS, addr string) *API {
 			return c, err
 		},
 	}
-	return &API{base: "https://" + addr, hc: &http.Client{Jar: jar, Transport: tr, Timeout: 30 * time.Second}}
+	return &API{base: "https://" + addr, hc: &http.Client{Jar: jar, Transport: tr, Timeout: 30 * time.Second}, ns: ns}
 }
 
 // APIError is a refused request, with the web UI's error and field problems.
@@ -64,19 +66,44 @@ func (a *API) Login(user, password string) error {
 }
 
 // WaitLogin retries Login until the web UI answers (it starts after the
-// console's prompt) or the timeout passes.
+// console's prompt) or the timeout passes. A booting appliance is probed
+// with a bare TCP connect every 100 ms, which costs it nothing; the login
+// itself (an argon2id check, seconds of the emulated CPU) is sent only
+// once the web UI listens.
 func (a *API) WaitLogin(user, password string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		err := a.Login(user, password)
+		err := a.listening()
+		if err == nil {
+			err = a.Login(user, password)
+		}
 		if err == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("log in to the web UI at %s: %w", a.base, err)
 		}
-		time.Sleep(time.Second)
+		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// listening connects to the web UI's port and hangs up.
+func (a *API) listening() error {
+	addr := strings.TrimPrefix(a.base, "https://")
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		addr = net.JoinHostPort(addr, "443")
+	}
+	dial := func() error {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	if a.ns == nil {
+		return dial()
+	}
+	return a.ns.Do(dial)
 }
 
 // Do sends a JSON request and decodes a JSON answer into out (if not nil).

@@ -58,7 +58,15 @@ func (s *Server) apiRoutes(r *mux.Router) {
 			writeJSON(w, http.StatusAccepted, map[string]string{"result": action + " requested"})
 		})
 	}
-	for _, k := range []*kind{kindTunnels, kindRules, kindForwards, kindMasquerade, kindExemptions, kindInterfaces} {
+	api("/routes", "GET", func(w http.ResponseWriter, r *http.Request) {
+		routes, err := s.routeList(r.Context())
+		if err != nil {
+			writeAPIError(w, http.StatusBadGateway, err.Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, routes)
+	})
+	for _, k := range []*kind{kindTunnels, kindRules, kindForwards, kindMasquerade, kindExemptions, kindInterfaces, kindRoutes} {
 		api("/"+k.Name+"/{name}", "PUT", s.apiPutElement(k))
 		if !k.Fixed {
 			api("/"+k.Name+"/{name}", "DELETE", s.apiDeleteElement(k))

@@ -107,6 +107,21 @@ var kindInterfaces = &kind{
 	},
 }
 
+var kindRoutes = &kind{
+	Name: "routes", Singular: "route", Path: "routes", Base: "/routes", Back: "/routes",
+	Fields: []field{
+		{Key: "enabled", Label: "Enabled", Kind: fCheck},
+		{Key: "destination", Label: "Destination", Placeholder: "10.20.0.0/16",
+			Help: "The network this route reaches. 0.0.0.0/0 is a default route."},
+		{Key: "gateway", Label: "Gateway", Placeholder: "none",
+			Help: "The router to send the traffic to, on the network of one of the interfaces. Empty: the destination is directly on the interface."},
+		{Key: "interface", Label: "Interface", Placeholder: "by the gateway",
+			Help: "Like eth1. Empty: the interface the gateway is on. Give a gateway, an interface or both."},
+		{Key: "metric", Label: "Metric", Kind: fNumber, Placeholder: "0",
+			Help: "0 to 65535; of two routes to the same destination the lower metric wins."},
+	},
+}
+
 var kindSystem = &kind{
 	Name: "system", Singular: "system settings", Path: "system", Base: "/system/settings", Back: "/system", Single: true,
 	Fields: []field{
@@ -123,4 +138,5 @@ var kindSystem = &kind{
 var kinds = map[string]*kind{
 	kindTunnels.Name: kindTunnels, kindRules.Name: kindRules, kindForwards.Name: kindForwards,
 	kindMasquerade.Name: kindMasquerade, kindExemptions.Name: kindExemptions, kindInterfaces.Name: kindInterfaces,
+	kindRoutes.Name: kindRoutes,
 }

@@ -183,7 +183,8 @@ func (s *Server) pageRoutes(r *mux.Router) {
 	// otherwise take /tunnels/new for a tunnel called "new".
 	page("/tunnels", "GET", s.tunnelsPage)
 	page("/firewall", "GET", s.firewallPage)
-	for _, k := range []*kind{kindTunnels, kindRules, kindForwards, kindMasquerade, kindExemptions} {
+	page("/routes", "GET", s.routesPage)
+	for _, k := range []*kind{kindTunnels, kindRules, kindForwards, kindMasquerade, kindExemptions, kindRoutes} {
 		page(k.Base+"/new", "GET", s.elementNewPage(k))
 		page(k.Base+"/new", "POST", s.elementCreate(k))
 		page(k.Base+"/{name}/edit", "GET", s.elementEditPage(k))

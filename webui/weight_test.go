@@ -33,6 +33,9 @@ var weighedPages = []struct{ name, path string }{
 	{"masquerade_edit", "/firewall/masquerade/branch/edit"},
 	{"exemption_new", "/firewall/nat-exemptions/new"},
 	{"exemption_edit", "/firewall/nat-exemptions/branch/edit"},
+	{"routes", "/routes"},
+	{"route_new", "/routes/new"},
+	{"route_edit", "/routes/branch/edit"},
 	{"interfaces", "/interfaces"},
 	{"interface_edit", "/interfaces/eth0/edit"},
 	{"system", "/system"},
@@ -51,6 +54,7 @@ func populate(t testing.TB, b *browser) {
 		"/firewall/port-forwards/new":  {"name": {"branch"}, "enabled": {"true"}, "in": {"wan"}, "protocol": {"tcp"}, "external_ports": {"8443"}, "destination": {"192.168.1.20"}},
 		"/firewall/masquerade/new":     {"name": {"branch"}, "interface": {"eth0"}, "sources": {"192.168.1.0/24"}},
 		"/firewall/nat-exemptions/new": {"name": {"branch"}, "destinations": {"172.16.0.0/12"}},
+		"/routes/new":                  {"name": {"branch"}, "enabled": {"true"}, "destination": {"10.30.0.0/16"}, "gateway": {"192.168.1.254"}},
 	} {
 		if path == "/tunnels/new" {
 			form = tunnelForm("branch")
