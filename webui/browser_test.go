@@ -331,6 +331,7 @@ func browserDashboardNoIked(s *browserSession) {
 func browserOtherPages(s *browserSession, superSock string) {
 	for _, p := range []struct{ path, wait, shot string }{
 		{"/firewall", "main h1", "firewall.png"},
+		{"/routes", "main h1", "routes.png"},
 		{"/interfaces", "main table", "interfaces.png"},
 		{"/system", "form.form", "system.png"},
 	} {
