@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -84,12 +86,12 @@ func InspectCard(roots HostRoots, dev string) (*Card, error) {
 	if r, err := readSysInt(filepath.Join(sys, "removable")); err == nil {
 		c.Removable = r == 1
 	}
-	vendor := readSysString(filepath.Join(sys, "device", "vendor"))
-	model := readSysString(filepath.Join(sys, "device", "model"))
-	c.Model = strings.TrimSpace(vendor + " " + model)
-	if d := readSysString(filepath.Join(sys, "dev")); d != "" {
-		c.devNums = append(c.devNums, d)
+	c.Model = deviceModel(sys)
+	d := readSysString(filepath.Join(sys, "dev"))
+	if d == "" {
+		return nil, fmt.Errorf("%s: sysfs gives no device number (no %s)", dev, filepath.Join(sys, "dev"))
 	}
+	c.devNums = append(c.devNums, d)
 	entries, _ := os.ReadDir(sys)
 	for _, e := range entries {
 		if _, err := os.Stat(filepath.Join(sys, e.Name(), "partition")); err == nil {
@@ -102,24 +104,46 @@ func InspectCard(roots HostRoots, dev string) (*Card, error) {
 	return c, nil
 }
 
-// Check refuses a card that must not be written: one with a mounted
-// file system or active swap (on the disk or any partition), the disk
-// holding the running system's root file system, and, unless force, a
-// device larger than limit.
+// deviceModel names the device behind a sysfs block directory the way its
+// driver does: vendor and model for SCSI, USB and ATA disks, the card's name
+// for MMC/SD, the backing file for a loop device.
+func deviceModel(sys string) string {
+	if m := strings.TrimSpace(readSysString(filepath.Join(sys, "device", "vendor")) + " " +
+		readSysString(filepath.Join(sys, "device", "model"))); m != "" {
+		return m
+	}
+	if m := readSysString(filepath.Join(sys, "device", "name")); m != "" {
+		return readSysString(filepath.Join(sys, "device", "type")) + " card " + m
+	}
+	if f := readSysString(filepath.Join(sys, "loop", "backing_file")); f != "" {
+		return "loop device on " + f
+	}
+	return ""
+}
+
+// Check refuses a card that must not be written: the disk holding the
+// running system's root file system (whatever force says), one with a
+// mounted file system or active swap (on the disk or any partition), and,
+// unless force, a device larger than limit.
 func (c *Card) Check(roots HostRoots, limit int64, force bool) error {
 	mounts, err := readMountInfo(roots.Proc)
 	if err != nil {
 		return fmt.Errorf("cannot tell whether %s is in use: %w", c.Dev, err)
 	}
-	names := append([]string{c.Name}, c.Partitions...)
+	// The root file system first: it is the worst mistake, and a system
+	// disk usually has other mounts too, which would be named instead.
 	for _, m := range mounts {
-		if m.MountPoint == "/" {
-			for _, disk := range disksOf(roots, m.DevNum) {
-				if disk == c.Name {
-					return fmt.Errorf("%s holds the running system's root file system: refusing to overwrite it", c.Dev)
-				}
+		if m.MountPoint != "/" {
+			continue
+		}
+		for _, disk := range disksOf(roots, m.DevNum) {
+			if disk == c.Name {
+				return fmt.Errorf("%s holds the running system's root file system: refusing to overwrite it", c.Dev)
 			}
 		}
+	}
+	names := append([]string{c.Name}, c.Partitions...)
+	for _, m := range mounts {
 		if slices.Contains(c.devNums, m.DevNum) || slices.Contains(names, filepath.Base(m.Source)) && strings.HasPrefix(m.Source, "/dev/") {
 			return fmt.Errorf("%s is in use: %s is mounted on %s (unmount it first)", c.Dev, m.Source, m.MountPoint)
 		}
@@ -230,9 +254,10 @@ func disksOf(roots HostRoots, devNum string) []string {
 	return out
 }
 
-// WriteImage writes image to dev, flushes it to the device and verifies it
-// by reading it back past the page cache. It works on a regular file too.
-func WriteImage(ctx context.Context, image, dev string, progress io.Writer) error {
+// Write writes image to the card, flushes it to the device, verifies it
+// by reading it back past the page cache, and has the kernel re-read the
+// card's new partition table. It works on a regular file too (tests).
+func (c *Card) Write(ctx context.Context, image string, progress io.Writer) error {
 	in, err := os.Open(image)
 	if err != nil {
 		return err
@@ -244,21 +269,25 @@ func WriteImage(ctx context.Context, image, dev string, progress io.Writer) erro
 	}
 	// O_EXCL on a block device fails if anything has it open exclusively,
 	// mounted file systems included: a last check against races.
-	out, err := os.OpenFile(dev, os.O_WRONLY|os.O_EXCL, 0)
+	out, err := os.OpenFile(c.Dev, os.O_WRONLY|os.O_EXCL, 0)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", dev, err)
+		return fmt.Errorf("open %s: %w", c.Dev, err)
 	}
 	defer out.Close()
+	isDev, err := c.sameDevice(out)
+	if err != nil {
+		return err
+	}
 	buf := make([]byte, 1<<20)
 	var done int64
 	for {
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("interrupted after %d of %d bytes: %s is incomplete: %w", done, fi.Size(), dev, err)
+			return fmt.Errorf("interrupted after %d of %d bytes: %s is incomplete: %w", done, fi.Size(), c.Dev, err)
 		}
 		n, rerr := in.Read(buf)
 		if n > 0 {
 			if _, err := out.Write(buf[:n]); err != nil {
-				return fmt.Errorf("write %s at byte %d: %w", dev, done, err)
+				return fmt.Errorf("write %s at byte %d: %w", c.Dev, done, err)
 			}
 			done += int64(n)
 			if progress != nil && done%(8<<20) == 0 {
@@ -275,13 +304,74 @@ func WriteImage(ctx context.Context, image, dev string, progress io.Writer) erro
 	if progress != nil {
 		fmt.Fprintf(progress, "\rwritten %d of %d MiB\n", done>>20, fi.Size()>>20)
 	}
+	// fsync of a block device writes its dirty pages and flushes the
+	// device's own write cache.
 	if err := out.Sync(); err != nil {
-		return fmt.Errorf("flush %s: %w", dev, err)
+		return fmt.Errorf("flush %s: %w", c.Dev, err)
 	}
 	if err := out.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", dev, err)
+		return fmt.Errorf("close %s: %w", c.Dev, err)
 	}
-	return verifyImage(image, dev, fi.Size())
+	if err := verifyImage(image, c.Dev, fi.Size()); err != nil {
+		return err
+	}
+	if isDev {
+		if err := rereadPartitions(c.Dev); err != nil && progress != nil {
+			fmt.Fprintf(progress, "note: %v; remove and reinsert the card before using it on this machine\n", err)
+		}
+	}
+	return nil
+}
+
+// sameDevice refuses an opened device node that is not the block device the
+// checks were made on (sysfs's "major:minor" for c.Name), and reports
+// whether f is a device at all: a regular file (tests) is not compared.
+func (c *Card) sameDevice(f *os.File) (bool, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", c.Dev, err)
+	}
+	if fi.Mode()&os.ModeDevice == 0 {
+		return false, nil
+	}
+	if fi.Mode()&os.ModeCharDevice != 0 {
+		return true, fmt.Errorf("%s is a character device, not a disk: give the card's block device", c.Dev)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || len(c.devNums) == 0 {
+		return true, fmt.Errorf("%s: cannot tell which block device it is", c.Dev)
+	}
+	rdev := uint64(st.Rdev)
+	if got := fmt.Sprintf("%d:%d", unix.Major(rdev), unix.Minor(rdev)); got != c.devNums[0] {
+		return true, fmt.Errorf("%s is block device %s, but the checks were made on %s (%s): refusing to write", c.Dev, got, c.Name, c.devNums[0])
+	}
+	return true, nil
+}
+
+// rereadPartitions asks the kernel to read the card's new partition table
+// (BLKRRPART), so its partitions (sdb1, sdb2) match what was written
+// instead of what the card held when it was inserted. A device without
+// partitions (a loop device attached without partition scanning) has
+// nothing to re-read.
+func rereadPartitions(dev string) error {
+	f, err := os.Open(dev)
+	if err != nil {
+		return fmt.Errorf("re-read the partition table of %s: %w", dev, err)
+	}
+	defer f.Close()
+	for attempt := 0; ; attempt++ {
+		err = unix.IoctlSetInt(int(f.Fd()), unix.BLKRRPART, 0)
+		// EBUSY: something (udev's probe of the new data) has the
+		// device open exclusively for a moment.
+		if err != unix.EBUSY || attempt == 20 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err == nil || err == unix.EINVAL {
+		return nil
+	}
+	return fmt.Errorf("the kernel did not re-read the partition table of %s: %w", dev, err)
 }
 
 // verifyImage compares the first size bytes of dev with image. It drops the
@@ -328,8 +418,13 @@ func verifyImage(image, dev string, size int64) error {
 // ErrTooSmall is returned (wrapped) when an image is larger than the card.
 var ErrTooSmall = errors.New("card too small")
 
-// CheckFits refuses an image larger than the card.
+// CheckFits refuses an image larger than the card, and a device with no
+// medium: a card reader with no card, a loop device with no file, are 0
+// bytes.
 func (c *Card) CheckFits(imageBytes int64) error {
+	if c.Bytes == 0 {
+		return fmt.Errorf("%s has no medium (0 bytes): is the card in the reader?", c.Dev)
+	}
 	if imageBytes > c.Bytes {
 		return fmt.Errorf("%w: the image is %d bytes, %s holds only %d", ErrTooSmall, imageBytes, c.Dev, c.Bytes)
 	}

@@ -97,6 +97,7 @@ func TestCardChecks(t *testing.T) {
 		{"mounted whole disk", "/dev/sdb", rootOnSda2 + "40 22 8:16 / /mnt/whole\\040disk rw - ext2 /dev/sdb rw\n", "", false, "mounted on /mnt/whole disk"},
 		{"active swap", "/dev/sdb", rootOnSda2, "\n/dev/sdb2 partition 1000 0 -2", false, "/dev/sdb2 is active swap"},
 		{"system disk", "/dev/sda", rootOnSda2, "", false, "holds the running system's root file system"},
+		{"system disk, other mount first", "/dev/sda", "24 1 8:1 / /boot rw - vfat /dev/sda1 rw\n" + rootOnSda2, "", true, "holds the running system's root file system"},
 		{"system disk under device-mapper", "/dev/sdd", "1 0 253:0 / / rw - ext4 /dev/mapper/root rw\n", "", false, "holds the running system's root file system"},
 		{"large disk", "/dev/sdc", rootOnSda2, "", false, "larger than the 64 GiB"},
 		{"large disk forced", "/dev/sdc", rootOnSda2, "", true, ""},
@@ -146,6 +147,44 @@ func TestInspectCard(t *testing.T) {
 	}
 }
 
+func TestDeviceModel(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		want  string
+	}{
+		{"usb reader", map[string]string{"device/vendor": "Generic", "device/model": "STORAGE DEVICE"}, "Generic STORAGE DEVICE"},
+		{"sd slot", map[string]string{"device/type": "SD", "device/name": "SD32G"}, "SD card SD32G"},
+		{"loop", map[string]string{"loop/backing_file": "/tmp/card.img"}, "loop device on /tmp/card.img"},
+		{"nothing known", map[string]string{"size": "62720"}, ""},
+	} {
+		sys := filepath.Join(dir, tc.name)
+		for name, content := range tc.files {
+			os.MkdirAll(filepath.Dir(filepath.Join(sys, name)), 0o755)
+			if err := os.WriteFile(filepath.Join(sys, name), []byte(content+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := deviceModel(sys); got != tc.want {
+			t.Errorf("%s: deviceModel = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestCardRefusesBadTargets(t *testing.T) {
+	empty := &Card{Dev: "/dev/sdb", Name: "sdb"}
+	if err := empty.CheckFits(1); err == nil || !strings.Contains(err.Error(), "/dev/sdb has no medium (0 bytes)") {
+		t.Errorf("CheckFits on a reader without a card = %v, want a no-medium refusal", err)
+	}
+	img := filepath.Join(t.TempDir(), "card.img")
+	os.WriteFile(img, []byte("image"), 0o644)
+	null := &Card{Dev: os.DevNull, Name: "null", Bytes: 1 << 20, devNums: []string{"1:3"}}
+	if err := null.Write(context.Background(), img, nil); err == nil || !strings.Contains(err.Error(), "is a character device") {
+		t.Errorf("Write to %s = %v, want a refusal of a character device", os.DevNull, err)
+	}
+}
+
 func TestWriteImageVerifies(t *testing.T) {
 	dir := t.TempDir()
 	img := filepath.Join(dir, "card.img")
@@ -160,8 +199,9 @@ func TestWriteImageVerifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	var progress bytes.Buffer
-	if err := WriteImage(context.Background(), img, dev, &progress); err != nil {
-		t.Fatalf("WriteImage: %v", err)
+	card := &Card{Dev: dev, Name: "fake-card", Bytes: int64(len(old))}
+	if err := card.Write(context.Background(), img, &progress); err != nil {
+		t.Fatalf("Write: %v", err)
 	}
 	got, _ := os.ReadFile(dev)
 	if !bytes.Equal(got[:len(content)], content) || !bytes.Equal(got[len(content):], old[len(content):]) {

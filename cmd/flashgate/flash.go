@@ -53,7 +53,7 @@ func runFlash(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("not confirmed; %s was not touched", card.Dev)
 		}
 	}
-	if err := images.WriteImage(ctx, *image, card.Dev, stdout); err != nil {
+	if err := card.Write(ctx, *image, stdout); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "%s written and verified; it can be removed\n", card.Dev)
