@@ -82,7 +82,7 @@ const rootOnSda2 = "22 1 8:2 / / rw,relatime shared:1 - ext4 /dev/root rw\n" +
 	"23 22 0:21 / /proc rw,nosuid shared:12 - proc proc rw\n" +
 	"24 22 8:1 / /boot\\040efi rw shared:2 - vfat /dev/sda1 rw\n"
 
-func TestCardChecks(t *testing.T) {
+func TestFlashCardChecks(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		dev       string
@@ -122,7 +122,7 @@ func TestCardChecks(t *testing.T) {
 	}
 }
 
-func TestInspectCard(t *testing.T) {
+func TestFlashInspectCard(t *testing.T) {
 	roots := fixtureRoots(t, fixtureDisks, rootOnSda2, "")
 	card, err := InspectCard(roots, "/dev/sdb")
 	if err != nil {
@@ -147,7 +147,7 @@ func TestInspectCard(t *testing.T) {
 	}
 }
 
-func TestDeviceModel(t *testing.T) {
+func TestFlashDeviceModel(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		name  string
@@ -172,7 +172,7 @@ func TestDeviceModel(t *testing.T) {
 	}
 }
 
-func TestCardRefusesBadTargets(t *testing.T) {
+func TestFlashRefusesBadTargets(t *testing.T) {
 	empty := &Card{Dev: "/dev/sdb", Name: "sdb"}
 	if err := empty.CheckFits(1); err == nil || !strings.Contains(err.Error(), "/dev/sdb has no medium (0 bytes)") {
 		t.Errorf("CheckFits on a reader without a card = %v, want a no-medium refusal", err)
@@ -185,7 +185,7 @@ func TestCardRefusesBadTargets(t *testing.T) {
 	}
 }
 
-func TestWriteImageVerifies(t *testing.T) {
+func TestFlashWriteVerifies(t *testing.T) {
 	dir := t.TempDir()
 	img := filepath.Join(dir, "card.img")
 	content := bytes.Repeat([]byte("flashgate\x00\xff"), 300000) // not a multiple of the 1 MiB buffer
@@ -222,7 +222,7 @@ func TestWriteImageVerifies(t *testing.T) {
 	}
 }
 
-func TestParseMountInfo(t *testing.T) {
+func TestFlashParseMountInfo(t *testing.T) {
 	m, err := parseMountInfo([]byte(rootOnSda2))
 	if err != nil {
 		t.Fatal(err)
