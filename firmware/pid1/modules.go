@@ -7,11 +7,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/flashgate/flashgate/boards"
 )
 
 // moduleIndex is what depmod wrote for one kernel: for each module, its
@@ -160,7 +163,9 @@ func insertModule(file string) error {
 // the rest still load, since a missing crypto driver must not keep the NICs
 // down. It returns when every group is done: netd and iked need the
 // netfilter and XFRM modules from their first moment.
-func loadModules(dir string, groups [][]string, insert func(string) error, logf func(string, ...any)) (loaded int) {
+//
+// what names the stage in the log (" for the services"); "" for none.
+func loadModules(dir, what string, groups [][]string, insert func(string) error, logf func(string, ...any)) (loaded int) {
 	var wanted int
 	for _, g := range groups {
 		wanted += len(g)
@@ -229,8 +234,43 @@ func loadModules(dir string, groups [][]string, insert func(string) error, logf 
 		}
 		loaded++
 	}
-	logf("modules: %d of %d loaded in %s", loaded, len(order), time.Since(start).Round(10*time.Millisecond))
+	logf("modules%s: %d of %d loaded in %s", what, loaded, len(order), time.Since(start).Round(10*time.Millisecond))
 	return loaded
+}
+
+// configFSModules are what mounting the config partition needs (ext2
+// through ext4, whose crc32c softdep comes first); a board lists them among
+// its common modules.
+var configFSModules = []string{"crc32c_generic", "ext4"}
+
+// moduleStages splits a board's modules into what PID 1 loads before it
+// starts any service (the disk and the config partition's file system, so
+// configd can open the store and the console can ask it for accounts; the
+// watchdog, so a hang from here on resets the board) and the rest, loaded
+// while configd, the web UI and the console start. The rest (NICs,
+// netfilter, XFRM, crypto) is what netd and iked need, and they wait for it
+// (the modulesLoaded condition). Loading everything first kept the login
+// prompt waiting about 2 s under emulation for modules it never uses.
+func moduleStages(m boards.Modules) (early, late [][]string) {
+	var all []string
+	for _, g := range [][]string{m.Disk, m.NIC, m.Watchdog, m.Crypto, m.RNG, m.LED, m.Extra} {
+		all = append(all, g...)
+	}
+	var fs []string
+	for _, mod := range configFSModules {
+		if slices.Contains(all, mod) {
+			fs = append(fs, mod)
+		}
+	}
+	without := func(g []string) []string {
+		return slices.DeleteFunc(slices.Clone(g), func(mod string) bool { return slices.Contains(fs, mod) })
+	}
+	nonEmpty := func(gs ...[]string) [][]string {
+		return slices.DeleteFunc(gs, func(g []string) bool { return len(g) == 0 })
+	}
+	early = nonEmpty(m.Disk, fs, m.Watchdog)
+	late = nonEmpty(m.NIC, m.Crypto, m.RNG, m.LED, without(m.Extra))
+	return early, late
 }
 
 // moduleLoad is one module file's insertion; done is closed when err is set.

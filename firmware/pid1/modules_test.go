@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/flashgate/flashgate/boards"
 )
 
 const fixtureModulesDep = `kernel/drivers/ata/ata_piix.ko: kernel/drivers/ata/libata.ko kernel/drivers/scsi/scsi_mod.ko
@@ -73,7 +75,7 @@ func TestLoadModulesGoesOnAfterAFailure(t *testing.T) {
 		return nil
 	}
 	logf := func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) }
-	n := loadModules(dir, [][]string{{"ata_piix", "mii", "nosuch"}}, insert, logf)
+	n := loadModules(dir, "", [][]string{{"ata_piix", "mii", "nosuch"}}, insert, logf)
 	if n != 3 || !slices.Equal(inserted, []string{"scsi_mod", "ata_piix", "mii"}) {
 		t.Errorf("loaded %d: %v; want scsi_mod, ata_piix, mii despite libata failing", n, inserted)
 	}
@@ -82,7 +84,7 @@ func TestLoadModulesGoesOnAfterAFailure(t *testing.T) {
 		t.Errorf("log lines %q, want %q", logs, wantLogs)
 	}
 	logs = nil
-	if n := loadModules(t.TempDir(), [][]string{{"e1000"}}, insert, logf); n != 0 || len(logs) != 1 || !strings.Contains(logs[0], "no modules loaded") {
+	if n := loadModules(t.TempDir(), "", [][]string{{"e1000"}}, insert, logf); n != 0 || len(logs) != 1 || !strings.Contains(logs[0], "no modules loaded") {
 		t.Errorf("without modules.dep: loaded %d, logs %q; want 0 and one line saying so", n, logs)
 	}
 }
@@ -128,7 +130,7 @@ func TestLoadModulesGroupsConcurrently(t *testing.T) {
 		logs = append(logs, fmt.Sprintf(format, args...))
 		mu.Unlock()
 	}
-	n := loadModules(dir, groups, insert, logf)
+	n := loadModules(dir, "", groups, insert, logf)
 	want := []string{"scsi_mod", "libata", "ata_piix", "scsi_common", "sd_mod", "crc32c_generic", "jbd2", "mbcache", "crc16", "ext4", "mii"}
 	if n != len(want) {
 		t.Errorf("loaded %d modules, want %d; logs %q", n, len(want), logs)
@@ -184,4 +186,53 @@ func FuzzParseModulesDep(f *testing.F) {
 			t.Errorf("%d files to load for %d modules", len(files), len(path))
 		}
 	})
+}
+
+func TestModuleStages(t *testing.T) {
+	for _, tc := range []struct {
+		board       string
+		early, late []string // flattened; late checked by membership
+	}{
+		// The card's disk and file system and the watchdog come first;
+		// NICs, netfilter, XFRM and crypto while the services start.
+		{"qemu", []string{"ata_piix", "sd_mod", "crc32c_generic", "ext4", "i6300esb"}, []string{"e1000", "nf_tables", "xfrm_user", "esp4"}},
+		{"alix2d13", []string{"pata_cs5536", "crc32c_generic", "ext4", "geodewdt"}, []string{"via-rhine", "geode-aes", "nf_tables"}},
+	} {
+		t.Run(tc.board, func(t *testing.T) {
+			b, err := boards.Lookup(tc.board)
+			if err != nil {
+				t.Fatal(err)
+			}
+			early, late := moduleStages(b.Modules)
+			var gotEarly, gotLate []string
+			for _, g := range early {
+				gotEarly = append(gotEarly, g...)
+			}
+			for _, g := range late {
+				gotLate = append(gotLate, g...)
+			}
+			for _, m := range tc.early {
+				if !slices.Contains(gotEarly, m) {
+					t.Errorf("%s is not loaded before the services: early %v", m, gotEarly)
+				}
+			}
+			for _, m := range tc.late {
+				if !slices.Contains(gotLate, m) || slices.Contains(gotEarly, m) {
+					t.Errorf("%s should load while the services start: early %v, late %v", m, gotEarly, gotLate)
+				}
+			}
+			for _, m := range configFSModules {
+				if slices.Contains(gotLate, m) {
+					t.Errorf("%s is loaded twice (late too): %v", m, gotLate)
+				}
+			}
+			n := 0
+			for _, g := range [][]string{b.Modules.Disk, b.Modules.NIC, b.Modules.Watchdog, b.Modules.Crypto, b.Modules.RNG, b.Modules.LED, b.Modules.Extra} {
+				n += len(g)
+			}
+			if len(gotEarly)+len(gotLate) != n {
+				t.Errorf("stages hold %d+%d modules, the board lists %d", len(gotEarly), len(gotLate), n)
+			}
+		})
+	}
 }

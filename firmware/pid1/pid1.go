@@ -171,16 +171,17 @@ func (in *initProc) boot() {
 			in.logf("ctrl-alt-del: %v", err)
 		}
 	})
+	var serviceModules [][]string
+	moduleDir := in.opts.modules
+	if moduleDir == "" {
+		var uts unix.Utsname
+		unix.Uname(&uts)
+		moduleDir = "/lib/modules/" + unix.ByteSliceToString(uts.Release[:])
+	}
 	in.step("modules", func() {
-		m := in.board.Board.Modules
-		groups := [][]string{m.Disk, m.NIC, m.Watchdog, m.Crypto, m.RNG, m.LED, m.Extra}
-		dir := in.opts.modules
-		if dir == "" {
-			var uts unix.Utsname
-			unix.Uname(&uts)
-			dir = "/lib/modules/" + unix.ByteSliceToString(uts.Release[:])
-		}
-		loadModules(dir, groups, insertModule, in.logf)
+		var early [][]string
+		early, serviceModules = moduleStages(in.board.Board.Modules)
+		loadModules(moduleDir, " for the card and the watchdog", early, insertModule, in.logf)
 	})
 	in.step("config partition", func() {
 		dev, err := mountConfig(in.opts.configWait)
@@ -199,6 +200,26 @@ func (in *initProc) boot() {
 		in.logf("starting services %s s after the kernel started", secs)
 	}
 	in.step("supervisor", in.startSupervisor)
+	go in.loadServiceModules(moduleDir, serviceModules)
+}
+
+// loadServiceModules loads the modules netd and iked need while the
+// services that need none start, then lets netd and iked start. A panic
+// still lets them start: without some module they run degraded and say
+// so, which beats never running.
+func (in *initProc) loadServiceModules(dir string, groups [][]string) {
+	defer func() {
+		if r := recover(); r != nil {
+			in.logf("modules for the services: panic: %v; starting the services without them\n%s", r, debug.Stack())
+		}
+		in.mu.Lock()
+		sup := in.sup
+		in.mu.Unlock()
+		if sup != nil {
+			sup.Provide(modulesLoaded)
+		}
+	}()
+	loadModules(dir, " for the services", groups, insertModule, in.logf)
 }
 
 func (in *initProc) startSupervisor() {
@@ -226,6 +247,7 @@ func (in *initProc) startSupervisor() {
 	}
 	sup, err := supervisor.New(supervisor.Config{
 		Services:    serviceTable(in.opts.exe, c),
+		Conditions:  []string{modulesLoaded},
 		Logf:        func(format string, args ...any) { in.print(fmt.Sprintf(format, args...)) },
 		Watchdog:    in.watchdog,
 		PetInterval: petInterval,

@@ -37,6 +37,12 @@ type consoleSpec struct {
 // old TLS settings.
 const godebug = "GODEBUG=httpmuxgo121=0,tlsrsakex=0,tls3des=0,tls10server=0"
 
+// modulesLoaded is the supervisor condition PID 1 provides once the
+// service modules (NICs, netfilter, XFRM, crypto) are loaded; see
+// moduleStages. netd and iked need them from their first moment; configd,
+// the web UI and the console do not, and start while they load.
+const modulesLoaded = "modules"
+
 func serviceTable(exe string, c consoleSpec) []supervisor.Service {
 	env := []string{"PATH=/bbin:/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/", godebug}
 	const configdSock = "/run/flashgate/configd.sock"
@@ -46,9 +52,10 @@ func serviceTable(exe string, c consoleSpec) []supervisor.Service {
 		// netd and iked follow configd's watch stream, and wait for it
 		// by themselves when it restarts.
 		{Name: "netd", Path: exe, Args: []string{"netd", "-configd", configdSock}, Env: env,
-			After: []string{"configd"}, Restart: supervisor.RestartAlways},
+			After: []string{"configd"}, Needs: []string{modulesLoaded}, Restart: supervisor.RestartAlways},
 		{Name: "iked", Path: exe, Args: []string{"iked", "-configd", configdSock}, Env: env,
-			After: []string{"configd"}, Restart: supervisor.RestartAlways, StopTimeout: 3 * time.Second},
+			After: []string{"configd"}, Needs: []string{modulesLoaded}, Restart: supervisor.RestartAlways,
+			StopTimeout: 3 * time.Second},
 		{Name: "webui", Path: exe, Args: []string{"webui", "-configd", configdSock}, Env: env,
 			After: []string{"configd"}, Restart: supervisor.RestartAlways},
 	}

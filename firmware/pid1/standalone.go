@@ -41,13 +41,16 @@ func SupervisorMain(args []string) int {
 		return 2
 	}
 	sup, err := supervisor.New(supervisor.Config{
-		Services: table,
-		Logf:     logf,
+		Services:   table,
+		Conditions: []string{modulesLoaded},
+		Logf:       logf,
 	})
 	if err != nil {
 		logf("%v", err)
 		return 1
 	}
+	// Off the appliance the host's kernel has what it has: nothing to load.
+	sup.Provide(modulesLoaded)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := sup.Serve(ctx, *sock); err != nil {

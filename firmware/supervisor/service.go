@@ -45,6 +45,12 @@ type Service struct {
 	// After lists services that must be running before this one starts.
 	After []string
 
+	// Needs lists conditions (Config.Conditions) that must have been
+	// provided before this service first starts, such as "modules" for a
+	// service that needs kernel modules PID 1 loads after the console is
+	// up. A provided condition holds for good: restarts do not wait again.
+	Needs []string
+
 	Restart RestartPolicy
 
 	// StopTimeout is how long a SIGTERM is given before SIGKILL. Zero means
@@ -57,8 +63,15 @@ const DefaultStopTimeout = 5 * time.Second
 
 // validateTable checks that names are unique and non-empty, paths are
 // absolute and dependencies name earlier services.
-func validateTable(table []Service) error {
+func validateTable(table []Service, conditions []string) error {
 	seen := map[string]bool{}
+	declared := map[string]bool{}
+	for _, c := range conditions {
+		if c == "" || declared[c] {
+			return fmt.Errorf("condition %q is empty or declared twice", c)
+		}
+		declared[c] = true
+	}
 	for i, s := range table {
 		if s.Name == "" {
 			return fmt.Errorf("service %d: empty name", i)
@@ -72,6 +85,11 @@ func validateTable(table []Service) error {
 		for _, dep := range s.After {
 			if !seen[dep] {
 				return fmt.Errorf("service %q depends on %q, which is not declared before it", s.Name, dep)
+			}
+		}
+		for _, c := range s.Needs {
+			if !declared[c] {
+				return fmt.Errorf("service %q needs condition %q, which is not declared", s.Name, c)
 			}
 		}
 		seen[s.Name] = true

@@ -16,7 +16,7 @@ type ServiceStatus struct {
 	// failure; meaningful only when LastExit is set.
 	LastExitCode int      `json:"last_exit_code"`
 	NextStartIn  Duration `json:"next_start_in,omitempty"` // in backoff
-	WaitingFor   []string `json:"waiting_for,omitempty"`   // dependencies not running
+	WaitingFor   []string `json:"waiting_for,omitempty"`   // dependencies not running, conditions not provided
 	Restart      string   `json:"restart_policy"`
 	Command      []string `json:"command"`
 }
@@ -76,6 +76,11 @@ func (s *Supervisor) statusLocked(p *proc, now time.Time) ServiceStatus {
 		st.NextStartIn = seconds(max(p.nextTry.Sub(now), 0))
 	}
 	if p.state == StateWaiting {
+		for _, c := range p.spec.Needs {
+			if s.pending[c] {
+				st.WaitingFor = append(st.WaitingFor, c)
+			}
+		}
 		for _, dep := range p.spec.After {
 			if s.byName[dep].state != StateRunning {
 				st.WaitingFor = append(st.WaitingFor, dep)

@@ -28,7 +28,7 @@ import (
 type State string
 
 const (
-	StateWaiting  State = "waiting"  // for a dependency to be running
+	StateWaiting  State = "waiting"  // for a dependency to be running or a condition
 	StateRunning  State = "running"  // a process exists
 	StateBackoff  State = "backoff"  // exited or failed to start; restart scheduled
 	StateStopping State = "stopping" // SIGTERM sent, waiting for the exit
@@ -39,6 +39,10 @@ const (
 type Config struct {
 	Services []Service
 	Backoff  Backoff // zero means DefaultBackoff
+
+	// Conditions are the names services may list in Needs. Each is
+	// pending until Provide is called with it.
+	Conditions []string
 
 	// LogBytes bounds each service's log ring; zero means 32 KiB.
 	LogBytes int
@@ -80,6 +84,7 @@ type Supervisor struct {
 
 	mu            sync.Mutex
 	procs         []*proc
+	pending       map[string]bool // conditions not provided yet
 	byName        map[string]*proc
 	byPid         map[int]*proc
 	shuttingDown  bool
@@ -111,7 +116,7 @@ type proc struct {
 
 // New validates the table and returns a supervisor that has started nothing.
 func New(cfg Config) (*Supervisor, error) {
-	if err := validateTable(cfg.Services); err != nil {
+	if err := validateTable(cfg.Services, cfg.Conditions); err != nil {
 		return nil, err
 	}
 	if cfg.Backoff == (Backoff{}) {
@@ -124,11 +129,15 @@ func New(cfg Config) (*Supervisor, error) {
 		cfg.PetInterval = 5 * time.Second
 	}
 	s := &Supervisor{
-		cfg:    cfg,
-		self:   NewRing(cfg.LogBytes),
-		kernel: NewRing(64 << 10),
-		byName: map[string]*proc{},
-		byPid:  map[int]*proc{},
+		cfg:     cfg,
+		self:    NewRing(cfg.LogBytes),
+		kernel:  NewRing(64 << 10),
+		byName:  map[string]*proc{},
+		byPid:   map[int]*proc{},
+		pending: map[string]bool{},
+	}
+	for _, c := range cfg.Conditions {
+		s.pending[c] = true
 	}
 	for _, spec := range cfg.Services {
 		p := &proc{spec: spec, ring: NewRing(cfg.LogBytes), state: StateWaiting}
@@ -176,7 +185,29 @@ func (s *Supervisor) startReadyLocked() {
 	}
 }
 
+// Provide marks a condition as holding and starts the services that were
+// waiting only for it. Providing it again does nothing.
+func (s *Supervisor) Provide(condition string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pending, declared := s.pending[condition]
+	if !declared {
+		return fmt.Errorf("provide %q: no such condition", condition)
+	}
+	if pending {
+		s.pending[condition] = false
+		s.Note(fmt.Sprintf("condition %s holds", condition))
+		s.startReadyLocked()
+	}
+	return nil
+}
+
 func (s *Supervisor) depsRunningLocked(p *proc) bool {
+	for _, c := range p.spec.Needs {
+		if s.pending[c] {
+			return false
+		}
+	}
 	for _, dep := range p.spec.After {
 		if s.byName[dep].state != StateRunning {
 			return false

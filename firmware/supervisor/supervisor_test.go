@@ -98,21 +98,26 @@ func indexOf(msgs []string, prefix string) int {
 }
 
 func TestValidateTable(t *testing.T) {
+	needs := func(svc Service, conds ...string) Service { svc.Needs = conds; return svc }
 	for _, tc := range []struct {
-		name  string
-		table []Service
-		want  string // substring of the error, "" for none
+		name       string
+		table      []Service
+		conditions []string
+		want       string // substring of the error, "" for none
 	}{
-		{"ok", []Service{sh("a", "true"), sh("b", "true", "a")}, ""},
-		{"dependency declared later", []Service{sh("b", "true", "a"), sh("a", "true")}, `"b" depends on "a", which is not declared before it`},
-		{"unknown dependency", []Service{sh("a", "true", "zz")}, `depends on "zz"`},
-		{"self dependency", []Service{sh("a", "true", "a")}, `"a" depends on "a"`},
-		{"duplicate", []Service{sh("a", "true"), sh("a", "true")}, `"a" declared twice`},
-		{"relative path", []Service{{Name: "a", Path: "bin/a"}}, "not absolute"},
-		{"no name", []Service{{Path: "/bin/true"}}, "empty name"},
+		{"ok", []Service{sh("a", "true"), sh("b", "true", "a")}, nil, ""},
+		{"condition", []Service{needs(sh("a", "true"), "modules")}, []string{"modules"}, ""},
+		{"undeclared condition", []Service{needs(sh("a", "true"), "modules")}, nil, `"a" needs condition "modules", which is not declared`},
+		{"condition declared twice", nil, []string{"modules", "modules"}, `"modules" is empty or declared twice`},
+		{"dependency declared later", []Service{sh("b", "true", "a"), sh("a", "true")}, nil, `"b" depends on "a", which is not declared before it`},
+		{"unknown dependency", []Service{sh("a", "true", "zz")}, nil, `depends on "zz"`},
+		{"self dependency", []Service{sh("a", "true", "a")}, nil, `"a" depends on "a"`},
+		{"duplicate", []Service{sh("a", "true"), sh("a", "true")}, nil, `"a" declared twice`},
+		{"relative path", []Service{{Name: "a", Path: "bin/a"}}, nil, "not absolute"},
+		{"no name", []Service{{Path: "/bin/true"}}, nil, "empty name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := validateTable(tc.table)
+			err := validateTable(tc.table, tc.conditions)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Errorf("validateTable: %v, want no error", err)
@@ -200,6 +205,36 @@ func TestWaitingForBrokenDependency(t *testing.T) {
 	nd := state(s, "netd")
 	if nd.State != StateWaiting || !slices.Equal(nd.WaitingFor, []string{"configd"}) {
 		t.Errorf("netd: state %s waiting for %v; want waiting for [configd]", nd.State, nd.WaitingFor)
+	}
+}
+
+func TestConditionHoldsBackServicesUntilProvided(t *testing.T) {
+	// As on the appliance: netd needs the NIC and netfilter modules PID 1
+	// loads while configd and the console already run; webui needs only
+	// configd.
+	netd := sh("netd", "exec sleep 1000", "configd")
+	netd.Needs = []string{"modules"}
+	s := start(t, Config{
+		Conditions: []string{"modules"},
+		Services: []Service{
+			sh("configd", "exec sleep 1000"),
+			netd,
+			sh("webui", "exec sleep 1000", "configd"),
+		},
+	})
+	waitFor(t, "configd and webui running", running(s, "configd", "webui"))
+	if st := state(s, "netd"); st.State != StateWaiting || !slices.Equal(st.WaitingFor, []string{"modules"}) {
+		t.Fatalf("netd before the modules: %s waiting for %v; want waiting for [modules]", st.State, st.WaitingFor)
+	}
+	if err := s.Provide("modules"); err != nil {
+		t.Fatalf("Provide(modules): %v", err)
+	}
+	waitFor(t, "netd running once the modules are provided", running(s, "netd"))
+	if err := s.Provide("modules"); err != nil {
+		t.Errorf("Provide(modules) a second time: %v, want nil", err)
+	}
+	if err := s.Provide("firmware"); err == nil || !strings.Contains(err.Error(), "no such condition") {
+		t.Errorf("Provide(firmware): %v, want no such condition", err)
 	}
 }
 
