@@ -2,12 +2,12 @@ package config
 
 import (
 	"bytes"
-	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
+	mathrand "math/rand/v2"
 	"os"
 	"sort"
 	"sync"
@@ -167,8 +167,13 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
+	// The ETag base only has to differ between opens, so that a client's
+	// ETag from before a configd restart never matches. It is not a
+	// secret: math/rand, seeded by the runtime, does not wait for the
+	// kernel's CRNG as crypto/rand does, which at boot under emulation
+	// held configd, and so the console's login prompt, for 2 s.
 	var rnd [4]byte
-	rand.Read(rnd[:])
+	binary.LittleEndian.PutUint32(rnd[:], mathrand.Uint32())
 	s := &Store{path: path, opts: opts, etagBase: hex.EncodeToString(rnd[:]), subs: map[chan Change]struct{}{}}
 	if err := s.load(); err != nil {
 		return nil, err
