@@ -12,20 +12,16 @@ import (
 // so the getty stays free of the web UI's dependencies).
 const WebUIFingerprintFile = "/run/flashgate/webui.fingerprint"
 
-// Banner is what the console shows above the login prompt: the version,
-// the board, the addresses the box can be reached at and, once the web UI
-// serves, its URLs and certificate fingerprint, so the first HTTPS
-// connection can be checked against what the console says.
-func Banner(board, version string) string {
-	return banner(board, version, addresses(), WebUIFingerprintFile)
-}
-
 // iface is one address of an interface that is up.
 type iface struct {
 	name string
 	addr *net.IPNet
 }
 
+// banner is what the console shows above the login prompt: the version,
+// the board, the addresses the box can be reached at and, once the web UI
+// serves, its URLs and certificate fingerprint, so the first HTTPS
+// connection can be checked against what the console says.
 func banner(board, version string, addrs []iface, fingerprintFile string) string {
 	if version == "" {
 		version = "(unknown version)"

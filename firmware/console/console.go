@@ -41,6 +41,7 @@ func Main(args []string) int {
 	shells := fs.String("shell", strings.Join(defaultShells, ","), "shells to try after login, comma-separated")
 	failDelay := fs.Duration("fail-delay", 3*time.Second, "pause after a wrong password")
 	cost := fs.Int("bcrypt-cost", 0, "bcrypt cost for new passwords (0: default)")
+	fingerprint := fs.String("fingerprint", WebUIFingerprintFile, "where the web UI writes its certificate fingerprint, for the banner")
 	if fs.Parse(args) != nil {
 		return 2
 	}
@@ -82,6 +83,9 @@ func Main(args []string) int {
 		shells:     strings.Split(*shells, ","),
 		failDelay:  *failDelay,
 		logf:       logger.Printf,
+		banner: func() string {
+			return banner(*board, *version, addresses(), *fingerprint)
+		},
 	}
 	// A ^C at the prompt must not kill the getty, and the shell must get
 	// ^C with its default action: a handler (not SIG_IGN, which exec
@@ -136,6 +140,7 @@ type session struct {
 	shells     []string
 	failDelay  time.Duration
 	logf       func(string, ...any)
+	banner     func() string // what to show above the login prompt, as of now
 }
 
 // run loops: first-boot password, banner, login, shell, until maxFailures
@@ -148,7 +153,8 @@ func (s *session) run() error {
 				return err
 			}
 		}
-		s.printf("\n%s\n", Banner(s.board, s.version))
+		shown := s.banner()
+		s.printf("\n%s\n", shown)
 		if hooks.Notices != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			for _, n := range hooks.Notices(ctx) {
@@ -156,7 +162,7 @@ func (s *session) run() error {
 			}
 			cancel()
 		}
-		user, err := s.readLine(hostname() + " login: ")
+		user, err := s.readLogin(hostname()+" login: ", shown)
 		if err != nil {
 			return err
 		}
@@ -276,6 +282,38 @@ func (s *session) expertShell(user string) {
 
 func (s *session) printf(format string, args ...any) {
 	fmt.Fprintf(s.tty, format, args...)
+}
+
+// bannerWatch is how long the login prompt keeps its banner up to date.
+// At boot the prompt comes before netd has the NICs up and before the web
+// UI serves, so the first banner lacks the addresses and the certificate
+// fingerprint the admin needs; they follow within seconds.
+const bannerWatch = 2 * time.Minute
+
+// readLogin prints the login prompt and reads the user name. Until a line
+// has been typed, and for bannerWatch at most, it checks the banner every
+// second and shows it again with the prompt when it changed. The terminal
+// is in canonical mode, so poll reports input only once a whole line is
+// there; text typed meanwhile stays in the kernel's line buffer and still
+// ends up in the name.
+func (s *session) readLogin(prompt, shown string) (string, error) {
+	s.printf("%s", prompt)
+	fd := int(s.tty.Fd())
+	for end := time.Now().Add(bannerWatch); time.Now().Before(end); {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 1000)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || n > 0 {
+			break // a line, a hangup or an error: readLine sees which
+		}
+		if now := s.banner(); now != shown {
+			shown = now
+			s.printf("\n\n%s\n%s", shown, prompt)
+		}
+	}
+	return s.readLine("")
 }
 
 // readLine prints prompt and reads one line in cooked mode, byte by byte so

@@ -148,12 +148,22 @@ type getty struct {
 
 // startGetty runs the getty on the pty slave. accounts is the accounts
 // directory; the shell is a script that says who logged in.
-func startGetty(t *testing.T, slave, accounts string, extraEnv ...string) *getty {
+func startGetty(t *testing.T, slave, accounts string, extra ...string) *getty {
 	t.Helper()
 	shell := filepath.Join(t.TempDir(), "shell")
 	os.WriteFile(shell, []byte("#!/bin/sh\necho SHELL-STARTED as $USER\n"), 0o755)
 	args := []string{"-device", slave, "-baud", "38400", "-board", "qemu", "-version", "1.2.3",
 		"-accounts", accounts, "-shell", "/nonexistent/gosh," + shell, "-fail-delay", "10ms", "-bcrypt-cost", "4"}
+	// extra holds flags ("-name", "value") and environment ("NAME=value").
+	var extraEnv []string
+	for i := 0; i < len(extra); i++ {
+		if strings.HasPrefix(extra[i], "-") && i+1 < len(extra) {
+			args = append(args, extra[i], extra[i+1])
+			i++
+			continue
+		}
+		extraEnv = append(extraEnv, extra[i])
+	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), append(extraEnv, childEnv+"="+strings.Join(args, "\n"))...)
 	var stderr bytes.Buffer
@@ -290,6 +300,38 @@ func TestExistingPasswordThreeFailuresEndTheGetty(t *testing.T) {
 	if !strings.Contains(g.stderr.String(), "3 failed logins") {
 		t.Errorf("getty log does not say why it ended:\n%s", g.stderr)
 	}
+}
+
+func TestLoginPromptShowsTheBannerAgainWhenItChanges(t *testing.T) {
+	// At boot the prompt comes before the web UI serves: its certificate
+	// fingerprint, needed to trust the first HTTPS connection, must still
+	// reach the console without anyone pressing a key.
+	accounts := t.TempDir()
+	if err := NewRAMAccounts(accounts, 4).SetPassword(AdminUser, []byte("s3cret-pass")); err != nil {
+		t.Fatal(err)
+	}
+	fp := filepath.Join(t.TempDir(), "webui.fingerprint")
+	master, slave := openPTY(t)
+	term := newTerminal(t, master)
+	startGetty(t, slave, accounts, "-fingerprint", fp)
+	term.expect("login: ")
+	if strings.Contains(term.all(), "certificate SHA-256") {
+		t.Fatalf("the banner shows a fingerprint before the web UI wrote one:\n%s", term.all())
+	}
+	if err := os.WriteFile(fp, []byte("AB:CD:EF\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	term.expect("certificate SHA-256 AB:CD:EF")
+	term.expect("login: ")
+	time.Sleep(1500 * time.Millisecond) // a second look finds nothing new
+	if n := strings.Count(term.all(), "certificate SHA-256"); n != 1 {
+		t.Errorf("the banner was shown with the fingerprint %d times, want once (it changed once)", n)
+	}
+	// The refreshed prompt still logs in.
+	term.send("admin\n")
+	term.expect("Password: ")
+	term.send("s3cret-pass\n")
+	term.expect("SHELL-STARTED as admin")
 }
 
 func TestFullRunStillReachesLogin(t *testing.T) {
