@@ -67,13 +67,13 @@ func (a *API) Login(user, password string) error {
 
 // WaitLogin retries Login until the web UI answers (it starts after the
 // console's prompt) or the timeout passes. A booting appliance is probed
-// with a bare TCP connect every 100 ms, which costs it nothing; the login
-// itself (an argon2id check, seconds of the emulated CPU) is sent only
-// once the web UI listens.
+// with bare TCP connects first (WaitListening), which cost it nothing; the
+// login itself (an argon2id check, most of a second of the emulated CPU)
+// is sent only once the web UI listens.
 func (a *API) WaitLogin(user, password string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		err := a.listening()
+		err := a.WaitListening(time.Until(deadline))
 		if err == nil {
 			err = a.Login(user, password)
 		}
@@ -87,6 +87,24 @@ func (a *API) WaitLogin(user, password string, timeout time.Duration) error {
 	}
 }
 
+// WaitListening returns once a TCP connect to the web UI succeeds. A SYN
+// to an address the appliance does not have yet is dropped, and the
+// kernel would send the next only a second later: each try gives up after
+// 300 ms, so the port is found open within about 0.4 s.
+func (a *API) WaitListening(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := a.listening()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the web UI at %s is not listening: %w", a.base, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // listening connects to the web UI's port and hangs up.
 func (a *API) listening() error {
 	addr := strings.TrimPrefix(a.base, "https://")
@@ -94,7 +112,7 @@ func (a *API) listening() error {
 		addr = net.JoinHostPort(addr, "443")
 	}
 	dial := func() error {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
+		c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond)
 		if err == nil {
 			c.Close()
 		}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -43,6 +44,10 @@ func (tl *Timeline) String() string {
 	}
 	return b.String()
 }
+
+// logStamp is the date and time the log package starts lines with: the
+// timeline has its own.
+var logStamp = regexp.MustCompile(`^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(\.\d+)? `)
 
 // clockOffset is how far the appliance's wall clock is ahead of the
 // host's, from the GET /api/v1/system answer with the shortest round trip
@@ -87,7 +92,7 @@ func (tl *Timeline) ReadAppliance(a *Appliance, api *API, tunnel string, until t
 			tl.Add(a, asked.Add(-time.Duration(s.Uptime*float64(time.Second))), s.Name+" started")
 		}
 	}
-	for _, svc := range []string{"netd", "iked"} {
+	for _, svc := range []string{"configd", "netd", "iked", "webui", "kernel"} {
 		var logs struct {
 			Lines []struct {
 				Time time.Time `json:"time"`
@@ -99,8 +104,11 @@ func (tl *Timeline) ReadAppliance(a *Appliance, api *API, tunnel string, until t
 		}
 		n := 0
 		for _, l := range logs.Lines {
+			if svc == "kernel" && !strings.Contains(l.Text, "eth") {
+				continue // of the kernel, only what its NICs say
+			}
 			if t := host(l.Time); t.Before(until) && !t.Before(a.started) && n < 20 {
-				tl.Add(a, t, svc+" log: "+l.Text)
+				tl.Add(a, t, svc+" log: "+logStamp.ReplaceAllString(l.Text, ""))
 				n++
 			}
 		}
