@@ -75,7 +75,7 @@ func TestBootQEMU(t *testing.T) {
 	bootCtx, bootCancel := context.WithTimeout(ctx, bootLimit)
 	defer bootCancel()
 
-	times, err := bootToLogin(bootCtx, vm, version)
+	times, err := bootToLogin(bootCtx, vm, version, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,11 +206,13 @@ func checkNoNOPL(t *testing.T, cpioData []byte) {
 // testPassword is the admin password the boot test sets on first boot.
 const testPassword = "Fg-test-3141"
 
-// bootToLogin follows a fresh card's boot on the serial console to the
-// login prompt and returns the time from qemu's start to the prompt. It
-// checks the contract's markers in order and answers the first-boot
-// password prompts.
-func bootToLogin(ctx context.Context, vm *VM, version string) (bootTimes, error) {
+// bootToLogin follows a boot on the serial console to the login prompt and
+// returns when each milestone appeared, counted from qemu's start. It checks
+// the contract's markers in order. A fresh card has no admin account: then
+// it records when the console asked for one (FirstBoot) and answers the
+// first-boot password prompts; a card that has one (configured) must go
+// straight to the login prompt.
+func bootToLogin(ctx context.Context, vm *VM, version string, configured bool) (bootTimes, error) {
 	at, syslinux, err := vm.WaitFor(ctx, 0, "SYSLINUX ")
 	if err != nil {
 		return bootTimes{}, fmt.Errorf("syslinux did not start: %w", err)
@@ -236,40 +238,53 @@ func bootToLogin(ctx context.Context, vm *VM, version string) (bootTimes, error)
 	if at, _, err = vm.WaitFor(ctx, at, "flashgate init: board qemu"); err != nil {
 		return bootTimes{}, fmt.Errorf("PID 1: %w", err)
 	}
-	// A fresh card has no admin account: the console asks for one.
-	for _, s := range []struct{ prompt, answer string }{
-		{"No admin password is set.", ""},
-		{"New admin password: ", testPassword + "\r"},
-		{"Repeat password: ", testPassword + "\r"},
-	} {
-		if at, _, err = vm.WaitFor(ctx, at, s.prompt); err != nil {
-			return bootTimes{}, fmt.Errorf("first-boot password: %w", err)
-		}
-		if s.answer != "" {
+	times := bootTimes{Syslinux: syslinux, Kernel: kernel, PID1: pid1}
+	if !configured {
+		for _, s := range []struct{ prompt, answer string }{
+			{"No admin password is set.", ""},
+			{"New admin password: ", testPassword + "\r"},
+			{"Repeat password: ", testPassword + "\r"},
+		} {
+			var when time.Duration
+			if at, when, err = vm.WaitFor(ctx, at, s.prompt); err != nil {
+				return bootTimes{}, fmt.Errorf("first-boot password: %w", err)
+			}
+			if s.answer == "" {
+				times.FirstBoot = when
+				continue
+			}
 			if err := vm.Type(s.answer); err != nil {
 				return bootTimes{}, fmt.Errorf("type on the serial console: %w", err)
 			}
 		}
 	}
-	_, elapsed, err := vm.WaitFor(ctx, at, "login: ")
+	_, times.Login, err = vm.WaitFor(ctx, at, "login: ")
 	if err != nil {
 		return bootTimes{}, fmt.Errorf("console: %w", err)
 	}
-	if bytes.Contains(vm.Log(), []byte(testPassword)) {
+	log := vm.Log()
+	if bytes.Contains(log, []byte(testPassword)) {
 		return bootTimes{}, errors.New("the console echoed the admin password")
 	}
-	return bootTimes{syslinux, kernel, pid1, elapsed}, nil
+	if configured && bytes.Contains(log, []byte("No admin password is set.")) {
+		return bootTimes{}, errors.New("the console asked for an admin password again: the one set on the first boot was not kept")
+	}
+	return times, nil
 }
 
-// bootTimes are when the boot's milestones appeared on the console,
-// measured from qemu's start.
+// bootTimes are a boot's milestones, counted from qemu's start. FirstBoot
+// is when the console asked for the admin password, on a fresh card only;
+// Login is then after the password was set (argon2id and a commit).
 type bootTimes struct {
-	Syslinux, Kernel, PID1, Login time.Duration
+	Syslinux, Kernel, PID1, FirstBoot, Login time.Duration
 }
 
 func (b bootTimes) String() string {
-	return fmt.Sprintf("syslinux at %.1f s, kernel %.1f s, PID 1 %.1f s, login prompt %.1f s after qemu started",
-		b.Syslinux.Seconds(), b.Kernel.Seconds(), b.PID1.Seconds(), b.Login.Seconds())
+	s := fmt.Sprintf("syslinux at %.1f s, kernel %.1f s, PID 1 %.1f s, ", b.Syslinux.Seconds(), b.Kernel.Seconds(), b.PID1.Seconds())
+	if b.FirstBoot > 0 {
+		s += fmt.Sprintf("first-boot password prompt %.1f s, ", b.FirstBoot.Seconds())
+	}
+	return s + fmt.Sprintf("login prompt %.1f s after qemu started", b.Login.Seconds())
 }
 
 // lineAt returns the line of log that contains offset at.
