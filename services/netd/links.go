@@ -85,7 +85,7 @@ func (n *Netlink) Reconcile(d *Desired) error {
 				addrs = append(addrs, a.Prefix)
 			}
 		}
-		if err := n.reconcileAddresses(l, addrs); err != nil {
+		if err := n.reconcileAddresses(l, addrs, want.Up); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -123,7 +123,9 @@ func (n *Netlink) reconcileLink(want Link) (netlink.Link, error) {
 	return l, nil
 }
 
-func (n *Netlink) reconcileAddresses(l netlink.Link, want []netip.Prefix) error {
+// reconcileAddresses makes l's addresses want; with announce, the IPv4
+// addresses it adds are announced (announce.go).
+func (n *Netlink) reconcileAddresses(l netlink.Link, want []netip.Prefix, announce bool) error {
 	name := l.Attrs().Name
 	have, err := retryDump(func() ([]netlink.Addr, error) { return n.h.AddrList(l, netlink.FAMILY_ALL) })
 	if err != nil {
@@ -150,13 +152,21 @@ func (n *Netlink) reconcileAddresses(l netlink.Link, want []netip.Prefix) error 
 			errs = append(errs, fmt.Errorf("link %s: remove address %s: %w", name, p, err))
 		}
 	}
+	var added []netip.Addr
 	for _, p := range want {
 		if present[p] {
 			continue
 		}
 		if err := n.h.AddrAdd(l, &netlink.Addr{IPNet: ipNet(p)}); err != nil && !errors.Is(err, unix.EEXIST) {
 			errs = append(errs, fmt.Errorf("link %s: add address %s: %w", name, p, err))
+			continue
 		}
+		if p.Addr().Is4() {
+			added = append(added, p.Addr())
+		}
+	}
+	if announce && len(added) > 0 {
+		n.announce(name, added)
 	}
 	return errors.Join(errs...)
 }
