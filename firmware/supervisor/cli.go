@@ -86,7 +86,7 @@ func WriteStatus(w io.Writer, services []ServiceStatus, sys System) {
 	}
 	fmt.Fprintf(w, "\npid %d: %s, %s, %d orphans reaped\n", sys.PID, mem, wd, sys.OrphansReaped)
 	if sys.Syslog != nil {
-		fmt.Fprintf(w, "syslog: %s (%s), %d sent, %d dropped\n", sys.Syslog.Addr, sys.Syslog.Format, sys.Syslog.Sent, sys.Syslog.Dropped)
+		fmt.Fprintf(w, "syslog: %s over %s (%s), %d sent, %d dropped\n", sys.Syslog.Addr, sys.Syslog.Network, sys.Syslog.Format, sys.Syslog.Sent, sys.Syslog.Dropped)
 	}
 }
 
