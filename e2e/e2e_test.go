@@ -495,10 +495,11 @@ func (p *sitePair) restartUntilUp(b *testing.B, tl *Timeline) time.Time {
 	deadline := time.Now().Add(3 * time.Minute)
 	last := ""
 	for {
+		asked := time.Now()
 		st := tunnels(b, p.apiA)["to-b"]
 		now := time.Now()
 		if seen := st.State + ": " + st.Reason; seen != last {
-			tl.Add(p.a, now, "API status of to-b: "+seen)
+			tl.Add(p.a, now, fmt.Sprintf("API status of to-b (asked %.2f s earlier): %s", now.Sub(asked).Seconds(), seen))
 			last = seen
 		}
 		if st.State == "up" {

@@ -23,8 +23,9 @@ import (
 // updates entries it already has from such a packet.
 
 const (
-	// announceCarrierWait bounds the wait for carrier after the address
-	// was added (an emulated e1000 needs about a second after link up).
+	// announceCarrierWait bounds the wait for the link to be able to
+	// send after the address was added (an emulated e1000 has carrier
+	// about a second after link up).
 	announceCarrierWait = 10 * time.Second
 	// announceNum and announceInterval: RFC 5227 sends 2 announcements,
 	// 2 s apart; the second catches a neighbour whose first ARP request
@@ -94,8 +95,12 @@ func (n *Netlink) announceNow(link string, addrs []netip.Addr) error {
 	return nil
 }
 
-// waitCarrier waits until link is up with carrier (IFF_LOWER_UP), polling,
-// for at most limit.
+// waitCarrier waits until link can send, polling, for at most limit. The
+// carrier flag (IFF_LOWER_UP) is not enough: the kernel attaches the
+// link's queueing discipline only when it has processed the carrier
+// change (linkwatch), and until then everything sent is dropped. The
+// operational state turns up at that same moment; links whose driver does
+// not report one (unknown) send as soon as they have carrier.
 func waitCarrier(h *netlink.Handle, link string, limit time.Duration) (netlink.Link, error) {
 	deadline := time.Now().Add(limit)
 	for {
@@ -103,7 +108,9 @@ func waitCarrier(h *netlink.Handle, link string, limit time.Duration) (netlink.L
 		if err != nil {
 			return nil, err
 		}
-		if f := l.Attrs().RawFlags; f&unix.IFF_UP != 0 && f&unix.IFF_LOWER_UP != 0 {
+		a := l.Attrs()
+		carrier := a.RawFlags&unix.IFF_UP != 0 && a.RawFlags&unix.IFF_LOWER_UP != 0
+		if carrier && (a.OperState == netlink.OperUp || a.OperState == netlink.OperUnknown) {
 			return l, nil
 		}
 		if time.Now().After(deadline) {
