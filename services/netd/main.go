@@ -1,6 +1,7 @@
 package netd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -85,6 +86,7 @@ func Main(args []string) int {
 	cfg, source := firstConfig(ctx, cl, board, *configdWait)
 	log.Printf("netd: applying %s", source)
 	d.SetConfig(cfg, 0, source)
+	applied := cfg
 
 	watch := cl.Watch(ctx)
 	tick := time.NewTicker(*resync)
@@ -112,8 +114,15 @@ func Main(args []string) int {
 				log.Printf("netd: read the running configuration after %s: %v", ch, err)
 				continue
 			}
+			// The watch starts with a notice of the current revision,
+			// which is usually the one just applied: applying it again
+			// would only take the CPU from the rest of the boot.
+			if bytes.Equal(cfg.JSON(), applied.JSON()) {
+				continue
+			}
 			log.Printf("netd: applying configuration revision %d (%s)", rev, ch.Reason)
 			d.SetConfig(cfg, rev, fmt.Sprintf("configd revision %d", rev))
+			applied = cfg
 		}
 	}
 }
