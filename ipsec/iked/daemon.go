@@ -84,6 +84,11 @@ type tunnel struct {
 	unusable bool
 	backoff  time.Duration
 	notify   func(string, ipsec.TunnelState) // Options.StateChanged
+
+	// superseded: the established IKE SA that sa replaced without a rekey
+	// (the peer initiated anew instead of reusing it). Once sa carries a
+	// CHILD_SA, childUp deletes it if it carries none.
+	superseded *ike.IKESA
 }
 
 // New opens the data plane and the IKE sockets. Call Run to start, Apply
@@ -549,7 +554,7 @@ func (d *Daemon) childUp(c ike.ChildUp) {
 		// uses, left without CHILD_SAs (the peer initiated anew instead
 		// of reusing it), would otherwise live on at both ends, checked
 		// by DPD forever and carrying nothing.
-		if replaced != nil && replaced.State() == ike.StateEstablished && len(replaced.Status().Children) == 0 {
+		if replaced != nil && replaced != c.SA && replaced.State() == ike.StateEstablished && len(replaced.Status().Children) == 0 {
 			replaced.Delete()
 		}
 	}()
@@ -569,8 +574,11 @@ func (d *Daemon) childUp(c ike.ChildUp) {
 	}
 	if t.sa != c.SA {
 		// An SA the peer initiated, or a rekeyed IKE SA.
-		replaced, t.sa = t.sa, c.SA
+		t.superseded, t.sa = t.sa, c.SA
 	}
+	// The new SA carries a CHILD_SA now: the one it superseded (here, or
+	// in ikeUp, which comes first) may go if it carries none.
+	replaced, t.superseded = t.superseded, nil
 	what := "CHILD_SA up"
 	if c.Replaces != 0 {
 		what = fmt.Sprintf("CHILD_SA rekeyed (replaces %08x)", c.Replaces)
@@ -628,8 +636,17 @@ func (d *Daemon) ikeUp(sa *ike.IKESA) {
 		return
 	}
 	what := "IKE_SA up"
-	if t.sa != nil && t.sa != sa && t.sa.State() == ike.StateRekeyed {
-		what = "IKE_SA rekeyed"
+	if t.sa != nil && t.sa != sa {
+		switch t.sa.State() {
+		case ike.StateRekeyed:
+			what = "IKE_SA rekeyed"
+		case ike.StateEstablished:
+			// The peer negotiated a new IKE SA beside ours (strongSwan
+			// with reuse_ikesa = no does for a new CHILD_SA): the
+			// tunnel moves to it, and childUp deletes the old one if it
+			// is left without CHILD_SAs.
+			t.superseded = t.sa
+		}
 	}
 	t.sa = sa
 	st := sa.Status()
