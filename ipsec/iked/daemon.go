@@ -85,6 +85,10 @@ type tunnel struct {
 	backoff  time.Duration
 	notify   func(string, ipsec.TunnelState) // Options.StateChanged
 
+	// initiating: a maintain call has picked the tunnel and is starting
+	// its IKE SA, which sa does not hold yet. Apply, the timers and the
+	// API's up all call maintain; none may start a second one meanwhile.
+	initiating bool
 	// superseded: the established IKE SA that sa replaced without a rekey
 	// (the peer initiated anew instead of reusing it). Once sa carries a
 	// CHILD_SA, childUp deletes it if it carries none.
@@ -382,7 +386,7 @@ func (d *Daemon) maintain() {
 		}
 		// Tunnels without a PeerConfig (no route to the peer yet: the
 		// WAN is not up) are retried like failed initiations.
-		if t.unusable || t.sa != nil || t.peer != nil && (t.cfg.StartAction == config.StartRespond || !t.peer.Remote.IsValid()) {
+		if t.unusable || t.sa != nil || t.initiating || t.peer != nil && (t.cfg.StartAction == config.StartRespond || !t.peer.Remote.IsValid()) {
 			continue
 		}
 		if now.Before(t.retryAt) {
@@ -394,6 +398,7 @@ func (d *Daemon) maintain() {
 			t.backoff *= 2
 		}
 		t.retryAt = now.Add(t.backoff)
+		t.initiating = true
 		start = append(start, t)
 	}
 	d.mu.Unlock()
@@ -406,12 +411,14 @@ func (d *Daemon) maintain() {
 		peer, err := d.refreshPeer(t)
 		if err != nil {
 			d.mu.Lock()
+			t.initiating = false
 			t.setState(now, ipsec.StateFailed, err.Error())
 			d.mu.Unlock()
 			continue
 		}
 		if t.cfg.StartAction == config.StartRespond || !peer.Remote.IsValid() {
 			d.mu.Lock()
+			t.initiating = false
 			if t.state == ipsec.StateFailed {
 				t.setState(now, ipsec.StateDown, "waiting for the peer to connect (start action: respond)")
 			}
@@ -420,6 +427,7 @@ func (d *Daemon) maintain() {
 		}
 		sa, err := d.ep.Initiate(peer)
 		d.mu.Lock()
+		t.initiating = false
 		if err != nil {
 			t.setState(now, ipsec.StateFailed, err.Error())
 		} else if cur, ok := d.tunnels[t.cfg.Name]; ok && cur == t && t.sa == nil {
