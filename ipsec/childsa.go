@@ -9,6 +9,12 @@ import (
 	"time"
 )
 
+// UserspaceInterface is the TUN interface of the userspace ESP data plane:
+// packets routed into it are encrypted by iked, and packets that come out of
+// it were decrypted by iked. netd's firewall trusts a remote subnet's
+// source address only on this interface or with a kernel IPsec secpath.
+const UserspaceInterface = "fgesp0"
+
 // Transform names an ESP algorithm by its Linux crypto API name, which both
 // data planes understand: "rfc4106(gcm(aes))", "rfc7539esp(chacha20,poly1305)",
 // "cbc(aes)", "hmac(sha256)". Integrity is empty for AEAD transforms.

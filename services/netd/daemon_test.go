@@ -18,7 +18,7 @@ import (
 )
 
 // labConfig is the lab's router as an admin would configure it: WAN on
-// DHCP, LAN static, a tunnel and a port forward. rem0 stands for the
+// DHCP, LAN static, a tunnel and a port forward. fgesp0 stands for the
 // tunnel's decrypted side and is not in the configuration, so netd leaves
 // it alone.
 func labConfig() *config.Config {

@@ -3,9 +3,11 @@ package netd
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"reflect"
 	"slices"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -378,5 +380,110 @@ func TestKernelRefusedBatchChangesNothing(t *testing.T) {
 	tcpWhoami(t, l.wan, "10.99.0.2:7000")
 	if seen, err := probe(l.lan, "tcp4", netip.Addr{}, netip.AddrPortFrom(wanPeer, 7000)); err != nil || seen != rtWAN.String() {
 		t.Errorf("after the refused batch LAN to WAN: seen %q, %v", seen, err)
+	}
+}
+
+// TestTunnelZoneTrustsOnlyTheTunnel checks the two ways an address-only
+// tunnel zone fails: a WAN host sending from a remote subnet's address
+// reaches the LAN, and LAN traffic for a tunnel that is down leaves by the
+// WAN in clear. Reverse-path filtering is off on the router, because a
+// tunnel that is down (its routes gone, the default route pointing at the
+// WAN) defeats it anyway: the firewall alone must hold.
+func TestTunnelZoneTrustsOnlyTheTunnel(t *testing.T) {
+	l := newLab(t)
+	fw := labFirewall()
+	// A second remote subnet whose tunnel is down: nothing routes it into
+	// fgesp0, and the router's route for it leads out of the WAN.
+	down := netip.MustParsePrefix("172.16.10.0/24")
+	fw.Tunnels[0].RemoteSubnets = append(fw.Tunnels[0].RemoteSubnets, down)
+	if err := fw.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.nft.Apply(Build(&fw)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range [][]string{
+		{"rt", "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0", "net.ipv4.conf.wan0.rp_filter=0"},
+		{"rt", "ip", "route", "add", down.String(), "via", wanPeer.String()},
+		{"wan", "ip", "addr", "add", "172.16.9.77/32", "dev", "eth0"},
+		{"wan", "ip", "addr", "add", "172.16.10.2/24", "dev", "eth0"},
+	} {
+		ns := map[string]*testnet.NS{"rt": l.rt, "wan": l.wan}[c[0]]
+		if err := ns.Run(c[1:]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	atLAN := udpSources(t, l.lan, "192.168.50.2:7100")
+	atWAN := udpSources(t, l.wan, "172.16.10.2:7100")
+	spoofed := netip.MustParseAddr("172.16.9.77")
+
+	sendUDP(t, l.rem, remHost, netip.MustParseAddrPort("192.168.50.2:7100"))
+	sendUDP(t, l.wan, spoofed, netip.MustParseAddrPort("192.168.50.2:7100"))
+	sendUDP(t, l.lan, lanHost, netip.MustParseAddrPort("172.16.10.2:7100"))
+	time.Sleep(time.Second)
+
+	if got := atLAN(); !slices.Contains(got, remHost) {
+		t.Errorf("the LAN host got datagrams from %v; want one from %s, out of the tunnel", got, remHost)
+	} else if slices.Contains(got, spoofed) {
+		t.Errorf("a WAN host sending from the tunnel's remote subnet (%s) reached the LAN", spoofed)
+	}
+	if got := atWAN(); len(got) > 0 {
+		t.Errorf("LAN traffic for the remote subnet of a tunnel that is down left by the WAN in clear (from %v)", got)
+	}
+	// The leak rule is narrow: the LAN still reaches the WAN.
+	tcpWhoami(t, l.wan, "10.99.0.2:7000")
+	if seen, err := probe(l.lan, "tcp4", netip.Addr{}, netip.AddrPortFrom(wanPeer, 7000)); err != nil || seen != rtWAN.String() {
+		t.Errorf("LAN to WAN: seen %q, %v; want an answer seen from %s", seen, err, rtWAN)
+	}
+}
+
+// udpSources records the source of every datagram that reaches addr in ns;
+// the returned function lists them so far.
+func udpSources(t *testing.T, ns *testnet.NS, addr string) func() []netip.Addr {
+	t.Helper()
+	var pc net.PacketConn
+	if err := do(ns, func() (err error) { pc, err = net.ListenPacket("udp4", addr); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	var mu sync.Mutex
+	var from []netip.Addr
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			_, a, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			from = append(from, a.(*net.UDPAddr).AddrPort().Addr().Unmap())
+			mu.Unlock()
+		}
+	}()
+	return func() []netip.Addr {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(from)
+	}
+}
+
+// sendUDP sends three datagrams from src in ns to dst.
+func sendUDP(t *testing.T, ns *testnet.NS, src netip.Addr, dst netip.AddrPort) {
+	t.Helper()
+	err := do(ns, func() error {
+		c, err := net.DialUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, 0)), net.UDPAddrFromAddrPort(dst))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		for range 3 {
+			if _, err := c.Write([]byte("who?")); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("send from %s to %s: %v", src, dst, err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/internal/testnet"
+	"github.com/flashgate/flashgate/ipsec"
 	"github.com/google/nftables"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -22,10 +23,11 @@ import (
 
 // lab is a router namespace between a LAN host, a WAN host (also the IPsec
 // peer, with a second address that is not one) and a host on a "remote
-// tunnel subnet" (the decrypted side of a tunnel, here a plain link):
+// tunnel subnet" (the decrypted side of a tunnel, here a plain link named
+// as the userspace data plane's TUN):
 //
 //	lan 192.168.50.2 -- lan0 192.168.50.1 [rt] wan0 10.99.0.1 -- 10.99.0.2, .3 wan
-//	                                      rem0 172.16.9.1 -- 172.16.9.2 rem
+//	                                    fgesp0 172.16.9.1 -- 172.16.9.2 rem
 type lab struct {
 	rt, lan, wan, rem *testnet.NS
 	nft               *NFTables
@@ -58,7 +60,7 @@ func newLab(t *testing.T) *lab {
 	}
 	testnet.Link(t, l.lan, "eth0", "192.168.50.2/24", l.rt, "lan0", "192.168.50.1/24")
 	testnet.Link(t, l.wan, "eth0", "10.99.0.2/24", l.rt, "wan0", "10.99.0.1/24")
-	testnet.Link(t, l.rem, "eth0", "172.16.9.2/24", l.rt, "rem0", "172.16.9.1/24")
+	testnet.Link(t, l.rem, "eth0", "172.16.9.2/24", l.rt, ipsec.UserspaceInterface, "172.16.9.1/24")
 	for _, c := range [][]string{
 		{"lan", "ip", "route", "add", "default", "via", "192.168.50.1"},
 		{"rem", "ip", "route", "add", "default", "via", "172.16.9.1"},
@@ -128,7 +130,7 @@ func (l *lab) addIPv6(t *testing.T) {
 // port forward, and user rules of each action.
 func labFirewall() Firewall {
 	return Firewall{
-		Interfaces: []Interface{{"wan0", RoleWAN}, {"lan0", RoleLAN}, {"rem0", RoleOpt}},
+		Interfaces: []Interface{{"wan0", RoleWAN}, {"lan0", RoleLAN}, {ipsec.UserspaceInterface, RoleOpt}},
 		Tunnels: []Tunnel{{Name: "branch", Peer: wanPeer, Path: "tunnels[branch]",
 			LocalSubnets:  []netip.Prefix{netip.MustParsePrefix("192.168.50.0/24")},
 			RemoteSubnets: []netip.Prefix{netip.MustParsePrefix("172.16.9.0/24")}}},

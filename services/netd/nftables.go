@@ -207,6 +207,15 @@ func Hits(rules []RuleCounter) []HitCounter {
 	return out
 }
 
+// The kernel's keys for "meta secpath" and "rt ipsec"
+// (linux/netfilter/nf_tables.h), which google/nftables and x/sys do not
+// name: NFT_META_SECPATH follows NFT_META_PRANDOM, NFT_RT_XFRM follows
+// NFT_RT_TCPMSS.
+const (
+	metaKeySecpath = expr.MetaKeyPRANDOM + 1
+	rtKeyXFRM      = expr.RtTCPMSS + 1
+)
+
 // Exprs translates one Spec into nftables expressions: matches in the
 // order String prints them, a counter, then the verdict.
 func Exprs(s Spec) ([]expr.Any, error) {
@@ -223,6 +232,23 @@ func Exprs(s Spec) ([]expr.Any, error) {
 	if s.OIf != "" {
 		meta(expr.MetaKeyOIFNAME)
 		cmp(expr.CmpOpEq, ifname(s.OIf))
+	}
+	// Both are booleans the kernel loads as one byte (nft_meta_get_eval,
+	// nft_rt_get_eval): "exists" is equal to 1, "missing" to 0.
+	boolean := func(m IPsecMatch) {
+		if m == IPsecExists {
+			cmp(expr.CmpOpEq, []byte{1})
+		} else {
+			cmp(expr.CmpOpEq, []byte{0})
+		}
+	}
+	if s.Decrypted != IPsecAny {
+		meta(metaKeySecpath)
+		boolean(s.Decrypted)
+	}
+	if s.Encrypted != IPsecAny {
+		ex = append(ex, &expr.Rt{Register: 1, Key: rtKeyXFRM})
+		boolean(s.Encrypted)
 	}
 	fam := s.family()
 	if fam != 0 {

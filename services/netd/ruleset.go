@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/flashgate/flashgate/ipsec"
 )
 
 // The NAT chains of table inet flashgate; the filter chains, with policy
@@ -66,10 +68,34 @@ type Spec struct {
 	CtState  uint32       // bits of Ct*: match if any is set
 	CtDNAT   bool         // the connection was destination-NATed
 	ToLocal  bool         // the destination is one of the box's addresses (fib daddr type local)
-	Verdict  string
-	Log      string     // log prefix, for VerdictLog
-	DNAT     netip.Addr // for VerdictDNAT
-	DNATPort uint16     // for VerdictDNAT; 0 keeps the port
+	// Decrypted matches whether kernel IPsec decrypted the packet (meta
+	// secpath); Encrypted whether its route leads into a kernel IPsec SA
+	// (rt ipsec), in forward and output only.
+	Decrypted, Encrypted IPsecMatch
+	Verdict              string
+	Log                  string     // log prefix, for VerdictLog
+	DNAT                 netip.Addr // for VerdictDNAT
+	DNATPort             uint16     // for VerdictDNAT; 0 keeps the port
+}
+
+// IPsecMatch is a match on kernel IPsec: any packet, only those it
+// handled, or only those it did not.
+type IPsecMatch uint8
+
+const (
+	IPsecAny IPsecMatch = iota
+	IPsecExists
+	IPsecMissing
+)
+
+func (m IPsecMatch) String() string {
+	switch m {
+	case IPsecExists:
+		return "exists"
+	case IPsecMissing:
+		return "missing"
+	}
+	return "any"
 }
 
 // ICMPTypes is an inclusive range of ICMP types.
@@ -102,6 +128,12 @@ func (s Spec) String() string {
 	}
 	if s.OIf != "" {
 		w("oifname %q", s.OIf)
+	}
+	if s.Decrypted != IPsecAny {
+		w("meta secpath %s", s.Decrypted)
+	}
+	if s.Encrypted != IPsecAny {
+		w("rt ipsec %s", s.Encrypted)
 	}
 	ip := "ip"
 	if s.family() == 6 {
@@ -214,7 +246,8 @@ func (b *builder) ifaces(role string) []string {
 // expandIf returns the interface names a rule's In or Out stands for: nil
 // for any (no match on the interface), the interfaces of a zone (possibly
 // none: the rule then matches nothing), or the one interface named. The
-// tunnel zone is matched by address, not by interface, so it is "any" here.
+// tunnel zone is no set of interfaces: it is "any" here, and zoneWays
+// matches it by the data planes' marks, next to the remote subnets.
 func (f *Firewall) expandIf(v string) []string {
 	switch v {
 	case "", ZoneAny, ZoneTunnel:
@@ -243,6 +276,34 @@ func (f *Firewall) remoteSubnets() []netip.Prefix {
 				out = append(out, n)
 			}
 		}
+	}
+	return out
+}
+
+// tunnelWay is one way a packet passes a tunnel: through the userspace
+// data plane's TUN interface (name), or through kernel IPsec (ipsec
+// exists, on whatever interface).
+type tunnelWay struct {
+	name  string
+	ipsec IPsecMatch
+}
+
+// tunnelWays are the ways into or out of a tunnel. netd does not know which
+// data plane iked uses (kernel XFRM where the kernel has ESP, else
+// userspace), so the tunnel zone allows both.
+func tunnelWays() []tunnelWay {
+	return []tunnelWay{{name: ipsec.UserspaceInterface}, {ipsec: IPsecExists}}
+}
+
+// zoneWays returns how a rule's In or Out is matched: the tunnel ways for
+// the tunnel zone, otherwise one way per interface expandIf names.
+func (f *Firewall) zoneWays(v string) []tunnelWay {
+	if v == ZoneTunnel {
+		return tunnelWays()
+	}
+	var out []tunnelWay
+	for _, name := range orAnyIf(f.expandIf(v)) {
+		out = append(out, tunnelWay{name: name})
 	}
 	return out
 }
@@ -377,20 +438,37 @@ func (b *builder) forward() {
 		}
 	}
 	lans, wans := b.ifaces(RoleLAN), b.ifaces(RoleWAN)
+	remote := b.f.remoteSubnets()
+	// Traffic for a tunnel's remote subnet never leaves by the WAN in
+	// clear: while a tunnel is down its routes are gone and the default
+	// route would take it there, unencrypted and (tunnel-no-nat) with
+	// the LAN's private source. Kernel IPsec's packets leave by the WAN
+	// too, routed into their SA (rt ipsec exists), and pass.
+	for _, wan := range wans {
+		for _, r := range remote {
+			b.add(Spec{Chain: c, Comment: "builtin:tunnel-no-leak", OIf: wan, Dst: r, Encrypted: IPsecMissing, Verdict: VerdictDrop})
+		}
+	}
 	for _, lan := range lans {
 		for _, wan := range wans {
 			b.add(Spec{Chain: c, Comment: "builtin:lan-to-wan", IIf: lan, OIf: wan, Verdict: VerdictAccept})
 		}
 	}
-	remote := b.f.remoteSubnets()
 	for _, lan := range lans {
 		for _, r := range remote {
-			b.add(Spec{Chain: c, Comment: "builtin:lan-to-tunnel", IIf: lan, Dst: r, Verdict: VerdictAccept})
+			for _, w := range tunnelWays() {
+				b.add(Spec{Chain: c, Comment: "builtin:lan-to-tunnel", IIf: lan, OIf: w.name, Dst: r, Encrypted: w.ipsec, Verdict: VerdictAccept})
+			}
 		}
 	}
+	// A remote subnet's source address is only believed when the packet
+	// came out of a tunnel: anyone on the WAN can send a packet from such
+	// an address.
 	for _, lan := range lans {
 		for _, r := range remote {
-			b.add(Spec{Chain: c, Comment: "builtin:tunnel-to-lan", OIf: lan, Src: r, Verdict: VerdictAccept})
+			for _, w := range tunnelWays() {
+				b.add(Spec{Chain: c, Comment: "builtin:tunnel-to-lan", IIf: w.name, OIf: lan, Src: r, Decrypted: w.ipsec, Verdict: VerdictAccept})
+			}
 		}
 	}
 	b.add(Spec{Chain: c, Comment: "builtin:drop", Verdict: VerdictDrop})
@@ -418,8 +496,8 @@ func (b *builder) userRules(chain string) {
 		}
 		verdict := r.Action
 		comment := "rule:" + r.Name
-		for _, in := range orAnyIf(b.f.expandIf(r.In)) {
-			for _, out := range orAnyIf(b.f.expandIf(r.Out)) {
+		for _, in := range b.f.zoneWays(r.In) {
+			for _, out := range b.f.zoneWays(r.Out) {
 				for _, src := range orAnyNet(srcs) {
 					for _, dst := range orAnyNet(dsts) {
 						if !sameFamily(src, dst) {
@@ -427,7 +505,8 @@ func (b *builder) userRules(chain string) {
 						}
 						for _, sp := range orAnyPort(r.SourcePorts) {
 							for _, dp := range orAnyPort(r.DestinationPorts) {
-								s := Spec{Chain: chain, Comment: comment, IIf: in, OIf: out, Src: src, Dst: dst,
+								s := Spec{Chain: chain, Comment: comment, IIf: in.name, OIf: out.name, Src: src, Dst: dst,
+									Decrypted: in.ipsec, Encrypted: out.ipsec,
 									Proto: protocols[r.Protocol], SPort: sp, DPort: dp, Verdict: verdict}
 								if r.Log {
 									l := s

@@ -61,9 +61,18 @@ func TestBuild(t *testing.T) {
 				`input meta nfproto ipv4 ip saddr 198.51.100.7/32 meta l4proto udp th dport 500 counter accept comment "builtin:ike"`,
 				`input meta nfproto ipv4 ip saddr 198.51.100.7/32 meta l4proto udp th dport 4500 counter accept comment "builtin:ike"`,
 				`input meta nfproto ipv4 ip saddr 198.51.100.7/32 meta l4proto esp counter accept comment "builtin:esp"`,
-				`forward iifname "eth1" meta nfproto ipv4 ip daddr 10.2.0.0/16 counter accept comment "builtin:lan-to-tunnel"`,
-				`forward iifname "eth1" meta nfproto ipv4 ip daddr 10.3.0.0/16 counter accept comment "builtin:lan-to-tunnel"`,
-				`forward oifname "eth1" meta nfproto ipv4 ip saddr 10.2.0.0/16 counter accept comment "builtin:tunnel-to-lan"`,
+				// Nothing for a remote subnet leaves by the WAN unencrypted,
+				// before the LAN's way out: a tunnel that is down leaks nothing.
+				`forward oifname "eth0" rt ipsec missing meta nfproto ipv4 ip daddr 10.2.0.0/16 counter drop comment "builtin:tunnel-no-leak"`,
+				`forward oifname "eth0" rt ipsec missing meta nfproto ipv4 ip daddr 10.3.0.0/16 counter drop comment "builtin:tunnel-no-leak"`,
+				`forward iifname "eth1" oifname "eth0" counter accept comment "builtin:lan-to-wan"`,
+				// Into a tunnel: the userspace plane's TUN, or kernel IPsec.
+				`forward iifname "eth1" oifname "fgesp0" meta nfproto ipv4 ip daddr 10.2.0.0/16 counter accept comment "builtin:lan-to-tunnel"`,
+				`forward iifname "eth1" rt ipsec exists meta nfproto ipv4 ip daddr 10.2.0.0/16 counter accept comment "builtin:lan-to-tunnel"`,
+				`forward iifname "eth1" oifname "fgesp0" meta nfproto ipv4 ip daddr 10.3.0.0/16 counter accept comment "builtin:lan-to-tunnel"`,
+				// A remote subnet's address is believed only out of a tunnel.
+				`forward iifname "fgesp0" oifname "eth1" meta nfproto ipv4 ip saddr 10.2.0.0/16 counter accept comment "builtin:tunnel-to-lan"`,
+				`forward oifname "eth1" meta secpath exists meta nfproto ipv4 ip saddr 10.2.0.0/16 counter accept comment "builtin:tunnel-to-lan"`,
 				`postrouting meta nfproto ipv4 ip daddr 10.2.0.0/16 counter accept comment "builtin:tunnel-no-nat"`,
 				`postrouting meta nfproto ipv4 ip daddr 10.3.0.0/16 counter accept comment "builtin:tunnel-no-nat"`,
 				`postrouting oifname "eth0" meta nfproto ipv4 counter masquerade`,
@@ -113,13 +122,18 @@ func TestBuild(t *testing.T) {
 				}
 			},
 			want: []string{
-				`input meta nfproto ipv4 ip saddr 10.2.0.0/16 meta l4proto tcp th dport 443 counter accept comment "rule:from-tunnel"`,
-				`input meta nfproto ipv4 ip saddr 10.4.0.0/16 meta l4proto tcp th dport 443 counter accept comment "rule:from-tunnel"`,
-				`forward meta nfproto ipv4 ip saddr 10.2.3.0/24 counter drop comment "rule:narrow"`,
-				`forward meta nfproto ipv4 ip saddr 10.2.0.0/16 counter drop comment "rule:narrow"`,
-				`forward meta nfproto ipv4 ip saddr 10.4.0.0/16 counter drop comment "rule:narrow"`,
+				`input iifname "fgesp0" meta nfproto ipv4 ip saddr 10.2.0.0/16 meta l4proto tcp th dport 443 counter accept comment "rule:from-tunnel"`,
+				`input iifname "fgesp0" meta nfproto ipv4 ip saddr 10.4.0.0/16 meta l4proto tcp th dport 443 counter accept comment "rule:from-tunnel"`,
+				`input meta secpath exists meta nfproto ipv4 ip saddr 10.2.0.0/16 meta l4proto tcp th dport 443 counter accept comment "rule:from-tunnel"`,
+				`input meta secpath exists meta nfproto ipv4 ip saddr 10.4.0.0/16 meta l4proto tcp th dport 443 counter accept comment "rule:from-tunnel"`,
+				`forward iifname "fgesp0" meta nfproto ipv4 ip saddr 10.2.3.0/24 counter drop comment "rule:narrow"`,
+				`forward iifname "fgesp0" meta nfproto ipv4 ip saddr 10.2.0.0/16 counter drop comment "rule:narrow"`,
+				`forward iifname "fgesp0" meta nfproto ipv4 ip saddr 10.4.0.0/16 counter drop comment "rule:narrow"`,
+				`forward meta secpath exists meta nfproto ipv4 ip saddr 10.2.3.0/24 counter drop comment "rule:narrow"`,
+				`forward meta secpath exists meta nfproto ipv4 ip saddr 10.4.0.0/16 counter drop comment "rule:narrow"`,
 			},
-			absent: []string{"172.16.0.0/12"},
+			// A rule from the tunnel zone never matches the bare address.
+			absent: []string{"172.16.0.0/12", `forward meta nfproto ipv4 ip saddr 10.2`, `input meta nfproto ipv4 ip saddr 10.2`},
 		},
 		{
 			name: "IPv6 networks match ip6 and never pair with IPv4 ones",
