@@ -21,7 +21,8 @@ import (
 // Config says where a Device carries traffic.
 type Config struct {
 	// TUN is the name of the tunnel interface, created by the Device and
-	// gone with it. Default "fgesp0".
+	// gone with it. Default ipsec.UserspaceInterface ("fgesp0"), which
+	// netd's firewall trusts as the way out of a tunnel.
 	TUN string
 	// MTU of the TUN. The default 1400 leaves room for the outer IPv4 and
 	// UDP headers and the ESP overhead of every transform on a 1500-byte
@@ -114,7 +115,7 @@ type saTable struct {
 // in the network namespace of the calling thread.
 func NewDevice(cfg Config) (*Device, error) {
 	if cfg.TUN == "" {
-		cfg.TUN = "fgesp0"
+		cfg.TUN = ipsec.UserspaceInterface
 	}
 	if cfg.MTU == 0 {
 		cfg.MTU = 1400
