@@ -470,13 +470,31 @@ func (p *sitePair) restartUntilUp(b *testing.B, tl *Timeline) time.Time {
 			}
 		}()
 	}
-	wire, err := p.lab.WatchIKE(p.a.wanTap)
-	if err != nil {
+	if wire, err := p.lab.WatchIKE(p.a.wanTap); err != nil {
 		b.Logf("no IKE messages on the timeline: %v", err)
+	} else {
+		defer func() {
+			for _, m := range wire.Stop() {
+				tl.Add(p.a, m.at, m.String())
+			}
+		}()
 	}
 	p.apiA = NewAPI(p.lab.HostA, "10.10.1.1")
-	if err := p.apiA.WaitListening(3 * time.Minute); err != nil {
-		b.Fatal(err)
+	// Wait for A's web UI as WaitListening does, marking each new reason
+	// it is not reachable yet.
+	lastErr := ""
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		err := p.apiA.listening()
+		if err == nil {
+			break
+		}
+		if msg := err.Error(); msg != lastErr {
+			tl.Add(p.a, time.Now(), "web UI not reachable yet: "+msg)
+			lastErr = msg
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("A's web UI is not reachable 3 min after the restart: %v", err)
+		}
 	}
 	tl.Add(p.a, time.Now(), "web UI port open: API login sent")
 	if err := p.apiA.Login("admin", adminPassword); err != nil {
@@ -485,13 +503,6 @@ func (p *sitePair) restartUntilUp(b *testing.B, tl *Timeline) time.Time {
 		}
 	}
 	tl.Add(p.a, time.Now(), "API login answered")
-	defer func() {
-		if wire != nil {
-			for _, m := range wire.Stop() {
-				tl.Add(p.a, m.at, m.String())
-			}
-		}
-	}()
 	deadline := time.Now().Add(3 * time.Minute)
 	last := ""
 	for {

@@ -131,6 +131,6 @@ func (tl *Timeline) ReadAppliance(a *Appliance, api *API, tunnel string, until t
 			tl.Add(a, t, "iked tunnel "+tunnel+": "+e.Message)
 		}
 	}
-	tl.Add(a, a.started, fmt.Sprintf("qemu started (its clock runs %+.2f s from the host's; the marks read from it are mapped)", offset.Seconds()))
+	tl.Add(a, a.started, fmt.Sprintf("(its clock runs %+.2f s from the host's; the marks read from it are mapped)", offset.Seconds()))
 	return nil
 }
