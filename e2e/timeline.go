@@ -26,7 +26,7 @@ type timelineMark struct {
 	who, what string
 }
 
-// Add records a mark of appliance who at host time t.
+// Add records what happened on (or was seen of) appliance a at host time t.
 func (tl *Timeline) Add(a *Appliance, t time.Time, what string) {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
