@@ -37,6 +37,7 @@ func (d *Device) encryptLoop(q *os.File, sock, raw *udpSocket) {
 	tx := &txBatch{buf: make([]byte, txBufSize), udp: sock, raw: raw, d: d}
 	var seg segmenter
 	var h vnetHdr
+	var missing missingReporter
 	for {
 		r.n, r.err = 0, nil
 		if err := rc.Read(r.fn); err != nil || r.err != nil {
@@ -55,6 +56,9 @@ func (d *Device) encryptLoop(q *os.File, sock, raw *udpSocket) {
 			sa := t.outbound(pkt)
 			if sa == nil {
 				d.Counters.NoSA.Add(1)
+				if d.missing != nil {
+					missing.report(d, pkt)
+				}
 				continue
 			}
 			if err := seg.reset(h, pkt); err != nil {

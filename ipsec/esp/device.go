@@ -38,6 +38,15 @@ type Config struct {
 	// whose EncapDstPort is 0 (peers without NAT-T). Without them such
 	// SAs are refused.
 	NoRawESP bool
+	// OnMissingSA, if set, is told the destination of packets read from
+	// the TUN that no outbound SA covers: traffic for a trap (AddTrap) or
+	// for a tunnel whose SA just went. The packet itself is dropped
+	// (counted in NoSA); the sender's retransmission or next packet goes
+	// through once the SA is up. It is called on a goroutine of its own,
+	// never on a packet worker, at most once per MissingSAInterval for a
+	// destination, and not at all for destinations that arrive while 16
+	// are waiting; it may block and may call into the Device.
+	OnMissingSA func(dst netip.Addr)
 }
 
 // DeviceCounters are drops and events that belong to no SA.
@@ -93,6 +102,9 @@ type Device struct {
 	closed  atomic.Bool
 	wg      sync.WaitGroup
 
+	missing chan netip.Addr // to reportMissing, when Config.OnMissingSA is set
+	stop    chan struct{}   // closed by Close: ends reportMissing
+
 	Counters DeviceCounters
 }
 
@@ -131,6 +143,10 @@ func NewDevice(cfg Config) (*Device, error) {
 		pairs:   make(map[uint32]*pair),
 		routes:  make(map[netip.Prefix]int),
 		expires: make(chan ipsec.Expire, 64),
+		stop:    make(chan struct{}),
+	}
+	if cfg.OnMissingSA != nil {
+		d.missing = make(chan netip.Addr, missingQueue)
 	}
 	d.table.Store(&saTable{in: map[uint32]*SA{}})
 	var err error
@@ -195,6 +211,11 @@ func NewDevice(cfg Config) (*Device, error) {
 		d.wg.Add(1)
 		go d.decryptLoop(d.raws[0], d.tun.queues[0])
 	}
+	if d.missing != nil {
+		// Not in wg: the hook may call AddTrap or AddPair, which wait
+		// for the lock Close holds while it waits for wg.
+		go d.reportMissing()
+	}
 	return d, nil
 }
 
@@ -257,7 +278,8 @@ func (d *Device) AddPair(in, out *ipsec.ChildSA) error {
 	}
 	var added []netip.Prefix
 	for _, p := range out.RemoteTS {
-		if d.routes[p] == 0 {
+		p = p.Masked()
+		if d.routes[p] == 0 && !slices.Contains(added, p) {
 			if err := d.routeAdd(p); err != nil {
 				for _, q := range added {
 					d.routeDel(q)
@@ -268,7 +290,7 @@ func (d *Device) AddPair(in, out *ipsec.ChildSA) error {
 		}
 	}
 	for _, p := range out.RemoteTS {
-		d.routes[p]++
+		d.routes[p.Masked()]++
 	}
 	d.added++
 	pr := &pair{in: inSA, out: outSA, added: d.added}
@@ -325,6 +347,7 @@ func (d *Device) DeletePair(inboundSPI uint32) error {
 	}
 	var errs []error
 	for _, p := range pr.out.RemoteTS {
+		p = p.Masked()
 		if d.routes[p]--; d.routes[p] <= 0 {
 			delete(d.routes, p)
 			if err := d.routeDel(p); err != nil {
@@ -397,6 +420,7 @@ func (d *Device) Close() error {
 	if d.closed.Swap(true) {
 		return nil
 	}
+	close(d.stop)
 	var errs []error
 	for _, s := range append(d.socks, d.raws...) {
 		errs = append(errs, s.close())
