@@ -16,6 +16,7 @@ type state struct {
 	ReplayWindow               uint32 // packets; 0 for outbound SAs
 	SoftBytes, HardBytes       uint64 // 0 = no limit
 	SoftSeconds, HardSeconds   uint64 // 0 = no limit
+	Seq                        uint32 // of the acquire this SA answers, 0 for none
 }
 
 // policy is one kernel policy with its single ESP tunnel template.

@@ -194,6 +194,7 @@ func (l layout) encodeNewSA(st *state) []byte {
 	ne.PutUint64(b[120:], xfrmInf)
 	ne.PutUint64(b[128:], st.SoftSeconds)
 	ne.PutUint64(b[136:], st.HardSeconds)
+	ne.PutUint32(b[204:], st.Seq) // km.seq: the larval SA of this acquire goes
 	ne.PutUint32(b[208:], st.ReqID)
 	ne.PutUint16(b[212:], fam)
 	b[214] = modeTunnel

@@ -52,7 +52,7 @@ type Plane struct {
 	mu    sync.Mutex
 	pairs map[uint32]*pair // by inbound SPI
 	sas   map[uint32]saKey // every SPI we installed, in or out
-	traps map[uint32][]policy
+	traps map[uint32]*trap // by reqid
 
 	events   *monitor
 	done     chan struct{} // closed by Close: unblocks event delivery
@@ -82,7 +82,7 @@ func New(opts Options) (*Plane, error) {
 		l: native, conn: c, routes: rt,
 		pairs:    map[uint32]*pair{},
 		sas:      map[uint32]saKey{},
-		traps:    map[uint32][]policy{},
+		traps:    map[uint32]*trap{},
 		done:     make(chan struct{}),
 		expires:  make(chan ipsec.Expire, 64),
 		acquires: make(chan Acquire, 64),
@@ -128,6 +128,14 @@ func (p *Plane) AddPair(in, out *ipsec.ChildSA) error {
 	if _, dup := p.pairs[in.SPI]; dup {
 		return fmt.Errorf("xfrm add pair: inbound SPI %08x already installed", in.SPI)
 	}
+	if tr := p.trapOver(pols); tr != nil && tr.acquireSeq != 0 && tr.peer == outSt.Dst {
+		// The kernel holds a larval SA for the trap's acquire; the
+		// outbound SA that answers it replaces it (matched by sequence
+		// number, since the pair's reqid is not the trap's). Left alone
+		// it would swallow the trap's traffic without a new acquire for
+		// up to 30 s (net.core.xfrm_acq_expires) after this pair goes.
+		outSt.Seq, tr.acquireSeq = tr.acquireSeq, 0
+	}
 	if err := p.addSA(inSt); err != nil {
 		return err
 	}
@@ -139,7 +147,7 @@ func (p *Plane) AddPair(in, out *ipsec.ChildSA) error {
 		if err := p.updatePolicy(&pols[i]); err != nil {
 			if !p.reqidInUse(in.ReqID) {
 				for j := range i {
-					p.delPolicy(&pols[j])
+					p.releasePolicy(&pols[j])
 				}
 			}
 			p.delSA(saKey{inSt.Dst, inSt.SPI})
@@ -153,7 +161,7 @@ func (p *Plane) AddPair(in, out *ipsec.ChildSA) error {
 		err = fmt.Errorf("xfrm add pair %08x/%08x: %w", in.SPI, out.SPI, err)
 		if !p.reqidInUse(in.ReqID) {
 			for i := range pols {
-				p.delPolicy(&pols[i])
+				p.releasePolicy(&pols[i])
 			}
 		}
 		p.delSA(saKey{inSt.Dst, inSt.SPI})
@@ -245,7 +253,7 @@ func (p *Plane) DeletePair(inboundSPI uint32) error {
 	var errs []error
 	if !p.reqidInUse(pr.in.ReqID) {
 		for i := range pr.policies {
-			errs = append(errs, p.delPolicy(&pr.policies[i]))
+			errs = append(errs, p.releasePolicy(&pr.policies[i]))
 		}
 	}
 	errs = append(errs, p.delSA(pr.outSA), p.delSA(pr.inSA), p.routes.del(pr.out.RemoteTS))
@@ -317,7 +325,10 @@ func (p *Plane) onExpire(e expireMsg) {
 
 func (p *Plane) onAcquire(a Acquire) {
 	p.mu.Lock()
-	_, ours := p.traps[a.ReqID]
+	tr, ours := p.traps[a.ReqID]
+	if ours {
+		tr.acquireSeq = a.Seq
+	}
 	p.mu.Unlock()
 	if !ours {
 		return
@@ -328,10 +339,22 @@ func (p *Plane) onAcquire(a Acquire) {
 	}
 }
 
+// trap is a tunnel waiting for traffic: its outbound policies, with a
+// template but no SA, and its remote subnets' routes.
+type trap struct {
+	policies   []policy
+	peer       netip.Addr
+	remote     []netip.Prefix
+	acquireSeq uint32 // of the kernel's last acquire: the larval SA to replace
+}
+
 // Trap installs the outbound policies of a tunnel that is negotiated on
-// traffic: no SA exists yet, so the kernel holds the first packet and sends
-// an acquire for reqid, delivered on Acquires. AddPair later installs the
-// full set of policies for the same reqid over the trap.
+// traffic, and the routes of its remote subnets in RouteTable, as for an
+// installed pair. No SA exists yet, so the kernel drops the first packet
+// (net.core.xfrm_larval_drop, the default) and sends an acquire for
+// reqid, delivered on Acquires. AddPair later installs the policies of the
+// negotiated pair, whatever its reqid, over the trap; when the last pair
+// on them goes, DeletePair puts the trap's policies back.
 func (p *Plane) Trap(reqid uint32, local, remote netip.Addr, localTS, remoteTS []netip.Prefix) error {
 	if reqid == 0 {
 		return fmt.Errorf("xfrm trap: reqid 0")
@@ -350,31 +373,116 @@ func (p *Plane) Trap(reqid uint32, local, remote netip.Addr, localTS, remoteTS [
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for i := range pols {
-		if err := p.updatePolicy(&pols[i]); err != nil {
-			return fmt.Errorf("xfrm trap reqid %d: %w", reqid, err)
+	if _, dup := p.traps[reqid]; dup {
+		return fmt.Errorf("xfrm trap: reqid %d already trapped", reqid)
+	}
+	var done []policy
+	undo := func() {
+		for i := range done {
+			if !p.pairUses(&done[i]) {
+				p.delPolicy(&done[i])
+			}
 		}
 	}
-	p.traps[reqid] = pols
+	for i := range pols {
+		if p.pairUses(&pols[i]) {
+			continue // an installed pair carries the traffic; DeletePair restores the trap
+		}
+		if err := p.updatePolicy(&pols[i]); err != nil {
+			undo()
+			return fmt.Errorf("xfrm trap reqid %d: %w", reqid, err)
+		}
+		done = append(done, pols[i])
+	}
+	if err := p.routes.add(remote, localTS, remoteTS); err != nil {
+		undo()
+		return fmt.Errorf("xfrm trap reqid %d: %w", reqid, err)
+	}
+	p.traps[reqid] = &trap{policies: pols, peer: remote.Unmap(), remote: remoteTS}
 	return nil
 }
 
-// Untrap removes a trap. Policies an installed pair of the same reqid uses
-// stay.
+// Untrap removes a trap and its hold on the routes. Policies an installed
+// pair uses stay, and go with the pair.
 func (p *Plane) Untrap(reqid uint32) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	pols, ok := p.traps[reqid]
+	tr, ok := p.traps[reqid]
 	if !ok {
 		return fmt.Errorf("xfrm untrap: no trap for reqid %d", reqid)
 	}
 	delete(p.traps, reqid)
-	if p.reqidInUse(reqid) {
-		return nil
-	}
 	var errs []error
-	for i := range pols {
-		errs = append(errs, p.delPolicy(&pols[i]))
+	for i := range tr.policies {
+		if !p.pairUses(&tr.policies[i]) && p.trapPolicy(&tr.policies[i]) == nil {
+			errs = append(errs, p.delPolicy(&tr.policies[i]))
+		}
 	}
-	return errors.Join(errs...)
+	errs = append(errs, p.routes.del(tr.remote))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("xfrm untrap reqid %d: %w", reqid, err)
+	}
+	return nil
+}
+
+// Trapped reports whether reqid has a trap installed.
+func (p *Plane) Trapped(reqid uint32) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.traps[reqid]
+	return ok
+}
+
+// releasePolicy removes a pair's policy that no pair needs any more, or
+// puts back the trap it replaced, so that the next packet asks for an SA
+// again. Called with p.mu held.
+func (p *Plane) releasePolicy(pol *policy) error {
+	if tp := p.trapPolicy(pol); tp != nil {
+		return p.updatePolicy(tp)
+	}
+	return p.delPolicy(pol)
+}
+
+// samePolicy: the kernel names a policy by selector and direction.
+func samePolicy(a, b *policy) bool { return a.Sel == b.Sel && a.Dir == b.Dir }
+
+// trapPolicy returns a trap's policy with pol's selector and direction.
+// Called with p.mu held.
+func (p *Plane) trapPolicy(pol *policy) *policy {
+	for _, tr := range p.traps {
+		for i := range tr.policies {
+			if samePolicy(&tr.policies[i], pol) {
+				return &tr.policies[i]
+			}
+		}
+	}
+	return nil
+}
+
+// pairUses reports whether an installed pair has a policy with pol's
+// selector and direction. Called with p.mu held.
+func (p *Plane) pairUses(pol *policy) bool {
+	for _, pr := range p.pairs {
+		for i := range pr.policies {
+			if samePolicy(&pr.policies[i], pol) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// trapOver returns the trap whose outbound policy a pair with pols
+// replaces, if any. Called with p.mu held.
+func (p *Plane) trapOver(pols []policy) *trap {
+	for _, tr := range p.traps {
+		for i := range tr.policies {
+			for j := range pols {
+				if samePolicy(&tr.policies[i], &pols[j]) {
+					return tr
+				}
+			}
+		}
+	}
+	return nil
 }
