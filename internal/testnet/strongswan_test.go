@@ -47,7 +47,7 @@ func TestStrongSwanPair(t *testing.T) {
 // Tests count charon's SAs to tell whether an SA was deleted or replaced,
 // so a listing that drops one reads as a bug in the peer under test. A
 // listing built on govici's CallStreaming came back empty in 3 to 32 of
-// these 300 calls on the initiator's charon (in 5 runs of 5), fewer on the
+// these 300 calls on the initiator's charon in each of 5 runs, fewer on the
 // responder's: listing both makes a lossy SAs fail here all but surely.
 func TestCharonSAsLosesNone(t *testing.T) {
 	if testing.Short() {

@@ -250,7 +250,7 @@ func TestDeleteEitherSide(t *testing.T) {
 	d := startIked(t, s.GwA, tunnelConfig(s.GwAWAN, s.GwBWAN, "gwA", "gwB", s.LANA, s.LANB, lifecycleIKE, lifecycleESP, config.StartRespond))
 
 	charonSAs := func() int {
-		sas, err := listCharonSAs(charon)
+		sas, err := charon.SAs()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -161,7 +161,7 @@ func TestMainProcess(t *testing.T) {
 	sock := filepath.Join(dir, "iked.sock")
 	api := NewClient(sock)
 	charonSAs := func() int {
-		sas, err := listCharonSAs(charon)
+		sas, err := charon.SAs()
 		if err != nil {
 			t.Fatal(err)
 		}

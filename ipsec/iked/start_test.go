@@ -75,11 +75,11 @@ func TestStartInitiatesOnce(t *testing.T) {
 			if n := charonLogCount(t, charon, charonGotDelete); n != 0 {
 				t.Errorf("strongSwan received %d DELETEs within 3 s of the tunnel coming up, want none", n)
 			}
-			sas, err := listCharonSAs(charon)
+			sas, err := charon.SAs()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(sas) != 1 || sas[0].State != "ESTABLISHED" || sas[0].installed() != 1 {
+			if len(sas) != 1 || sas[0].State != "ESTABLISHED" || sas[0].Installed("s2s-net") != 1 {
 				t.Errorf("strongSwan holds %+v, want one ESTABLISHED IKE_SA with one INSTALLED CHILD_SA", sas)
 			}
 			now := tunnelStatus(d, "s2s")
