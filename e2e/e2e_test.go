@@ -353,7 +353,12 @@ func TestTwoAppliancesAndStrongSwan(t *testing.T) {
 		t.Fatalf("B did not come back after reboot: %v", err)
 	}
 	cancel()
-	waitUp(t, a, apiA, 120*time.Second, "to-b")
+	// Usually back within seconds of B's boot. But when A's new
+	// IKE_SA_INIT, sent on B's DELETE, is still answered by B's iked as it
+	// shuts down, A's IKE_AUTH goes to a B that no longer knows the SA,
+	// and A gives it up only after its retransmissions (0.5 s doubling,
+	// 8 tries: 128 s), then starts over: the wait allows for that.
+	waitUp(t, a, apiA, 180*time.Second, "to-b")
 	if err := testnet.Ping(lab.HostA, hostB, 3); err != nil {
 		t.Fatalf("after B rebooted, hostA -> hostB: %v", err)
 	}
