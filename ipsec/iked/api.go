@@ -73,7 +73,7 @@ func (d *Daemon) Handler() http.Handler {
 	return mux
 }
 
-// Up initiates the named tunnel now.
+// Up initiates the named tunnel now, also one that waits for traffic.
 func (d *Daemon) Up(name string) error {
 	d.mu.Lock()
 	t := d.tunnels[name]
@@ -86,6 +86,9 @@ func (d *Daemon) Up(name string) error {
 		return fmt.Errorf("%s", t.reason)
 	}
 	t.retryAt, t.backoff = time.Time{}, 0
+	if t.onTraffic() {
+		d.trigger(t, "asked to come up") // as if traffic had come
+	}
 	d.mu.Unlock()
 	d.maintain()
 	return nil

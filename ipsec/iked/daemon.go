@@ -48,6 +48,7 @@ type Daemon struct {
 	ep       *ike.Endpoint
 	dp       ipsec.DataPlane
 	dev      *esp.Device // when dp is userspace
+	kernel   *xfrm.Plane // when dp is xfrm
 	tr       *transport
 	routes   routes
 	planeWhy string // why this data plane: forced, or what the probe found
@@ -56,8 +57,13 @@ type Daemon struct {
 
 	natIKEDrops atomic.Uint64 // IKE from the NAT-T port dropped: queue full
 
+	// initiate starts an IKE SA: ep.Initiate, which tests wrap to run
+	// something while an initiation is under way.
+	initiate func(*ike.PeerConfig) (*ike.IKESA, error)
+
 	mu      sync.Mutex
 	tunnels map[string]*tunnel
+	trapSeq uint32 // numbers the kernel traps (trapReqIDBase+n)
 	closed  bool
 	done    chan struct{}
 	wg      sync.WaitGroup
@@ -93,6 +99,14 @@ type tunnel struct {
 	// (the peer initiated anew instead of reusing it). Once sa carries a
 	// CHILD_SA, childUp deletes it if it carries none.
 	superseded *ike.IKESA
+
+	// Start action on-traffic. trapped: the data plane holds the
+	// tunnel's traffic for it (trapping: being installed; trapReqID
+	// names the kernel's trap, trapRetryAt delays a refused one).
+	// triggered: traffic came, maintain initiates.
+	trapped, trapping, triggered bool
+	trapReqID                    uint32
+	trapRetryAt                  time.Time
 }
 
 // New opens the data plane and the IKE sockets. Call Run to start, Apply
@@ -135,9 +149,10 @@ func New(opts Options) (*Daemon, error) {
 		if err != nil {
 			return nil, fmt.Errorf("kernel data plane: %w", err)
 		}
-		d.dp = p
+		d.dp, d.kernel = p, p
 	case "userspace":
-		dev, err := esp.NewDevice(esp.Config{TUN: opts.TUN, Listen: netip.AddrPortFrom(netip.IPv4Unspecified(), opts.NATTPort)})
+		dev, err := esp.NewDevice(esp.Config{TUN: opts.TUN, Listen: netip.AddrPortFrom(netip.IPv4Unspecified(), opts.NATTPort),
+			OnMissingSA: d.trafficFor})
 		if err != nil {
 			return nil, fmt.Errorf("userspace data plane: %w", err)
 		}
@@ -169,6 +184,7 @@ func New(opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.ep = ep
+	d.initiate = ep.Initiate
 	ok = true
 	return d, nil
 }
@@ -213,6 +229,10 @@ func (d *Daemon) Run() {
 		})
 		d.wg.Add(1)
 		go d.natIKE(queue)
+	}
+	if d.kernel != nil {
+		d.wg.Add(1)
+		go d.acquires()
 	}
 	d.wg.Add(2)
 	go d.timers()
@@ -311,6 +331,7 @@ func (d *Daemon) Apply(cfg *config.Config) error {
 		want[t.Name] = t
 	}
 	var stop []*ike.IKESA
+	var untrap []*tunnel
 	d.mu.Lock()
 	for name, t := range d.tunnels {
 		if w, ok := want[name]; !ok || !sameTunnel(&t.cfg, w) || !w.Enabled {
@@ -318,6 +339,9 @@ func (d *Daemon) Apply(cfg *config.Config) error {
 				if sa.Config() == t.peer {
 					stop = append(stop, sa)
 				}
+			}
+			if t.trapped {
+				untrap = append(untrap, t)
 			}
 			delete(d.tunnels, name) // a changed one is re-added below
 		}
@@ -349,9 +373,7 @@ func (d *Daemon) Apply(cfg *config.Config) error {
 		case config.StartRespond:
 			t.reason = "waiting for the peer to connect (start action: respond)"
 		case config.StartOnTraffic:
-			// Without kernel acquire events there is no traffic trigger;
-			// the userspace plane brings the tunnel up at once instead.
-			t.reason = "connecting (start action: on-traffic)"
+			t.reason = waitingForTraffic
 		}
 		t.event(now, "configured")
 		d.tunnels[name] = t
@@ -359,6 +381,11 @@ func (d *Daemon) Apply(cfg *config.Config) error {
 	d.mu.Unlock()
 	for _, sa := range stop {
 		sa.Delete()
+	}
+	for _, t := range untrap {
+		if err := d.removeTrap(t, t.trapReqID); err != nil {
+			d.logf("iked: %s: remove the trap of the old configuration: %v", t.cfg.Name, err)
+		}
 	}
 	d.maintain()
 	return errors.Join(errs...)
@@ -389,6 +416,9 @@ func (d *Daemon) maintain() {
 		if t.unusable || t.sa != nil || t.initiating || t.peer != nil && (t.cfg.StartAction == config.StartRespond || !t.peer.Remote.IsValid()) {
 			continue
 		}
+		if t.onTraffic() && !t.triggered {
+			continue // the trap's first packet, or the API's up, says when
+		}
 		if now.Before(t.retryAt) {
 			continue
 		}
@@ -398,10 +428,12 @@ func (d *Daemon) maintain() {
 			t.backoff *= 2
 		}
 		t.retryAt = now.Add(t.backoff)
-		t.initiating = true
+		t.initiating, t.triggered = true, false
 		start = append(start, t)
 	}
+	traps := d.trapsToInstall(now)
 	d.mu.Unlock()
+	d.installTraps(traps)
 	for _, sa := range children {
 		if err := sa.CreateChild(); err != nil {
 			d.logf("iked: %s: new CHILD_SA: %v", sa.Name(), err)
@@ -425,12 +457,26 @@ func (d *Daemon) maintain() {
 			d.mu.Unlock()
 			continue
 		}
-		sa, err := d.ep.Initiate(peer)
+		sa, err := d.initiate(peer)
 		d.mu.Lock()
 		t.initiating = false
+		current := d.tunnels[t.cfg.Name] == t && !d.closed
 		if err != nil {
-			t.setState(now, ipsec.StateFailed, err.Error())
-		} else if cur, ok := d.tunnels[t.cfg.Name]; ok && cur == t && t.sa == nil {
+			if t.onTraffic() {
+				t.waitForTraffic(now, "the last attempt failed: "+err.Error())
+			} else {
+				t.setState(now, ipsec.StateFailed, err.Error())
+			}
+		} else if !current {
+			// Apply replaced or removed the tunnel (or Close ran) while
+			// the IKE_SA_INIT went out: its look for the tunnel's SAs
+			// came before this one existed, and nothing else would ever
+			// delete it.
+			d.mu.Unlock()
+			d.logf("iked: %s: deleting the IKE SA started for a configuration that was replaced meanwhile", t.cfg.Name)
+			sa.Delete()
+			continue
+		} else if t.sa == nil {
 			t.sa = sa
 			switch t.state {
 			case ipsec.StateUp, ipsec.StateConnecting:
@@ -630,6 +676,12 @@ func (d *Daemon) childDown(sa *ike.IKESA, in uint32, reason error) {
 		t.setState(now, ipsec.StateDown, reason.Error()+"; waiting for the peer to negotiate a new CHILD_SA")
 		return
 	}
+	if t.onTraffic() {
+		// The trap takes the traffic again; its next packet negotiates
+		// a new CHILD_SA on the IKE SA we keep.
+		t.waitForTraffic(now, reason.Error())
+		return
+	}
 	// Keep the tunnel up: a new CHILD_SA on the same IKE SA (maintain).
 	t.needChild, t.retryAt, t.backoff = true, now.Add(time.Second), 0
 	t.setState(now, ipsec.StateConnecting, reason.Error()+"; negotiating a new CHILD_SA")
@@ -672,6 +724,10 @@ func (d *Daemon) ikeDown(sa *ike.IKESA, reason error) {
 	t.sa, t.needChild = nil, false
 	if reason == nil {
 		t.event(now, "IKE_SA closed")
+		if t.onTraffic() {
+			t.waitForTraffic(now, "the IKE_SA was closed")
+			return
+		}
 		t.setState(now, ipsec.StateDown, "closed")
 		return
 	}
@@ -681,6 +737,10 @@ func (d *Daemon) ikeDown(sa *ike.IKESA, reason error) {
 		why = "the peer is dead (dead peer detection): " + why
 	}
 	t.event(now, "IKE_SA down: "+why)
+	if t.onTraffic() {
+		t.waitForTraffic(now, why)
+		return
+	}
 	t.setState(now, ipsec.StateFailed, why)
 }
 
@@ -696,6 +756,10 @@ func (d *Daemon) failure(peer *ike.PeerConfig, reason error) {
 		return
 	}
 	t.event(now, reason.Error())
+	if t.onTraffic() {
+		// The IKE SA's end (ikeDown) puts it back to waiting.
+		return
+	}
 	if t.state != ipsec.StateUp {
 		t.setState(now, ipsec.StateFailed, reason.Error())
 	}
@@ -737,6 +801,23 @@ func (d *Daemon) Close() error {
 	close(d.done)
 	d.tr.close()
 	d.wg.Wait()
+	if d.kernel != nil {
+		// Kernel traps would outlive us and swallow the traffic with
+		// nobody to answer their acquires. (The TUN's routes go with it.)
+		d.mu.Lock()
+		var trapped []*tunnel
+		for _, t := range d.tunnels {
+			if t.trapped {
+				trapped = append(trapped, t)
+			}
+		}
+		d.mu.Unlock()
+		for _, t := range trapped {
+			if err := d.removeTrap(t, t.trapReqID); err != nil {
+				d.logf("iked: %s: %v", t.cfg.Name, err)
+			}
+		}
+	}
 	for _, sa := range d.ep.SAs() {
 		for _, c := range sa.Status().Children {
 			d.dp.DeletePair(c.InSPI)

@@ -20,8 +20,8 @@ var (
 )
 
 // TestStartInitiatesOnce: a daemon that starts with a tunnel to initiate
-// (or to bring up on traffic, which without acquire events starts the same
-// way) negotiates one IKE_SA and keeps it: exactly one IKE_SA_INIT reaches
+// (or one to bring up on traffic, which the API's up calls below start)
+// negotiates one IKE_SA and keeps it: exactly one IKE_SA_INIT reaches
 // strongSwan, no DELETE follows, and the IKE_SA that came up is still the
 // one after a few seconds, longer than the 1 s retry delay. Everything that
 // starts initiations runs at once while the first is on the wire: the
