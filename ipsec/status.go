@@ -6,11 +6,17 @@ import "time"
 type TunnelState string
 
 const (
-	StateDown       TunnelState = "down"       // not up, and not trying (disabled, respond-only, on-traffic idle)
+	StateDown       TunnelState = "down"       // not up, and not trying (disabled, respond-only, on-traffic waiting: see WaitingForTraffic)
 	StateConnecting TunnelState = "connecting" // IKE in progress
 	StateUp         TunnelState = "up"         // IKE_SA and at least one CHILD_SA established
 	StateFailed     TunnelState = "failed"     // the last attempt failed; Reason says why, a retry is scheduled
 )
+
+// WaitingForTraffic starts the Reason of a tunnel with start action
+// on-traffic that is down and ready: its remote subnets are trapped, and
+// the first packet for them brings it up. What ended its last SA or
+// attempt may follow after "; ".
+const WaitingForTraffic = "waiting for traffic (start action: on-traffic)"
 
 // TunnelStatus is what iked reports for one configured tunnel, on its local
 // API (/run/flashgate/iked.sock, GET /v1/tunnels) and through the web UI's

@@ -25,7 +25,7 @@ import (
 
 // waitingForTraffic is the reason an on-traffic tunnel without a CHILD_SA
 // shows.
-const waitingForTraffic = "waiting for traffic (start action: on-traffic)"
+const waitingForTraffic = ipsec.WaitingForTraffic
 
 // trapRetry is how long a trap that could not be installed (no route to
 // the peer yet: the WAN is not up) waits before the next try.

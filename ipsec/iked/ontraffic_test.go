@@ -1,6 +1,7 @@
 package iked
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/flashgate/flashgate/internal/testnet"
 	"github.com/flashgate/flashgate/ipsec"
 	"github.com/flashgate/flashgate/ipsec/ike"
+	"github.com/flashgate/flashgate/ipsec/xfrm"
 )
 
 // pingUntil pings from ns until one echo comes back or timeout passes: the
@@ -178,5 +180,83 @@ func TestReplaceWhileInitiating(t *testing.T) {
 	}
 	if current != 1 {
 		t.Errorf("%d IKE SAs of the new configuration, want the 1 it initiated", current)
+	}
+}
+
+// TestOnTrafficKernel: the same start on traffic with the kernel data
+// plane. The trap is an outbound XFRM policy without an SA and a route in
+// table 220; a ping from the LAN makes the kernel send an acquire, which
+// starts the IKE SA with strongSwan. Policies and acquires work on kernels
+// without ESP; only there, the negotiated CHILD_SA cannot be installed, so
+// the test checks the trigger and stops (the ping through the tunnel is
+// checked where the kernel has ESP). Close removes the trap.
+func TestOnTrafficKernel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("namespace test")
+	}
+	s := testnet.NewSiteToSite(t)
+	charon := testnet.StartCharon(t, s.GwB, charonConn(s, lifecycleIKE, lifecycleESP, "none"))
+	tun := tunnelConfig(s.GwAWAN, s.GwBWAN, "gwA", "gwB", s.LANA, s.LANB, lifecycleIKE, lifecycleESP, config.StartOnTraffic)
+	var d *Daemon
+	err := s.GwA.Do(func() error {
+		var err error
+		if d, err = New(Options{DataPlane: "xfrm", Logf: t.Logf}); err != nil {
+			return err
+		}
+		d.Run()
+		return d.Apply(&config.Config{Tunnels: []config.Tunnel{tun}})
+	})
+	if err != nil {
+		t.Fatalf("start iked with the kernel data plane in gwA: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+
+	trapReqID := fmt.Sprintf("reqid %d ", trapReqIDBase+1)
+	policy := func() string {
+		out, err := s.GwA.Output("ip", "xfrm", "policy", "show", "dir", "out")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if !waitFor(5*time.Second, func() bool {
+		st := tunnelStatus(d, "s2s")
+		return st.State == ipsec.StateDown && st.Reason == waitingForTraffic && strings.Contains(policy(), trapReqID)
+	}) {
+		st := tunnelStatus(d, "s2s")
+		t.Fatalf("tunnel %s %q, outbound policies:\n%s\nwant down, %q, a trap policy with %s", st.State, st.Reason, policy(), waitingForTraffic, trapReqID)
+	}
+	if p := policy(); !strings.Contains(p, "src "+s.LANA.String()+" dst "+s.LANB.String()) {
+		t.Errorf("trap policy is not %v -> %v:\n%s", s.LANA, s.LANB, p)
+	}
+	if out, _ := s.GwA.Output("ip", "route", "show", "table", "220"); !strings.Contains(out, s.LANB.String()) {
+		t.Errorf("table 220 holds %q, want a route for %v", out, s.LANB)
+	}
+	time.Sleep(3 * time.Second)
+	if n := charonLogCount(t, charon, charonGotInit); n != 0 {
+		t.Fatalf("strongSwan received %d IKE_SA_INIT requests before any traffic, want 0", n)
+	}
+
+	esp := xfrm.Probe()
+	pingErr := testnet.Ping(s.HostA, s.HostBIP, 1) // the first packet is dropped: later ones pass with ESP
+	waitEvent(t, d, "s2s", "kernel acquire", 5*time.Second)
+	if !waitFor(5*time.Second, func() bool { return charonLogCount(t, charon, charonGotInit) == 1 }) {
+		t.Errorf("strongSwan received %d IKE_SA_INIT requests after the ping, want 1", charonLogCount(t, charon, charonGotInit))
+	}
+	if esp == nil {
+		waitState(t, d, "s2s", ipsec.StateUp, 5*time.Second)
+		if pingErr != nil {
+			t.Errorf("ping while the tunnel came up: %v", pingErr)
+		}
+		if err := testnet.Ping(s.HostA, s.HostBIP, 3); err != nil {
+			t.Errorf("through the tunnel traffic brought up: %v", err)
+		}
+	} else {
+		t.Logf("this kernel has no ESP (%v): the acquire started the IKE SA; the CHILD_SA cannot be installed here", esp)
+	}
+
+	d.Close()
+	if p := policy(); strings.Contains(p, trapReqID) {
+		t.Errorf("the trap is still in the kernel after Close:\n%s", p)
 	}
 }

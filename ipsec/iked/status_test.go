@@ -32,8 +32,8 @@ func golden(t *testing.T, name string, got []byte) {
 }
 
 // TestPrintStatus: `flashgate ipsec status` for a tunnel that is up (we
-// initiated, NAT-T, one CHILD_SA), one that failed and says why, and one
-// that waits for its peer.
+// initiated, NAT-T, one CHILD_SA), one that failed and says why, one that
+// waits for its peer and one that waits for traffic.
 func TestPrintStatus(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	ts := []ipsec.TunnelStatus{
@@ -57,6 +57,11 @@ func TestPrintStatus(t *testing.T) {
 		{
 			Name: "roadwarrior", State: ipsec.StateDown, Since: now.Add(-2 * time.Hour), DataPlane: "xfrm",
 			LocalAddr: "192.0.2.1", Reason: "waiting for the peer to connect (start action: respond)",
+		},
+		{
+			Name: "standby", State: ipsec.StateDown, Since: now.Add(-5 * time.Minute), DataPlane: "xfrm",
+			LocalAddr: "192.0.2.1", RemoteAddr: "198.51.100.9:500",
+			Reason: ipsec.WaitingForTraffic + "; the peer deleted the IKE_SA",
 		},
 	}
 	var b bytes.Buffer
