@@ -31,7 +31,7 @@ var kindTunnels = &kind{
 		{Key: "esp_proposals", Label: "ESP proposals", Kind: fProposals, Proposals: "esp"},
 		{Key: "start_action", Label: "Start", Kind: fSelect, Section: "Behaviour",
 			Options: []string{config.StartInitiate, config.StartRespond, config.StartOnTraffic},
-			Help:    "initiate: bring it up now and keep it up; respond: wait for the peer; on-traffic: when traffic needs it."},
+			Help:    "initiate: bring it up now and keep it up; respond: wait for the peer; on-traffic: when a packet for the remote subnets needs it (that first packet is dropped), and again after it goes down."},
 		{Key: "data_plane", Label: "Data plane", Kind: fSelect,
 			Options: []string{config.DataPlaneAuto, config.DataPlaneXFRM, config.DataPlaneUserspace},
 			Help:    "auto: the kernel's ESP when it has it, else flashgate's own."},
