@@ -34,7 +34,9 @@ func startService(t *testing.T, args ...string) (*service, *http.Response) {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	var ctx context.Context
 	ctx, s.cancel = context.WithCancel(context.Background())
-	args = append([]string{"-listen", s.httpsAddr, "-http", s.httpAddr}, args...)
+	// -nice 0: the test process keeps its priority (TestLowerPriority
+	// checks lowering it, in a process of its own).
+	args = append([]string{"-listen", s.httpsAddr, "-http", s.httpAddr, "-nice", "0"}, args...)
 	go func() { s.done <- run(ctx, args) }()
 	var resp *http.Response
 	var err error
