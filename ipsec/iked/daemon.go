@@ -444,7 +444,11 @@ func (d *Daemon) maintain() {
 		if err != nil {
 			d.mu.Lock()
 			t.initiating = false
-			t.setState(now, ipsec.StateFailed, err.Error())
+			if t.onTraffic() {
+				t.waitForTraffic(now, "the last attempt failed: "+err.Error())
+			} else {
+				t.setState(now, ipsec.StateFailed, err.Error())
+			}
 			d.mu.Unlock()
 			continue
 		}

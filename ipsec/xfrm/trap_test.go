@@ -1,6 +1,7 @@
 package xfrm
 
 import (
+	"encoding/hex"
 	"errors"
 	"net/netip"
 	"slices"
@@ -139,6 +140,43 @@ func TestNewSAAcquireSeq(t *testing.T) {
 		}
 		if got := ne.Uint32(b[208:]); got != st.ReqID {
 			t.Errorf("align %d: reqid field %d, want %d", l.align, got, st.ReqID)
+		}
+	}
+}
+
+// kernelAcquireAMD64 is an XFRM_MSG_ACQUIRE payload as Linux 6.18 on
+// x86-64 sent it for a UDP packet 172.16.1.1 -> 172.16.2.1 that hit
+// Trap(0x40000007, 10.99.0.1, 10.99.0.2, 172.16.1.0/24, 172.16.2.0/24).
+// It is also in the fuzz corpus (testdata/fuzz/FuzzDecodeEvents).
+const kernelAcquireAMD64 = "" +
+	"0a63000200000000000000000000000000000000320000000a630001000000000000000000000000ac10020100000000" +
+	"0000000000000000ac1001010000000000000000000000001e61ffffc398ffff02002020110000000200000000000000" +
+	"ac100200000000000000000000000000ac10010000000000000000000000000000000000000000000200181800000000" +
+	"0000000000000000ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff0000000000000000" +
+	"00000000000000000000000000000000000000000000000000000000000000000000000000000000d6400d6b00000000" +
+	"0000000000000000d03f0000010000000100000000000000ffffffffffffffffffffffff04000000440005000a630002" +
+	"0000000000000000000000000000000032000000020000000a6300010000000000000000000000000700004001000000" +
+	"ffffffffffffffffffffffff0a0010000000000000000000"
+
+// TestDecodeKernelAcquire decodes what the kernel really sent, not only
+// what our encoder thinks it sends.
+func TestDecodeKernelAcquire(t *testing.T) {
+	b, err := hex.DecodeString(kernelAcquireAMD64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := layout{8}.decodeAcquire(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Acquire{ReqID: 0x40000007, Src: outerA, Dst: outerB, Local: netA, Remote: netB, Seq: 4}
+	if got != want {
+		t.Errorf("decoded %+v, want %+v", got, want)
+	}
+	l := layout{8}
+	for n := range l.userAcquireLen() {
+		if _, err := l.decodeAcquire(b[:n]); err == nil {
+			t.Errorf("a %d-byte prefix decoded without error", n)
 		}
 	}
 }
