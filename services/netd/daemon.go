@@ -63,7 +63,17 @@ func (d *Daemon) SetConfig(c *config.Config, revision uint64, source string) err
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.cfg, d.revision, d.source = c, revision, source
-	return d.reconcileLocked()
+	began := time.Now()
+	err := d.reconcileLocked()
+	// How long an apply takes matters at boot, when the tunnels wait for
+	// it on a slow CPU.
+	took := time.Since(began).Round(time.Millisecond)
+	if err == nil {
+		log.Printf("netd: %s applied in %v", source, took)
+	} else {
+		log.Printf("netd: %s not fully applied after %v (the reason is above)", source, took)
+	}
+	return err
 }
 
 // Reconcile applies the current configuration and leases again: the
