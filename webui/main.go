@@ -48,16 +48,10 @@ func run(ctx context.Context, args []string) int {
 	configdWait := fs.Duration("configd-wait", 5*time.Second, "how long to wait at start for configd, which may be starting too")
 	fpFile := fs.String("fingerprint-file", FingerprintFile, "where to write the certificate's SHA-256 fingerprint")
 	root := fs.String("root", "/", "root of /proc and /sys (tests)")
-	nice := fs.Int("nice", 10, "run at this nice value, below the daemons that move packets and negotiate tunnels (0: leave it)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	logger := log.New(os.Stderr, "webui: ", 0)
-	if *nice != 0 {
-		if err := lowerPriority(*nice); err != nil {
-			logger.Printf("%v (running at the normal priority)", err)
-		}
-	}
 
 	params, _ := bootparam.Read()
 	board := BoardInfo{Name: params.Board, Version: params.Version}

@@ -34,9 +34,7 @@ func startService(t *testing.T, args ...string) (*service, *http.Response) {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	var ctx context.Context
 	ctx, s.cancel = context.WithCancel(context.Background())
-	// -nice 0: the test process keeps its priority (TestLowerPriority
-	// checks lowering it, in a process of its own).
-	args = append([]string{"-listen", s.httpsAddr, "-http", s.httpAddr, "-nice", "0"}, args...)
+	args = append([]string{"-listen", s.httpsAddr, "-http", s.httpAddr}, args...)
 	go func() { s.done <- run(ctx, args) }()
 	var resp *http.Response
 	var err error
