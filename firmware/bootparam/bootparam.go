@@ -19,6 +19,10 @@ type Params struct {
 	// makes the last one /dev/console.
 	ConsoleDevice string
 	ConsoleBaud   int
+	// ConsoleLogLevelSet is whether the command line chose how much the
+	// kernel prints on the console (loglevel=, debug or quiet); PID 1 then
+	// leaves the console's log level alone.
+	ConsoleLogLevelSet bool
 }
 
 // Parse parses a kernel command line. Quoted values ("a b") are kept whole,
@@ -32,6 +36,8 @@ func Parse(cmdline string) Params {
 			p.Board = val
 		case "flashgate.version":
 			p.Version = val
+		case "loglevel", "debug", "quiet":
+			p.ConsoleLogLevelSet = true
 		case "console":
 			dev, opts, _ := strings.Cut(val, ",")
 			p.ConsoleDevice, p.ConsoleBaud = dev, 0

@@ -199,6 +199,14 @@ func (in *initProc) boot() {
 		secs, _, _ := strings.Cut(string(up), " ")
 		in.logf("starting services %s s after the kernel started", secs)
 	}
+	in.step("console log level", func() {
+		if in.params.ConsoleLogLevelSet {
+			return
+		}
+		if err := quietConsole(); err != nil {
+			in.logf("console log level: %v", err)
+		}
+	})
 	in.step("supervisor", in.startSupervisor)
 	go in.loadServiceModules(moduleDir, serviceModules)
 }
