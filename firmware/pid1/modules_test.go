@@ -236,3 +236,42 @@ func TestModuleStages(t *testing.T) {
 		})
 	}
 }
+
+func TestAwaitModules(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		load func(release chan struct{})
+		want string // substring of the log, "" for none
+	}{
+		{"loaded", func(chan struct{}) {}, ""},
+		{"panics", func(chan struct{}) { panic("bad module index") }, "panic: bad module index"},
+		{"a probe hangs", func(release chan struct{}) { <-release }, "still loading after 50ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			release := make(chan struct{})
+			defer close(release)
+			var logs []string
+			var mu sync.Mutex
+			logf := func(format string, args ...any) {
+				mu.Lock()
+				logs = append(logs, fmt.Sprintf(format, args...))
+				mu.Unlock()
+			}
+			provided := 0
+			start := time.Now()
+			awaitModules(func() { tc.load(release) }, 50*time.Millisecond, func() { provided++ }, logf)
+			if provided != 1 {
+				t.Errorf("the condition was provided %d times, want once", provided)
+			}
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("awaitModules took %s with a 50ms bound", took)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			got := strings.Join(logs, "\n")
+			if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
+				t.Errorf("log %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -212,22 +212,46 @@ func (in *initProc) boot() {
 }
 
 // loadServiceModules loads the modules netd and iked need while the
-// services that need none start, then lets netd and iked start. A panic
-// still lets them start: without some module they run degraded and say
-// so, which beats never running.
+// services that need none start, then lets netd and iked start.
 func (in *initProc) loadServiceModules(dir string, groups [][]string) {
-	defer func() {
-		if r := recover(); r != nil {
-			in.logf("modules for the services: panic: %v; starting the services without them\n%s", r, debug.Stack())
-		}
+	provide := func() {
 		in.mu.Lock()
 		sup := in.sup
 		in.mu.Unlock()
 		if sup != nil {
 			sup.Provide(modulesLoaded)
 		}
+	}
+	awaitModules(func() {
+		loadModules(dir, " for the services", groups, insertModule, in.logf)
+	}, serviceModulesWait, provide, in.logf)
+}
+
+// serviceModulesWait bounds how long netd and iked wait for their modules.
+// A driver whose probe hangs on odd hardware (finit_module does not
+// return until the probe does) must not keep the network down for good.
+const serviceModulesWait = 60 * time.Second
+
+// awaitModules runs load and calls provide once it returns, panics, or has
+// run for wait, whichever comes first: without some module netd and iked
+// run degraded and say so, which beats never running.
+func awaitModules(load func(), wait time.Duration, provide func(), logf func(string, ...any)) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			if r := recover(); r != nil {
+				logf("modules for the services: panic: %v; starting the services without them\n%s", r, debug.Stack())
+			}
+		}()
+		load()
 	}()
-	loadModules(dir, " for the services", groups, insertModule, in.logf)
+	select {
+	case <-done:
+	case <-time.After(wait):
+		logf("modules for the services: still loading after %s (a driver's probe hangs?); starting netd and iked without waiting", wait)
+	}
+	provide()
 }
 
 func (in *initProc) startSupervisor() {
