@@ -13,7 +13,9 @@ const (
 // Default is the configuration of a fresh box with the classic two ports:
 // eth0 on the WAN with DHCP, eth1 on the LAN as 192.168.1.1/24, LAN traffic
 // masqueraded out of the WAN, no admin account (the console asks for a
-// password on first boot) and no tunnels.
+// password on first boot) and no tunnels. On the appliance configd uses
+// DefaultForNICs with the board's ports; Default is its fallback for a
+// board it does not know.
 func Default() *Config {
 	return DefaultForNICs([]NIC{
 		{Name: "eth0", Role: RoleWAN},

@@ -12,7 +12,7 @@ import (
 type consoleSpec struct {
 	Device  string // "ttyS0"; "" for no console getty
 	Baud    int
-	Board   string
+	Board   string // also tells configd whose ports its defaults name
 	Version string
 }
 
@@ -46,9 +46,16 @@ const modulesLoaded = "modules"
 func serviceTable(exe string, c consoleSpec) []supervisor.Service {
 	env := []string{"PATH=/bbin:/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/", godebug}
 	const configdSock = "/run/flashgate/configd.sock"
+	// configd writes the defaults of a first boot or a factory reset, which
+	// name the board's own ports; it falls back to eth0/eth1 (and says so)
+	// for a board it does not know.
+	configdArgs := []string{"configd"}
+	if c.Board != "" {
+		configdArgs = append(configdArgs, "-board", c.Board)
+	}
 	table := []supervisor.Service{
 		// configd owns the database on the card; everything else reads it.
-		{Name: "configd", Path: exe, Args: []string{"configd"}, Env: env, Restart: supervisor.RestartAlways},
+		{Name: "configd", Path: exe, Args: configdArgs, Env: env, Restart: supervisor.RestartAlways},
 		// netd and iked follow configd's watch stream, and wait for it
 		// by themselves when it restarts.
 		{Name: "netd", Path: exe, Args: []string{"netd", "-configd", configdSock}, Env: env,

@@ -43,6 +43,7 @@ func Main(args []string) int {
 	dbPath := fs.String("db", "", "database file (default: "+DefaultCfgDir+"/"+DefaultDBName+", or "+ramDB+" without a config partition)")
 	socket := fs.String("socket", DefaultSocket, "unix socket of the local API")
 	cfgDir := fs.String("cfg", DefaultCfgDir, "config partition mount point, remounted read-write only to commit; empty: never remount")
+	board := fs.String("board", "", "board whose ports the defaults of a fresh database or a factory reset name (boards.Lookup); empty or unknown: eth0 and eth1")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -82,7 +83,7 @@ func Main(args []string) int {
 		logf("configd: %v", err)
 		return 1
 	}
-	store, err := config.Open(*dbPath, config.Options{Card: card, Logf: logf})
+	store, err := config.Open(*dbPath, config.Options{Card: card, Logf: logf, Defaults: defaultsFor(*board, logf)})
 	if err != nil {
 		ln.Close()
 		logf("configd: %v", err)
