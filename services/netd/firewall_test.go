@@ -1,8 +1,10 @@
 package netd
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"reflect"
@@ -383,23 +385,36 @@ func TestKernelRefusedBatchChangesNothing(t *testing.T) {
 	}
 }
 
-// TestTunnelZoneTrustsOnlyTheTunnel checks the two ways an address-only
+// TestTunnelZoneTrustsOnlyTheTunnel checks the ways an address-only
 // tunnel zone fails: a WAN host sending from a remote subnet's address
 // reaches the LAN, and LAN traffic for a tunnel that is down leaves by the
-// WAN in clear. Reverse-path filtering is off on the router, because a
-// tunnel that is down (its routes gone, the default route pointing at the
-// WAN) defeats it anyway: the firewall alone must hold.
+// WAN in clear, even when a user rule accepts everything from the LAN to
+// the WAN, or when the connection was running before. Reverse-path
+// filtering is off on the router, because a tunnel that is down (its
+// routes gone, the default route pointing at the WAN) defeats it anyway:
+// the firewall alone must hold.
 func TestTunnelZoneTrustsOnlyTheTunnel(t *testing.T) {
 	l := newLab(t)
 	fw := labFirewall()
+	// The broadest user rule there is for the way out: it must not reopen
+	// the leak.
+	fw.Rules = append(fw.Rules, Rule{Name: "lan-out", Chain: ChainForward, In: RoleLAN, Out: RoleWAN,
+		Protocol: "any", Action: ActionAccept, Path: "firewall.rules[lan-out]"})
+	before := fw
+	before.Tunnels = slices.Clone(fw.Tunnels)
 	// A second remote subnet whose tunnel is down: nothing routes it into
 	// fgesp0, and the router's route for it leads out of the WAN.
 	down := netip.MustParsePrefix("172.16.10.0/24")
-	fw.Tunnels[0].RemoteSubnets = append(fw.Tunnels[0].RemoteSubnets, down)
-	if err := fw.Validate(); err != nil {
-		t.Fatal(err)
+	fw.Tunnels[0].RemoteSubnets = append(slices.Clone(fw.Tunnels[0].RemoteSubnets), down)
+	for _, f := range []*Firewall{&before, &fw} {
+		if err := f.Validate(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := l.nft.Apply(Build(&fw)); err != nil {
+	// First without that subnet, to open a connection to it that the
+	// router has seen established when the full policy arrives: the
+	// conntrack entry of a connection that ran through a tunnel now down.
+	if err := l.nft.Apply(Build(&before)); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range [][]string{
@@ -413,9 +428,19 @@ func TestTunnelZoneTrustsOnlyTheTunnel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	running := openLines(t, l.wan, "172.16.10.2:7200", l.lan)
+	if err := running.send("before"); err != nil {
+		t.Fatalf("a connection to 172.16.10.2 before the subnet was a tunnel's: %v", err)
+	}
+	if err := l.nft.Apply(Build(&fw)); err != nil {
+		t.Fatal(err)
+	}
 	atLAN := udpSources(t, l.lan, "192.168.50.2:7100")
 	atWAN := udpSources(t, l.wan, "172.16.10.2:7100")
 	spoofed := netip.MustParseAddr("172.16.9.77")
+	if err := running.send("after"); err == nil {
+		t.Errorf("a running LAN connection to the remote subnet of a tunnel that is down went on by the WAN in clear")
+	}
 
 	sendUDP(t, l.rem, remHost, netip.MustParseAddrPort("192.168.50.2:7100"))
 	sendUDP(t, l.wan, spoofed, netip.MustParseAddrPort("192.168.50.2:7100"))
@@ -435,6 +460,54 @@ func TestTunnelZoneTrustsOnlyTheTunnel(t *testing.T) {
 	if seen, err := probe(l.lan, "tcp4", netip.Addr{}, netip.AddrPortFrom(wanPeer, 7000)); err != nil || seen != rtWAN.String() {
 		t.Errorf("LAN to WAN: seen %q, %v; want an answer seen from %s", seen, err, rtWAN)
 	}
+}
+
+// lines is a TCP connection from one namespace to a server in another that
+// answers every line with the same line.
+type lines struct {
+	c net.Conn
+	r *bufio.Reader
+}
+
+// openLines starts the echo server on addr in srv and connects to it from
+// cli.
+func openLines(t *testing.T, srv *testnet.NS, addr string, cli *testnet.NS) *lines {
+	t.Helper()
+	var ln net.Listener
+	if err := do(srv, func() (err error) { ln, err = net.Listen("tcp4", addr); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.Copy(c, c)
+	}()
+	var c net.Conn
+	if err := do(cli, func() (err error) { c, err = net.DialTimeout("tcp4", addr, time.Second); return err }); err != nil {
+		t.Fatalf("connect to %s: %v", addr, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &lines{c: c, r: bufio.NewReader(c)}
+}
+
+// send writes one line and waits at most a second for its echo.
+func (l *lines) send(line string) error {
+	l.c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := fmt.Fprintln(l.c, line); err != nil {
+		return err
+	}
+	got, err := l.r.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if got != line+"\n" {
+		return fmt.Errorf("echo %q, want %q", got, line)
+	}
+	return nil
 }
 
 // udpSources records the source of every datagram that reaches addr in ns;

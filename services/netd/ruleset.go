@@ -211,11 +211,13 @@ func protoName(p uint8) string {
 // flashgate. It is a pure function: the same Firewall always gives the same
 // list, in the same order. The Firewall must have passed Validate.
 //
-// Order within the filter chains: the established/related shortcut first
-// (so replacing the ruleset never touches a running connection), invalid
-// packets dropped; in input, loopback and the tunnels' IKE and ESP; then the
-// user's rules in their order, then the rest of the built-in policy, then
-// a counted drop.
+// Order within the filter chains: in forward, the drop of unencrypted
+// traffic for the tunnels' remote subnets leaving by the WAN (no user rule
+// and no running connection may leak a tunnel's traffic in clear); the
+// established/related shortcut (so replacing the ruleset never touches any
+// other running connection), invalid packets dropped; in input, loopback
+// and the tunnels' IKE and ESP; then the user's rules in their order, then
+// the rest of the built-in policy, then a counted drop.
 func Build(f *Firewall) []Spec {
 	b := builder{f: f}
 	b.input()
@@ -415,6 +417,20 @@ func (b *builder) input() {
 
 func (b *builder) forward() {
 	c := ChainForward
+	// Traffic for a tunnel's remote subnet never leaves by the WAN in
+	// clear: while a tunnel is down its routes are gone and the default
+	// route would take it there, unencrypted and (tunnel-no-nat) with the
+	// LAN's private source. Kernel IPsec's packets leave by the WAN too,
+	// routed into their SA (rt ipsec exists), and pass. The drop comes
+	// first: before the user's rules, so that a broad LAN-to-WAN accept
+	// cannot reopen the leak, and before the established shortcut, so
+	// that a connection started while the tunnel was up does not carry on
+	// in clear once it goes down.
+	for _, wan := range b.ifaces(RoleWAN) {
+		for _, r := range b.f.remoteSubnets() {
+			b.add(Spec{Chain: c, Comment: "builtin:tunnel-no-leak", OIf: wan, Dst: r, Encrypted: IPsecMissing, Verdict: VerdictDrop})
+		}
+	}
 	b.conntrack(c)
 	b.userRules(c)
 
@@ -439,16 +455,6 @@ func (b *builder) forward() {
 	}
 	lans, wans := b.ifaces(RoleLAN), b.ifaces(RoleWAN)
 	remote := b.f.remoteSubnets()
-	// Traffic for a tunnel's remote subnet never leaves by the WAN in
-	// clear: while a tunnel is down its routes are gone and the default
-	// route would take it there, unencrypted and (tunnel-no-nat) with
-	// the LAN's private source. Kernel IPsec's packets leave by the WAN
-	// too, routed into their SA (rt ipsec exists), and pass.
-	for _, wan := range wans {
-		for _, r := range remote {
-			b.add(Spec{Chain: c, Comment: "builtin:tunnel-no-leak", OIf: wan, Dst: r, Encrypted: IPsecMissing, Verdict: VerdictDrop})
-		}
-	}
 	for _, lan := range lans {
 		for _, wan := range wans {
 			b.add(Spec{Chain: c, Comment: "builtin:lan-to-wan", IIf: lan, OIf: wan, Verdict: VerdictAccept})

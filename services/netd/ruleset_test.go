@@ -62,9 +62,11 @@ func TestBuild(t *testing.T) {
 				`input meta nfproto ipv4 ip saddr 198.51.100.7/32 meta l4proto udp th dport 4500 counter accept comment "builtin:ike"`,
 				`input meta nfproto ipv4 ip saddr 198.51.100.7/32 meta l4proto esp counter accept comment "builtin:esp"`,
 				// Nothing for a remote subnet leaves by the WAN unencrypted,
-				// before the LAN's way out: a tunnel that is down leaks nothing.
+				// first of all (even a running connection): a tunnel that is
+				// down leaks nothing.
 				`forward oifname "eth0" rt ipsec missing meta nfproto ipv4 ip daddr 10.2.0.0/16 counter drop comment "builtin:tunnel-no-leak"`,
 				`forward oifname "eth0" rt ipsec missing meta nfproto ipv4 ip daddr 10.3.0.0/16 counter drop comment "builtin:tunnel-no-leak"`,
+				`forward ct state established,related counter accept comment "builtin:established"`,
 				`forward iifname "eth1" oifname "eth0" counter accept comment "builtin:lan-to-wan"`,
 				// Into a tunnel: the userspace plane's TUN, or kernel IPsec.
 				`forward iifname "eth1" oifname "fgesp0" meta nfproto ipv4 ip daddr 10.2.0.0/16 counter accept comment "builtin:lan-to-tunnel"`,
@@ -76,6 +78,18 @@ func TestBuild(t *testing.T) {
 				`postrouting meta nfproto ipv4 ip daddr 10.2.0.0/16 counter accept comment "builtin:tunnel-no-nat"`,
 				`postrouting meta nfproto ipv4 ip daddr 10.3.0.0/16 counter accept comment "builtin:tunnel-no-nat"`,
 				`postrouting oifname "eth0" meta nfproto ipv4 counter masquerade`,
+			},
+		},
+		{
+			name: "a user's LAN-to-WAN accept comes after the tunnel leak drop",
+			change: func(f *Firewall) {
+				f.Tunnels = []Tunnel{{Name: "a", Peer: netip.MustParseAddr("198.51.100.7"), RemoteSubnets: []netip.Prefix{pfx("10.2.0.0/16")}}}
+				f.Rules = []Rule{{Name: "lan-out", Chain: ChainForward, In: RoleLAN, Out: RoleWAN, Protocol: "any", Action: ActionAccept}}
+			},
+			want: []string{
+				`forward oifname "eth0" rt ipsec missing meta nfproto ipv4 ip daddr 10.2.0.0/16 counter drop comment "builtin:tunnel-no-leak"`,
+				`forward ct state established,related counter accept comment "builtin:established"`,
+				`forward iifname "eth1" oifname "eth0" counter accept comment "rule:lan-out"`,
 			},
 		},
 		{
