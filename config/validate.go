@@ -39,7 +39,6 @@ var (
 	nameRE     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$`)
 	ifnameRE   = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,14}$`) // IFNAMSIZ-1; no dots: paths use them
 	hostLabel  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
-	timezoneRE = regexp.MustCompile(`^[A-Za-z0-9_+-]+(/[A-Za-z0-9_+-]+)*$`)
 	validBauds = []int{9600, 19200, 38400, 57600, 115200}
 )
 
@@ -119,8 +118,8 @@ func (v *validator) system(s *System) {
 	if !validHostname(s.Hostname) {
 		v.add("system.hostname", "%q is not a valid host name", s.Hostname)
 	}
-	if !timezoneRE.MatchString(s.Timezone) || strings.Contains(s.Timezone, "..") {
-		v.add("system.timezone", "%q is not a time zone name (like UTC or Europe/Berlin)", s.Timezone)
+	if _, ok := TimezoneRule(s.Timezone); !ok {
+		v.add("system.timezone", "%q is not a time zone name this firmware knows (an IANA name like UTC, Europe/Berlin, or Etc/GMT-2 for UTC+2)", s.Timezone)
 	}
 	names(v, "system.admins", s.Admins, func(a *Admin) string { return a.Name }, nameRE, func(path string, a *Admin) {
 		if !a.PasswordHash.IsSet() {
