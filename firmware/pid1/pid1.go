@@ -306,7 +306,7 @@ func (in *initProc) startSupervisor() {
 		in.logf("%v", err)
 	}
 	go in.runSupervisor(ctx)
-	go in.followSystem(ctx, sup)
+	go in.followSystem(ctx, sup, c)
 }
 
 // runSupervisor keeps the supervision loop running; it returns only if the
@@ -325,19 +325,33 @@ func (in *initProc) runSupervisor(ctx context.Context) {
 	}
 }
 
-// followSystem applies the configuration's hostname and remote syslog from
-// configd for as long as PID 1 runs; it waits for configd by itself.
-func (in *initProc) followSystem(ctx context.Context, sup *supervisor.Supervisor) {
+// followSystem applies the configuration's system settings from configd
+// for as long as PID 1 runs; it waits for configd by itself. console is
+// the getty as started.
+func (in *initProc) followSystem(ctx context.Context, sup *supervisor.Supervisor, console consoleSpec) {
 	defer func() {
 		if r := recover(); r != nil {
 			in.logf("system settings: panic: %v; no longer following them\n%s", r, debug.Stack())
 		}
 	}()
-	followSystem(ctx, client.New(configd.DefaultSocket), systemTarget{
+	to := systemTarget{
 		setHostname: func(name string) error { return unix.Sethostname([]byte(name)) },
 		setSyslog:   sup.SetRemoteSyslog,
+		setTimezone: func(name, rule string) error { return installTimezone(sup, localtimePath, rule) },
+		boardBaud:   console.Baud,
 		logf:        in.logf,
-	}, systemState{hostname: DefaultHostname})
+	}
+	if console.Device != "" {
+		to.setConsoleBaud = func(baud int) error {
+			args, err := consoleArgs(in.opts.exe, console, baud)
+			if err != nil {
+				return err
+			}
+			return sup.RestartWithArgs("console", args)
+		}
+	}
+	followSystem(ctx, client.New(configd.DefaultSocket), to,
+		systemState{hostname: DefaultHostname, timezone: "UTC", consoleBaud: console.Baud})
 }
 
 func (in *initProc) requestPower(a supervisor.PowerAction) error {

@@ -2,6 +2,7 @@ package pid1
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -22,18 +23,27 @@ type configSource interface {
 type systemTarget struct {
 	setHostname func(name string) error
 	setSyslog   func(*supervisor.SyslogConfig) error
-	logf        func(format string, args ...any)
+	// setTimezone installs a zone by its POSIX TZ rule (config.TimezoneRule).
+	setTimezone func(name, rule string) error
+	// setConsoleBaud restarts the console getty at a speed; nil when the
+	// box runs no console getty. boardBaud is the speed without a setting.
+	setConsoleBaud func(baud int) error
+	boardBaud      int
+	logf           func(format string, args ...any)
 }
 
 // systemState is what was last applied, so that a commit that changed
 // other system settings (NTP, admins) does not re-apply these.
 type systemState struct {
-	hostname string
-	syslog   string // "" when off, else a description compared for changes
+	hostname    string
+	syslog      string // "" when off, else a description compared for changes
+	timezone    string // IANA name; "UTC" is what a box without /etc/localtime shows
+	consoleBaud int
 }
 
-// followSystem applies the configuration's hostname and remote syslog, the
-// settings of the system section that belong to PID 1, at start (configd's
+// followSystem applies the configuration's hostname, remote syslog, time
+// zone and console speed, the settings of the system section that belong
+// to PID 1 (netd owns the NTP servers), at start (configd's
 // first change is "current") and after every commit that changes the
 // system section, until ctx ends. applied is what is in force already.
 func followSystem(ctx context.Context, src configSource, to systemTarget, applied systemState) {
@@ -64,6 +74,9 @@ func applySystem(sys config.System, applied systemState, to systemTarget) system
 		}
 	}
 
+	applied = applyTimezone(sys, applied, to)
+	applied = applyConsoleBaud(sys, applied, to)
+
 	rs := sys.RemoteSyslog
 	var want *supervisor.SyslogConfig
 	desc := ""
@@ -88,4 +101,60 @@ func applySystem(sys config.System, applied systemState, to systemTarget) system
 	}
 	applied.syslog = desc
 	return applied
+}
+
+func applyTimezone(sys config.System, applied systemState, to systemTarget) systemState {
+	name := sys.Timezone
+	if name == "" {
+		name = "UTC"
+	}
+	if name == applied.timezone {
+		return applied
+	}
+	rule, ok := config.TimezoneRule(name)
+	if !ok { // configd validates; an older firmware's database might not
+		to.logf("time zone %q: not a zone this firmware knows; keeping %s", name, applied.timezone)
+		return applied
+	}
+	if err := to.setTimezone(name, rule); err != nil {
+		to.logf("time zone %s: %v", name, err)
+		return applied
+	}
+	to.logf("time zone %s (%s)", name, rule)
+	applied.timezone = name
+	return applied
+}
+
+func applyConsoleBaud(sys config.System, applied systemState, to systemTarget) systemState {
+	if to.setConsoleBaud == nil {
+		return applied
+	}
+	baud := sys.ConsoleBaud
+	if baud == 0 {
+		baud = to.boardBaud
+	}
+	if baud == applied.consoleBaud {
+		return applied
+	}
+	if err := to.setConsoleBaud(baud); err != nil {
+		to.logf("console speed %d: %v", baud, err)
+		return applied
+	}
+	// The kernel's console (its messages) and syslinux keep the speed of
+	// the image's command line until the next image build.
+	to.logf("console getty at %d baud", baud)
+	applied.consoleBaud = baud
+	return applied
+}
+
+// consoleArgs is the console getty's command line at a speed: the service
+// table's own, so that the two cannot drift apart.
+func consoleArgs(exe string, c consoleSpec, baud int) ([]string, error) {
+	c.Baud = baud
+	for _, svc := range serviceTable(exe, c) {
+		if svc.Name == "console" {
+			return svc.Args, nil
+		}
+	}
+	return nil, errors.New("the service table has no console getty")
 }

@@ -87,7 +87,7 @@ func TestFollowSystem(t *testing.T) {
 		},
 		logf: func(format string, args ...any) { events = append(events, "log: "+fmt.Sprintf(format, args...)) },
 	}
-	followSystem(context.Background(), f, target, systemState{hostname: DefaultHostname}) // as set at boot
+	followSystem(context.Background(), f, target, systemState{hostname: DefaultHostname, timezone: "UTC"}) // as set at boot
 	want := []string{
 		// The boot's hostname and no syslog: nothing to do at first.
 		"hostname gw1", "log: hostname gw1", "syslog 192.0.2.9:514 udp rfc5424 gw1",
@@ -125,7 +125,7 @@ func TestApplySystemSyslogOverTCP(t *testing.T) {
 		logf:        func(format string, args ...any) { logged = append(logged, fmt.Sprintf(format, args...)) },
 	}
 	rs := config.RemoteSyslog{Host: "127.0.0.1", Port: port, Protocol: "tcp"}
-	applied := applySystem(config.System{Hostname: "gw1", RemoteSyslog: rs}, systemState{hostname: "gw1"}, to)
+	applied := applySystem(config.System{Hostname: "gw1", RemoteSyslog: rs}, systemState{hostname: "gw1", timezone: "UTC"}, to)
 	if want := fmt.Sprintf("127.0.0.1:%d over tcp as gw1", port); applied.syslog != want {
 		t.Fatalf("applied syslog %q (log %q), want %q", applied.syslog, logged, want)
 	}
