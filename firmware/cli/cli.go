@@ -1,10 +1,12 @@
 // Package cli is flashgate's console command line: what an admin gets on
 // the serial console after logging in. It shows the state of the box
 // (services, interfaces, tunnels with the reason they are down, the
-// firewall, logs, crypto engines, the board), edits the configuration
-// through configd (set, delete, commit, commit confirmed, rollback),
-// and runs the few operations a rescue needs (ping, tunnel up/down,
-// service restart, reboot, password, factory reset, the expert shell).
+// firewall, the LAN's DHCP leases, logs, crypto engines, the board), edits
+// the configuration through configd (set, delete, commit, commit
+// confirmed, rollback; secrets asked for without echo and kept out of the
+// history), and runs the few operations a rescue needs (ping, tunnel
+// up/down, service restart, reboot, password, factory reset, the expert
+// shell).
 //
 // It is built for a dumb 80x24 terminal on a slow serial line: line
 // editing, history and tab completion come from golang.org/x/term and only
@@ -44,6 +46,10 @@ const (
 
 // DefaultIdleTimeout ends a session nobody typed into for half an hour.
 const DefaultIdleTimeout = 30 * time.Minute
+
+// historyLines is how many lines Up-arrow reaches back (term.Terminal's
+// own default).
+const historyLines = 100
 
 // maxLine is the longest command line kept (term.Terminal's own limit);
 // a longer line is refused with a message rather than run cut short.
@@ -136,8 +142,9 @@ type session struct {
 	iked       *iked.Client
 	netd       *netdClient
 
-	tooLong bool // the line being typed hit maxLine
-	done    bool // exit, logout, factory reset
+	tooLong      bool // the line being typed hit maxLine
+	done         bool // exit, logout, factory reset
+	warnedInline bool // told that a secret typed inline is on the screen
 }
 
 // Run runs the CLI for a logged-in user on the terminal rw until the user
@@ -182,6 +189,7 @@ func newSession(ctx context.Context, rw io.ReadWriter, opts Options) (*session, 
 		io.Writer
 	}{s.in, rw}, "")
 	s.term.SetSize(opts.Width, opts.Height)
+	s.term.History = newHistory(historyLines)
 	s.term.AutoCompleteCallback = s.keypress
 	return s, restore, nil
 }

@@ -33,7 +33,7 @@ var commands []*command
 func init() {
 	commands = []*command{
 		{name: "show", interactive: true, usage: "show WHAT ...", help: "state or configuration (help show)", run: runShow, complete: completeShow},
-		{name: "set", usage: "set PATH VALUE...", help: "set a value in the candidate", run: runSet, complete: completeSet},
+		{name: "set", interactive: true, usage: "set PATH VALUE...", help: "set a value in the candidate", run: runSet, complete: completeSet},
 		{name: "delete", usage: "delete PATH", help: "delete from the candidate", run: runDelete, complete: completeDelete},
 		{name: "commit", usage: "commit [confirmed MINUTES] [MESSAGE]", help: "apply; confirmed: undone unless confirmed", run: runCommit, complete: completeCommit},
 		{name: "confirm", usage: "confirm", help: "keep a commit confirmed", run: runConfirm},
@@ -74,7 +74,15 @@ func apiContext(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // --- configuration ---
 
+// runSet is interactive because a secret with no value is asked for; the
+// request to configd is bounded by apiContext, so ^C is not missed long.
 func runSet(ctx context.Context, s *session, args []string) error {
+	if len(args) >= 1 && isSecretPath(args[0]) {
+		if len(args) == 1 || len(args) == 2 && args[1] == secretMark {
+			return s.setSecret(ctx, args[0])
+		}
+		s.noteInlineSecret(args[0])
+	}
 	if len(args) < 2 {
 		return errors.New("usage: set PATH VALUE... (a list takes several values; Tab completes paths)")
 	}
@@ -492,6 +500,9 @@ func runHelp(ctx context.Context, s *session, args []string) error {
 		if c.name == "set" || c.name == "delete" {
 			b.WriteString("  Paths name fields with dots: system.hostname, tunnels.branch.remote_address,\n" +
 				"  firewall.rules.ssh-in.action. A new name creates the element. Tab completes.\n")
+		}
+		if c.name == "set" {
+			b.WriteString("  A secret (tunnels.NAME.psk): set PATH alone asks for it twice, without echo.\n")
 		}
 		s.printf("%s", b.String())
 		return nil
