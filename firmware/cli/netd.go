@@ -12,8 +12,9 @@ import (
 	"github.com/flashgate/flashgate/services/netd"
 )
 
-// netdClient reads netd's local API (GET /v1/status, GET /v1/firewall);
-// netd has no Go client of its own.
+// netdClient reads netd's local API (GET /v1/status: links, leases and
+// the LAN DHCP servers' leases; GET /v1/firewall); netd has no Go client
+// of its own.
 type netdClient struct {
 	hc *http.Client
 }

@@ -26,6 +26,7 @@ var showTopics = []struct {
 	{"tunnels", "show tunnels", "every tunnel's state, SAs, counters", showTunnels},
 	{"tunnel", "show tunnel NAME", "one tunnel, why it is down, events", showTunnel},
 	{"firewall", "show firewall", "rules in force, hit counters", showFirewall},
+	{"dhcp", "show dhcp [INTERFACE]", "the LAN DHCP server's leases", showDHCP},
 	{"config", "show config [running|candidate] [PATH]", "the configuration as set lines", showConfig},
 	{"diff", "show diff", "what commit would change", showDiff},
 	{"history", "show history", "the revisions, newest first", showHistory},
@@ -88,6 +89,10 @@ func completeShow(s *session, args []string, partial string) []string {
 			if c := s.running(); c != nil {
 				return completePath(c, partial)
 			}
+		}
+	case "dhcp":
+		if len(args) == 1 {
+			return dhcpServerLinks(s)
 		}
 	case "log":
 		if len(args) == 1 {

@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/flashgate/flashgate/services/netd"
+)
+
+// `show dhcp` lists what netd's DHCP servers on the LAN interfaces gave
+// out. netd keeps the leases in memory only and reports them in GET
+// /v1/status (dhcp_servers), so that is where they are read.
+
+func showDHCP(ctx context.Context, s *session, b *strings.Builder, args []string) error {
+	if len(args) > 1 {
+		return errors.New("usage: show dhcp [INTERFACE]")
+	}
+	st, err := s.netd.status(ctx)
+	if err != nil {
+		return err
+	}
+	servers := st.DHCPServers
+	if len(args) == 1 {
+		servers = nil
+		for _, srv := range st.DHCPServers {
+			if srv.Link == args[0] {
+				servers = append(servers, srv)
+			}
+		}
+		if len(servers) == 0 {
+			return fmt.Errorf("no DHCP server runs on %q (%s)", clip(args[0], 20), dhcpLinks(st.DHCPServers))
+		}
+	}
+	writeDHCPLeases(b, servers, time.Now())
+	return nil
+}
+
+// dhcpLinks names the interfaces a DHCP server runs on, for an error.
+func dhcpLinks(servers []netd.DHCPServerState) string {
+	if len(servers) == 0 {
+		return "none runs"
+	}
+	links := make([]string, len(servers))
+	for i, srv := range servers {
+		links[i] = srv.Link
+	}
+	return "it runs on " + strings.Join(links, ", ")
+}
+
+// writeDHCPLeases prints each server's pool and its leases as a table
+// that fits 80 columns. Host names come from the clients, so they are
+// made printable and clipped.
+func writeDHCPLeases(b *strings.Builder, servers []netd.DHCPServerState, now time.Time) {
+	if len(servers) == 0 {
+		b.WriteString("No DHCP server runs: netd starts one on each enabled LAN interface\n" +
+			"with a static IPv4 address of /29 or larger.\n")
+		return
+	}
+	for i, srv := range servers {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(b, "%s: pool %s, %s\n", srv.Link, srv.Pool, plural(len(srv.Leases), "lease"))
+		if len(srv.Leases) == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "  %-15s  %-17s  %-20s  %s\n", "ADDRESS", "MAC", "HOST NAME", "EXPIRES")
+		for _, l := range srv.Leases {
+			mac := l.MAC
+			if strings.HasPrefix(mac, "declined:") {
+				// A client found the address in use; netd holds it back.
+				mac = "(declined)"
+			}
+			host := printable(l.Hostname)
+			if r := []rune(host); len(r) > 20 {
+				host = string(r[:17]) + "..."
+			}
+			if host == "" {
+				host = "-"
+			}
+			fmt.Fprintf(b, "  %-15s  %-17s  %-20s  %s\n", l.Address, clip(mac, 17), host, leaseExpiry(l, now))
+		}
+	}
+}
+
+// leaseExpiry says when a lease ends, relative to now: a console clock
+// may be wrong, and "in 11h58m" is what an admin wants to know.
+func leaseExpiry(l netd.ServerLease, now time.Time) string {
+	left := l.Expires.Sub(now).Round(time.Second)
+	switch {
+	case left <= 0:
+		return "expired"
+	case l.Offered:
+		// Offered, not yet requested: the offer lapses in left.
+		return "offered, " + left.String()
+	}
+	return "in " + left.String()
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// dhcpServerLinks are the interfaces netd runs a DHCP server on, for
+// completion.
+func dhcpServerLinks(s *session) []string {
+	ctx, cancel := context.WithTimeout(s.ctx, 2*time.Second)
+	defer cancel()
+	st, err := s.netd.status(ctx)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, srv := range st.DHCPServers {
+		out = append(out, srv.Link)
+	}
+	return out
+}
