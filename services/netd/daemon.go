@@ -1,6 +1,7 @@
 package netd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +26,10 @@ type Daemon struct {
 	// InNS runs f in the network namespace netd manages, for the DHCP
 	// sockets; nil runs it as is (on the appliance there is only one).
 	InNS func(f func() error) error
+	// ResolvConf is the file netd keeps with the DNS servers of the WAN
+	// links' DHCP leases (DefaultResolvConf on the appliance); empty
+	// leaves name resolution alone.
+	ResolvConf string
 
 	ctx context.Context
 
@@ -36,6 +41,9 @@ type Daemon struct {
 	clients  map[string]context.CancelFunc
 	servers  map[string]*runningServer
 	lastErr  error
+	// resolvWritten is what ResolvConf holds, as netd last wrote it; nil
+	// until the first write succeeds.
+	resolvWritten []byte
 }
 
 type runningServer struct {
@@ -100,6 +108,8 @@ func (d *Daemon) reconcileLocked() error {
 	for _, link := range sortedKeys(d.leases) {
 		d.leases[link].apply(desired)
 	}
+	// Name resolution follows the leases whatever becomes of the rest.
+	d.syncResolvConfLocked(desired)
 	err := d.Rec.Apply(desired)
 	// The resync repeats a lasting problem (a missing NIC) every 30 s:
 	// say it once, and again when it changes.
@@ -190,6 +200,32 @@ func (d *Daemon) syncDHCPLocked(desired *Desired) {
 			}
 		}()
 	}
+}
+
+// syncResolvConfLocked rewrites ResolvConf when the DNS servers or search
+// domains of the WAN links' leases changed (a DHCP server on a LAN or opt
+// network is not trusted with the box's own lookups). A failed write is
+// logged and tried again at the next reconcile (the periodic resync at the
+// latest).
+func (d *Daemon) syncResolvConfLocked(desired *Desired) {
+	if d.ResolvConf == "" {
+		return
+	}
+	var leases []*Lease
+	for _, link := range sortedKeys(d.leases) {
+		if slices.ContainsFunc(desired.Links, func(l Link) bool { return l.Name == link && l.Role == RoleWAN }) {
+			leases = append(leases, d.leases[link])
+		}
+	}
+	content := resolvConf(leases)
+	if d.resolvWritten != nil && bytes.Equal(content, d.resolvWritten) {
+		return
+	}
+	if err := writeFileAtomic(d.ResolvConf, content, 0o644); err != nil {
+		log.Printf("netd: DNS servers: %v", err)
+		return
+	}
+	d.resolvWritten = content
 }
 
 // dnsLocked is the DNS servers of the WAN leases, for the LAN's clients.

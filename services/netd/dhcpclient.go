@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
@@ -17,6 +18,7 @@ type Lease struct {
 	Address  netip.Prefix  `json:"address"` // with the subnet's prefix length
 	Router   netip.Addr    `json:"router,omitzero"`
 	DNS      []netip.Addr  `json:"dns,omitempty"`
+	Search   []string      `json:"search,omitempty"` // DNS search domains (option 119, else the domain name, 15)
 	Server   netip.Addr    `json:"server"`
 	Obtained time.Time     `json:"obtained"`
 	Duration time.Duration `json:"duration"`
@@ -58,6 +60,20 @@ func leaseFrom(link string, nl *nclient4.Lease) (*Lease, error) {
 		if a, ok := netip.AddrFromSlice(d.To4()); ok {
 			l.DNS = append(l.DNS, a)
 		}
+	}
+	var domains []string
+	if ds := ack.DomainSearch(); ds != nil && len(ds.Labels) > 0 {
+		domains = ds.Labels
+	} else if dn := ack.DomainName(); dn != "" {
+		domains = []string{dn}
+	}
+	for _, d := range domains {
+		d = strings.TrimSuffix(d, ".")
+		if !validDomain(d) {
+			log.Printf("netd: dhcp on %s: ignoring the search domain %q: not a DNS name", link, d)
+			continue
+		}
+		l.Search = append(l.Search, d)
 	}
 	l.Server, _ = netip.AddrFromSlice(ack.ServerIdentifier().To4())
 	if l.Renew <= 0 || l.Renew > l.Duration {

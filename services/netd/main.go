@@ -28,7 +28,7 @@ const DefaultSocket = "/run/flashgate/netd.sock"
 // sections are the parts of the configuration netd reconciles.
 var sections = []string{"interfaces", "routes", "firewall", "tunnels"}
 
-// Main runs netd: `flashgate netd [-socket path] [-configd path] [-board name]`.
+// Main runs netd: `flashgate netd [-socket path] [-configd path] [-board name] [-resolv-conf path]`.
 // With -print it prints the firewall the current configuration gives, in
 // nft syntax, and exits without changing anything.
 func Main(args []string) int {
@@ -38,6 +38,7 @@ func Main(args []string) int {
 	boardName := fs.String("board", "", "board name (default: flashgate.board= on the kernel command line)")
 	printOnly := fs.Bool("print", false, "print the ruleset of the running configuration and exit")
 	resync := fs.Duration("resync", 30*time.Second, "how often links, addresses and routes are checked again")
+	resolvConf := fs.String("resolv-conf", DefaultResolvConf, "resolver configuration kept with the WAN DHCP lease's DNS servers (empty: leave it alone)")
 	configdWait := fs.Duration("configd-wait", 10*time.Second, "how long to wait for configd at start before applying the board's defaults")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -73,6 +74,7 @@ func Main(args []string) int {
 	}
 	defer nl.Close()
 	d := NewDaemon(ctx, board, &Reconciler{NFT: NewNFTables(), Netlink: nl})
+	d.ResolvConf = *resolvConf
 
 	ln, err := listenUnix(*socket)
 	if err != nil {
