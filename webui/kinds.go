@@ -17,7 +17,7 @@ var kindTunnels = &kind{
 		{Key: "remote_address", Label: "Peer address", Placeholder: "203.0.113.7",
 			Help: "The other gateway's public IP address. May be empty only when this side only responds."},
 		{Key: "local_address", Label: "Local address", Placeholder: "automatic",
-			Help: "Leave empty to use the WAN interface's address."},
+			Help: "Empty: the box's address on the route to the peer, as the kernel picks it (usually the WAN's)."},
 		{Key: "remote_id", Label: "Peer ID", Placeholder: "the peer address", Help: "Empty: the peer's address."},
 		{Key: "local_id", Label: "Local ID", Placeholder: "the local address", Help: "Empty: our address."},
 		{Key: "psk", Label: "Pre-shared key", Kind: fSecret,
