@@ -42,6 +42,11 @@ var (
 	validBauds = []int{9600, 19200, 38400, 57600, 115200}
 )
 
+// PortForwardZones are the zones a port forward may come in on. The
+// tunnel zone is not one: it is no set of interfaces but the tunnels'
+// remote subnets, and netd matches a forward by the interface it arrives on.
+var PortForwardZones = []string{RoleWAN, RoleLAN, RoleOpt, "any"}
+
 type validator struct {
 	errs ValidationErrors
 	c    *Config
@@ -328,6 +333,9 @@ func (v *validator) firewall() {
 			v.add(path+".in", "missing interface or zone")
 		}
 		v.checkIfRef(path+".in", p.In, true)
+		if v.c.Interface(p.In) == nil && slices.Contains(Zones, p.In) && !slices.Contains(PortForwardZones, p.In) {
+			v.add(path+".in", "port forwards take a zone (%s) or an interface, not %q", strings.Join(PortForwardZones, ", "), p.In)
+		}
 		if !portsAllowed(p.Protocol) {
 			v.add(path+".protocol", "%q is not tcp or udp", p.Protocol)
 		}

@@ -77,6 +77,12 @@ func TestValidate(t *testing.T) {
 			"firewall.rules[ssh-from-lan].action", `"allow" is not accept, drop or reject`},
 		{"port forward unknown interface", func(c *Config) { c.Firewall.PortForwards[0].In = "eth9" },
 			"firewall.port_forwards[web].in", `unknown interface or zone "eth9"`},
+		{"port forward from the tunnel zone", func(c *Config) { c.Firewall.PortForwards[0].In = "tunnel" },
+			"firewall.port_forwards[web].in", `port forwards take a zone (wan, lan, opt, any) or an interface, not "tunnel"`},
+		{"disabled port forward from the tunnel zone", func(c *Config) {
+			c.Firewall.PortForwards[0].In = "tunnel"
+			c.Firewall.PortForwards[0].Enabled = false
+		}, "firewall.port_forwards[web].in", `not "tunnel"`},
 		{"conflicting port forwards", func(c *Config) {
 			c.Firewall.PortForwards = append(c.Firewall.PortForwards, PortForward{Name: "web2", Enabled: true, In: "eth0",
 				Protocol: "tcp", ExternalPorts: PortRange{Lo: 400, Hi: 500}, Destination: MustAddr("10.0.0.11")})
@@ -193,6 +199,38 @@ func TestValidateRemoteSyslog(t *testing.T) {
 			t.Errorf("remote syslog %+v: Validate() = %v, want an error at %s", tc.rs, err, tc.path)
 		case tc.path != "" && !slices.ContainsFunc(ve, func(e FieldError) bool { return e.Path == tc.path }):
 			t.Errorf("remote syslog %+v: errors %v, want one at %s", tc.rs, err, tc.path)
+		}
+	}
+}
+
+// TestValidatePortForwardIn: a port forward comes in on a zone made of
+// interfaces, or on one interface; the tunnel zone is refused at its path,
+// as netd would refuse it (after the commit, keeping the old rules).
+func TestValidatePortForwardIn(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string // "" means valid
+	}{
+		{"wan", ""},
+		{"lan", ""},
+		{"opt", ""},
+		{"any", ""},
+		{"eth0", ""},
+		{"tunnel", `port forwards take a zone (wan, lan, opt, any) or an interface, not "tunnel"`},
+		{"eth9", `unknown interface or zone "eth9"`},
+		{"", "missing interface or zone"},
+	} {
+		c := sampleConfig(1)
+		c.Firewall.PortForwards[0].In = tc.in
+		err := c.Validate()
+		var ve ValidationErrors
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("port forward in %q refused: %v", tc.in, err)
+		case tc.want != "" && !errors.As(err, &ve):
+			t.Errorf("port forward in %q: Validate() = %v, want firewall.port_forwards[web].in: %s", tc.in, err, tc.want)
+		case tc.want != "" && !slices.Contains(ve, FieldError{Path: "firewall.port_forwards[web].in", Message: tc.want}):
+			t.Errorf("port forward in %q: errors\n%v\nwant firewall.port_forwards[web].in: %s", tc.in, err, tc.want)
 		}
 	}
 }

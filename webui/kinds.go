@@ -66,7 +66,8 @@ var kindForwards = &kind{
 	Name: "port-forwards", Singular: "port forward", Path: "firewall.port_forwards", Base: "/firewall/port-forwards", Back: "/firewall",
 	Fields: []field{
 		{Key: "enabled", Label: "Enabled", Kind: fCheck},
-		{Key: "in", Label: "Coming in on", Placeholder: "wan", Help: "Usually wan. " + zoneHelp},
+		{Key: "in", Label: "Coming in on", Placeholder: "wan",
+			Help: "Usually wan. A zone (" + strings.Join(config.PortForwardZones, ", ") + ") or an interface (eth0)."},
 		{Key: "protocol", Label: "Protocol", Kind: fSelect, Options: []string{"tcp", "udp"}},
 		{Key: "external_ports", Label: "External ports", Placeholder: "8443", Help: "One port or a range: 8000-8010."},
 		{Key: "destination", Label: "To host", Placeholder: "192.168.1.20"},

@@ -213,7 +213,7 @@ func (f *Firewall) validate(p *problems, addrs []Address) {
 	for i, pf := range f.PortForwards {
 		checkIf(pf.Path+".in", pf.In)
 		if pf.In == ZoneTunnel {
-			p.add(pf.Path+".in", "port forwards take a zone (wan, lan, opt) or an interface, not %q", pf.In)
+			p.add(pf.Path+".in", "port forwards take a zone (wan, lan, opt, any) or an interface, not %q", pf.In)
 		}
 		if pf.Protocol != "tcp" && pf.Protocol != "udp" {
 			p.add(pf.Path+".protocol", "%q: a port forward is tcp or udp", pf.Protocol)

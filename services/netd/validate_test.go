@@ -114,3 +114,23 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestPortForwardInAgreesWithConfig: configd refuses at commit what netd
+// would refuse, so that a commit never succeeds only to have netd keep the
+// old rules. Both must refuse the tunnel zone at the same path.
+func TestPortForwardInAgreesWithConfig(t *testing.T) {
+	const path = "firewall.port_forwards[web].in"
+	for _, in := range []string{"wan", "lan", "opt", "any", "wan0", "tunnel", "eth9"} {
+		c := labConfig()
+		c.Firewall.PortForwards[0].In = in
+		cerr := c.Validate()
+		nerr := FromConfig(c).Validate()
+		if (cerr == nil) != (nerr == nil) {
+			t.Errorf("port forward in %q: config says %v, netd says %v", in, cerr, nerr)
+			continue
+		}
+		if cerr != nil && (!strings.Contains(cerr.Error(), path) || !strings.Contains(nerr.Error(), path)) {
+			t.Errorf("port forward in %q: both refuse it, but not both at %s:\nconfig: %v\nnetd: %v", in, path, cerr, nerr)
+		}
+	}
+}
