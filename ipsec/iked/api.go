@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/ipsec"
 	"github.com/flashgate/flashgate/ipsec/esp"
 	"github.com/flashgate/flashgate/ipsec/ike"
@@ -23,7 +24,7 @@ const DefaultSocket = "/run/flashgate/iked.sock"
 //
 //	GET  /v1/tunnels              every tunnel's ipsec.TunnelStatus
 //	GET  /v1/tunnels/{name}       one tunnel
-//	POST /v1/tunnels/{name}/up    initiate now (resets the retry backoff)
+//	POST /v1/tunnels/{name}/up    initiate now (resets the retry backoff; once for start action respond)
 //	POST /v1/tunnels/{name}/down  delete the tunnel's IKE SA (and its children)
 //	POST /v1/tunnels/{name}/rekey?sa=ike|child  rekey now (default: the CHILD_SAs)
 //	GET  /v1/stats                drop counters (engine and data plane), the data plane in use
@@ -43,7 +44,11 @@ func (d *Daemon) Handler() http.Handler {
 	})
 	mux.HandleFunc("POST /v1/tunnels/{name}/up", func(w http.ResponseWriter, r *http.Request) {
 		if err := d.Up(r.PathValue("name")); err != nil {
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+			code := http.StatusConflict
+			if errors.Is(err, errNoTunnel) {
+				code = http.StatusNotFound
+			}
+			writeJSON(w, code, map[string]string{"error": err.Error()})
 			return
 		}
 		writeJSON(w, http.StatusAccepted, map[string]string{"result": "initiating"})
@@ -73,21 +78,36 @@ func (d *Daemon) Handler() http.Handler {
 	return mux
 }
 
-// Up initiates the named tunnel now, also one that waits for traffic.
+// errNoTunnel is the API's 404: the name is not a configured tunnel.
+var errNoTunnel = errors.New("no tunnel named")
+
+// Up initiates the named tunnel now, whatever its start action, as
+// swanctl --initiate does. One that waits for traffic starts as if traffic
+// had come. One that responds is initiated once: if that fails it waits for
+// the peer again, without the retries of start action initiate. A tunnel
+// that has an IKE SA, or whose initiation is under way, is left as it is.
 func (d *Daemon) Up(name string) error {
 	d.mu.Lock()
 	t := d.tunnels[name]
 	if t == nil {
 		d.mu.Unlock()
-		return fmt.Errorf("no tunnel named %q", name)
+		return fmt.Errorf("%w %q", errNoTunnel, name)
 	}
 	if t.unusable {
 		d.mu.Unlock()
 		return fmt.Errorf("%s", t.reason)
 	}
+	if t.cfg.StartAction == config.StartRespond && !t.cfg.RemoteAddress.IsSet() {
+		d.mu.Unlock()
+		return fmt.Errorf("tunnel %s has no remote address: it can only wait for the peer to connect", name)
+	}
 	t.retryAt, t.backoff = time.Time{}, 0
-	if t.onTraffic() {
+	switch {
+	case t.onTraffic():
 		d.trigger(t, "asked to come up") // as if traffic had come
+	case t.cfg.StartAction == config.StartRespond && t.sa == nil && !t.initiating && !t.upOnce:
+		t.upOnce = true
+		t.event(time.Now(), "asked to come up: initiating once (start action: respond)")
 	}
 	d.mu.Unlock()
 	d.maintain()
@@ -95,14 +115,16 @@ func (d *Daemon) Up(name string) error {
 }
 
 // Down deletes the named tunnel's IKE SAs; with start action initiate it
-// comes back after the retry delay.
+// comes back after the retry delay, with respond it waits for the peer
+// (an up asked for and still under way is dropped).
 func (d *Daemon) Down(name string) error {
 	d.mu.Lock()
 	t := d.tunnels[name]
 	if t == nil {
 		d.mu.Unlock()
-		return fmt.Errorf("no tunnel named %q", name)
+		return fmt.Errorf("%w %q", errNoTunnel, name)
 	}
+	t.upOnce = false
 	d.mu.Unlock()
 	// Every IKE SA of the tunnel, not only the current one: a peer that
 	// does not reuse IKE SAs (strongSwan's reuse_ikesa = no) may have

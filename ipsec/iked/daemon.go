@@ -95,6 +95,12 @@ type tunnel struct {
 	// its IKE SA, which sa does not hold yet. Apply, the timers and the
 	// API's up all call maintain; none may start a second one meanwhile.
 	initiating bool
+	// upOnce: the API's up asked a respond tunnel to initiate, as
+	// swanctl --initiate does for any connection. It holds from the
+	// request until the attempt ends: maintain initiates once, and a
+	// failure puts the tunnel back to waiting for the peer (attemptFailed)
+	// instead of into the retries of start action initiate.
+	upOnce bool
 	// superseded: the established IKE SA that sa replaced without a rekey
 	// (the peer initiated anew instead of reusing it). Once sa carries a
 	// CHILD_SA, childUp deletes it if it carries none.
@@ -371,7 +377,7 @@ func (d *Daemon) Apply(cfg *config.Config) error {
 		t := &tunnel{cfg: *w, peer: peer, state: ipsec.StateDown, since: now, notify: d.opts.StateChanged}
 		switch w.StartAction {
 		case config.StartRespond:
-			t.reason = "waiting for the peer to connect (start action: respond)"
+			t.reason = waitingForPeer
 		case config.StartOnTraffic:
 			t.reason = waitingForTraffic
 		}
@@ -413,7 +419,7 @@ func (d *Daemon) maintain() {
 		}
 		// Tunnels without a PeerConfig (no route to the peer yet: the
 		// WAN is not up) are retried like failed initiations.
-		if t.unusable || t.sa != nil || t.initiating || t.peer != nil && (t.cfg.StartAction == config.StartRespond || !t.peer.Remote.IsValid()) {
+		if t.unusable || t.sa != nil || t.initiating || t.peer != nil && (t.respondOnly() || !t.peer.Remote.IsValid()) {
 			continue
 		}
 		if t.onTraffic() && !t.triggered {
@@ -444,33 +450,26 @@ func (d *Daemon) maintain() {
 		if err != nil {
 			d.mu.Lock()
 			t.initiating = false
-			if t.onTraffic() {
-				t.waitForTraffic(now, "the last attempt failed: "+err.Error())
-			} else {
-				t.setState(now, ipsec.StateFailed, err.Error())
-			}
+			t.attemptFailed(now, err.Error())
 			d.mu.Unlock()
 			continue
 		}
-		if t.cfg.StartAction == config.StartRespond || !peer.Remote.IsValid() {
-			d.mu.Lock()
-			t.initiating = false
+		d.mu.Lock()
+		if t.respondOnly() || !peer.Remote.IsValid() {
+			t.initiating, t.upOnce = false, false
 			if t.state == ipsec.StateFailed {
-				t.setState(now, ipsec.StateDown, "waiting for the peer to connect (start action: respond)")
+				t.setState(now, ipsec.StateDown, waitingForPeer)
 			}
 			d.mu.Unlock()
 			continue
 		}
+		d.mu.Unlock()
 		sa, err := d.initiate(peer)
 		d.mu.Lock()
 		t.initiating = false
 		current := d.tunnels[t.cfg.Name] == t && !d.closed
 		if err != nil {
-			if t.onTraffic() {
-				t.waitForTraffic(now, "the last attempt failed: "+err.Error())
-			} else {
-				t.setState(now, ipsec.StateFailed, err.Error())
-			}
+			t.attemptFailed(now, err.Error())
 		} else if !current {
 			// Apply replaced or removed the tunnel (or Close ran) while
 			// the IKE_SA_INIT went out: its look for the tunnel's SAs
@@ -643,7 +642,7 @@ func (d *Daemon) childUp(c ike.ChildUp) {
 	}
 	t.event(now, fmt.Sprintf("%s: %s, SPIs %08x_i %08x_o, %s === %s", what, c.Proposal.String(), c.In.SPI, c.Out.SPI,
 		prefixes(c.In.LocalTS), prefixes(c.In.RemoteTS)))
-	t.backoff, t.needChild = 0, false
+	t.backoff, t.needChild, t.upOnce = 0, false, false
 	t.setState(now, ipsec.StateUp, "")
 }
 
@@ -728,11 +727,15 @@ func (d *Daemon) ikeDown(sa *ike.IKESA, reason error) {
 	t.sa, t.needChild = nil, false
 	if reason == nil {
 		t.event(now, "IKE_SA closed")
-		if t.onTraffic() {
+		switch {
+		case t.onTraffic():
 			t.waitForTraffic(now, "the IKE_SA was closed")
-			return
+		case t.cfg.StartAction == config.StartRespond:
+			t.upOnce = false
+			t.setState(now, ipsec.StateDown, waitingForPeer+"; the IKE_SA was closed")
+		default:
+			t.setState(now, ipsec.StateDown, "closed")
 		}
-		t.setState(now, ipsec.StateDown, "closed")
 		return
 	}
 	why := reason.Error()
@@ -743,6 +746,10 @@ func (d *Daemon) ikeDown(sa *ike.IKESA, reason error) {
 	t.event(now, "IKE_SA down: "+why)
 	if t.onTraffic() {
 		t.waitForTraffic(now, why)
+		return
+	}
+	if t.upOnce {
+		t.attemptFailed(now, why)
 		return
 	}
 	t.setState(now, ipsec.StateFailed, why)
@@ -764,8 +771,41 @@ func (d *Daemon) failure(peer *ike.PeerConfig, reason error) {
 		// The IKE SA's end (ikeDown) puts it back to waiting.
 		return
 	}
+	if t.upOnce && t.state != ipsec.StateUp {
+		// The IKE SA stays (its CHILD_SA was refused); the peer may
+		// negotiate one on it, or a new IKE SA.
+		t.attemptFailed(now, reason.Error())
+		return
+	}
 	if t.state != ipsec.StateUp {
 		t.setState(now, ipsec.StateFailed, reason.Error())
+	}
+}
+
+// waitingForPeer is the reason of a tunnel with start action respond that
+// is not up: nothing is wrong, the peer starts it.
+const waitingForPeer = "waiting for the peer to connect (start action: respond)"
+
+// respondOnly reports whether maintain leaves the tunnel to the peer: start
+// action respond, and no up asked for.
+func (t *tunnel) respondOnly() bool {
+	return t.cfg.StartAction == config.StartRespond && !t.upOnce
+}
+
+// attemptFailed records a failed initiation: an on-traffic tunnel waits for
+// traffic again, a respond tunnel that was asked up once waits for the peer
+// again (no retry), and an initiate tunnel shows failed until maintain's
+// retry.
+func (t *tunnel) attemptFailed(now time.Time, why string) {
+	switch {
+	case t.onTraffic():
+		t.waitForTraffic(now, "the last attempt failed: "+why)
+	case t.upOnce:
+		t.upOnce = false
+		t.event(now, "up failed: "+why)
+		t.setState(now, ipsec.StateDown, waitingForPeer+"; up failed: "+why)
+	default:
+		t.setState(now, ipsec.StateFailed, why)
 	}
 }
 
