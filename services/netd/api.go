@@ -7,7 +7,7 @@ import (
 
 // The local API, HTTP+JSON on netd's unix socket:
 //
-//	GET  /v1/status     links (state, addresses, counters), leases, the last apply
+//	GET  /v1/status     links (state, addresses, counters), leases, the last apply, the NTP client
 //	GET  /v1/firewall   the ruleset in nft syntax and the hit counters
 //	POST /v1/reconcile  apply the current configuration again now
 

@@ -30,6 +30,8 @@ type Daemon struct {
 	// links' DHCP leases (DefaultResolvConf on the appliance); empty
 	// leaves name resolution alone.
 	ResolvConf string
+	// Time is the NTP client, shown in the status; nil when there is none.
+	Time *TimeSync
 
 	ctx context.Context
 
@@ -267,6 +269,7 @@ type Status struct {
 	Links        []LinkStatus      `json:"links"`
 	Leases       []Lease           `json:"dhcp_leases"`
 	DHCPServers  []DHCPServerState `json:"dhcp_servers"`
+	Time         *TimeStatus       `json:"time,omitempty"`
 }
 
 // DHCPServerState is one LAN DHCP server with its leases.
@@ -296,6 +299,10 @@ func (d *Daemon) Status() Status {
 	d.mu.Unlock()
 	if cur != nil && d.Rec.Netlink != nil {
 		st.Links = d.Rec.Netlink.Status(cur.Links)
+	}
+	if d.Time != nil {
+		ts := d.Time.Status()
+		st.Time = &ts
 	}
 	return st
 }

@@ -75,6 +75,7 @@ func Main(args []string) int {
 	defer nl.Close()
 	d := NewDaemon(ctx, board, &Reconciler{NFT: NewNFTables(), Netlink: nl})
 	d.ResolvConf = *resolvConf
+	d.Time = NewTimeSync(SystemClock{})
 
 	ln, err := listenUnix(*socket)
 	if err != nil {
@@ -89,6 +90,9 @@ func Main(args []string) int {
 	log.Printf("netd: applying %s", source)
 	d.SetConfig(cfg, 0, source)
 	applied := cfg
+	d.Time.SetServers(cfg.System.NTPServers)
+	go d.Time.Run(ctx)
+	go d.Time.FollowConfig(ctx, cl)
 
 	watch := cl.Watch(ctx)
 	tick := time.NewTicker(*resync)
