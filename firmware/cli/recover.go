@@ -115,17 +115,14 @@ func (s *session) ask(prompt string) (string, error) {
 	return strings.TrimSpace(line), err
 }
 
-// boardDefaults is the factory configuration for the board's ports.
+// boardDefaults is what a factory reset of the board gives: its own ports,
+// as configd's first boot does, or eth0/eth1 for a board it does not know.
 func boardDefaults(board string) *config.Config {
 	b, err := boards.Lookup(board)
-	if err != nil || len(b.NICs) == 0 {
+	if err != nil {
 		return config.Default()
 	}
-	var nics []config.NIC
-	for _, n := range b.NICs {
-		nics = append(nics, config.NIC{Name: n.Name, Role: n.Role})
-	}
-	return config.DefaultForNICs(nics)
+	return configd.BoardDefaults(b)
 }
 
 // recoverConfig makes the changes and commits them. A candidate with
