@@ -71,12 +71,21 @@ func (SystemClock) Step(offset time.Duration) error {
 func (SystemClock) Slew(offset time.Duration) error {
 	// adjtime(3)'s single-shot offset: the kernel slews at 500 ppm and a
 	// new offset replaces what is left of the last one.
-	tx := unix.Timex{Modes: unix.ADJ_OFFSET_SINGLESHOT, Offset: offset.Microseconds()}
+	// Slew sees offsets up to ntpStepThreshold; beyond that the caller
+	// steps. The bound also keeps the microseconds within the field, which
+	// is 32 bits on 386.
+	offset = max(min(offset, time.Second), -time.Second)
+	tx := unix.Timex{Modes: unix.ADJ_OFFSET_SINGLESHOT}
+	setTimexField(&tx.Offset, offset.Microseconds())
 	if _, err := unix.Adjtimex(&tx); err != nil {
 		return fmt.Errorf("adjtimex: %w", err)
 	}
 	return nil
 }
+
+// setTimexField sets a field of unix.Timex, whose C longs are int64 on
+// 64-bit architectures and int32 on 386.
+func setTimexField[T int32 | int64](field *T, v int64) { *field = T(v) }
 
 // TimeStatus is the time sync's state, in netd's status.
 type TimeStatus struct {
