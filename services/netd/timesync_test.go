@@ -19,11 +19,24 @@ import (
 // plus skew: the test knows the time it serves.
 type ntpTestServer struct {
 	conn     *net.UDPConn
-	skew     time.Duration
+	mu       sync.Mutex
+	skew     time.Duration // behind mu once the server runs
 	leap     uint8
 	kiss     string // answer with this kiss-o'-death code instead
 	forge    bool   // send a reply with a wrong origin before the real one
 	requests atomic.Int32
+}
+
+func (srv *ntpTestServer) setSkew(d time.Duration) {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	srv.skew = d
+}
+
+func (srv *ntpTestServer) now() time.Time {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return time.Now().Add(srv.skew)
 }
 
 func startNTPServer(t *testing.T, srv *ntpTestServer) int {
@@ -48,7 +61,7 @@ func startNTPServer(t *testing.T, srv *ntpTestServer) int {
 				continue
 			}
 			srv.requests.Add(1)
-			recv := time.Now().Add(srv.skew)
+			recv := srv.now()
 			reply := ntpPacket{Leap: srv.leap, Version: 4, Mode: ntpModeServer, Stratum: 2, Poll: req.Poll, Precision: -20,
 				RefID: [4]byte{127, 0, 0, 1}, RefTime: toNTPTime(recv.Add(-time.Minute)), Origin: req.Transmit,
 				Receive: toNTPTime(recv)}
@@ -59,10 +72,10 @@ func startNTPServer(t *testing.T, srv *ntpTestServer) int {
 			if srv.forge {
 				forged := reply
 				forged.Origin++
-				forged.Transmit = toNTPTime(time.Now().Add(srv.skew + 7*time.Hour))
+				forged.Transmit = toNTPTime(srv.now().Add(7 * time.Hour))
 				conn.WriteToUDP(forged.marshal(), from)
 			}
-			reply.Transmit = toNTPTime(time.Now().Add(srv.skew))
+			reply.Transmit = toNTPTime(srv.now())
 			conn.WriteToUDP(reply.marshal(), from)
 		}
 	}()
@@ -133,11 +146,11 @@ func TestTimeSyncCorrectsClock(t *testing.T) {
 		t.Errorf("status after a step: %+v", st)
 	}
 
-	srv.skew = 40 * time.Millisecond
+	srv.setSkew(40 * time.Millisecond)
 	if wait := ts.Poll(context.Background()); wait != 2*ntpMinPoll {
 		t.Errorf("after the second sync the next poll is in %v, want %v", wait, 2*ntpMinPoll)
 	}
-	srv.skew = -time.Hour
+	srv.setSkew(-time.Hour)
 	ts.Poll(context.Background())
 	steps, slews = clock.corrections()
 	if len(slews) != 1 || !near(slews[0], 40*time.Millisecond, 20*time.Millisecond) {
