@@ -33,6 +33,10 @@ type tunnelView struct {
 		Children  []struct {
 			Proposal string `json:"proposal"`
 		} `json:"child_sas"`
+		Events []struct {
+			Time    time.Time `json:"time"`
+			Message string    `json:"message"`
+		} `json:"events"`
 	} `json:"status"`
 }
 
@@ -81,6 +85,19 @@ func waitUpOr(t testing.TB, a *Appliance, api *API, others map[string]*API, time
 		}
 		time.Sleep(time.Second)
 	}
+	more := consoleReport(t, a, api)
+	for name, o := range others {
+		more += fmt.Sprintf("\n===== appliance %s =====\n%s", name, diagnose(o))
+	}
+	t.Fatalf("appliance %s: tunnels %v not up after %v: %+v\n%s%s", a.Name, names, timeout, last, diagnose(api), more)
+	return nil
+}
+
+// consoleReport is what an admin at appliance a's serial console would
+// look at when a tunnel misbehaves: IPsec status and counters, addresses,
+// routes, the kernel's XFRM tables and iked's log.
+func consoleReport(t testing.TB, a *Appliance, api *API) string {
+	t.Helper()
 	cmds := []string{"flashgate status", "flashgate ipsec status", "flashgate ipsec stats", "ip -4 addr", "ip route", "ip route show table 220", "ip xfrm state", "ip xfrm policy"}
 	var svcs []struct {
 		Name string `json:"name"`
@@ -93,12 +110,7 @@ func waitUpOr(t testing.TB, a *Appliance, api *API, others map[string]*API, time
 			}
 		}
 	}
-	more := "\n===== console of " + a.Name + " =====\n" + a.Shell(t, adminPassword, cmds...)
-	for name, o := range others {
-		more += fmt.Sprintf("\n===== appliance %s =====\n%s", name, diagnose(o))
-	}
-	t.Fatalf("appliance %s: tunnels %v not up after %v: %+v\n%s%s", a.Name, names, timeout, last, diagnose(api), more)
-	return nil
+	return "\n===== console of " + a.Name + " =====\n" + a.Shell(t, adminPassword, cmds...)
 }
 
 // diagnose collects what an admin would look at: services, interfaces and
@@ -327,6 +339,9 @@ func TestTwoAppliancesAndStrongSwan(t *testing.T) {
 		}
 		t.Logf("kernel ESP %s between the appliances: up and passing traffic %.1f s after the commit", suite.esp, time.Since(began).Seconds())
 	}
+
+	// Start action on-traffic through both appliances' kernel IPsec.
+	checkOnTraffic(t, p)
 
 	// The strongSwan site joins A, with UDP encapsulation.
 	charon := testnet.StartCharon(t, lab.GwC, testnet.CharonConn{

@@ -122,6 +122,13 @@ func (w *IKEWire) read() {
 	}
 }
 
+// Seen returns the messages recorded so far, in order; the recording goes on.
+func (w *IKEWire) Seen() []ikeMessage {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]ikeMessage(nil), w.msgs...)
+}
+
 // Stop ends the recording and returns the messages seen, in order.
 func (w *IKEWire) Stop() []ikeMessage {
 	close(w.done)
