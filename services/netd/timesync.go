@@ -194,11 +194,15 @@ func (t *TimeSync) Poll(ctx context.Context) time.Duration {
 		return ntpMaxPoll // nothing to ask; a SetServers wakes Run
 	}
 	var errs []error
+	slowDown := false
 	for _, server := range servers {
 		sample, err := t.ask(ctx, server)
 		if err != nil {
 			errs = append(errs, err)
 			var kiss *kissError
+			if errors.As(err, &kiss) && !kiss.permanent() {
+				slowDown = true // RATE: we ask too often
+			}
 			if errors.As(err, &kiss) && kiss.permanent() {
 				t.mu.Lock()
 				if t.denied == nil {
@@ -219,7 +223,12 @@ func (t *TimeSync) Poll(ctx context.Context) time.Duration {
 		log.Printf("netd: NTP: %v", err) // once, and again after a success
 	}
 	t.status.LastError = err.Error()
-	t.interval = nextRetry(t.interval)
+	if slowDown {
+		// A retry in seconds would be the opposite of what it asked.
+		t.interval = nextPoll(max(t.interval, ntpMinPoll))
+	} else {
+		t.interval = nextRetry(t.interval)
+	}
 	t.status.NextPoll = t.Clock.Now().Add(t.interval)
 	return t.interval
 }

@@ -253,6 +253,16 @@ func TestTimeSyncBacksOff(t *testing.T) {
 		t.Errorf("after DENY the server was asked %d times, next poll in %v; want once and %v", deny.requests.Load(), wait, ntpMaxPoll)
 	}
 
+	rate := &ntpTestServer{kiss: "RATE"}
+	ts.Port = startNTPServer(t, rate)
+	ts.SetServers([]string{"localhost"})
+	if wait := ts.Poll(context.Background()); wait != 2*ntpMinPoll {
+		t.Errorf("after RATE the next poll is in %v, want %v", wait, 2*ntpMinPoll)
+	}
+	if wait := ts.Poll(context.Background()); wait != 4*ntpMinPoll || rate.requests.Load() != 2 {
+		t.Errorf("after a second RATE: next poll in %v after %d requests, want %v after 2", wait, rate.requests.Load(), 4*ntpMinPoll)
+	}
+
 	alarm := &ntpTestServer{leap: ntpLeapAlarm, skew: time.Hour}
 	ts.Port = startNTPServer(t, alarm)
 	ts.SetServers([]string{"localhost"})
