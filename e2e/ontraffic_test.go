@@ -22,9 +22,9 @@ const quietWindow = 4 * time.Second
 // promises (docs/tunnels.md): the tunnel waits without sending IKE, the
 // first packet for B's LAN makes A's kernel send an acquire and iked
 // initiate (that packet is lost), the next ones pass through the xfrm data
-// plane; taken down, it waits for traffic again and comes back the same
-// way. Then A's tunnel goes back to start action initiate, which the rest
-// of the scenario relies on.
+// plane; taken down, or deleted by the peer, it waits for traffic again
+// and comes back the same way. Then A's tunnel goes back to start action
+// initiate, which the rest of the scenario relies on.
 func checkOnTraffic(t *testing.T, p *sitePair) {
 	began := time.Now()
 	wire, err := p.lab.WatchIKE(p.a.wanTap)
@@ -50,10 +50,18 @@ func checkOnTraffic(t *testing.T, p *sitePair) {
 	checkQuiet(t, p, wire, "after the tunnel was taken down")
 	againUp := upOnTraffic(t, p, wire, "after the down")
 
+	// Deleted by the peer (B taken down at its end): the same.
+	if err := p.apiB.Do("POST", "/api/v1/tunnels/to-a/down", nil, nil); err != nil {
+		t.Fatalf("on-traffic: take to-a down on B: %v", err)
+	}
+	waitWaiting(t, p, "after B deleted the IKE SA", func(v tunnelView) bool { return true })
+	checkQuiet(t, p, wire, "after B deleted the IKE SA")
+	peerUp := upOnTraffic(t, p, wire, "after B's delete")
+
 	setStartAction(t, p.apiA, "to-b", "initiate")
 	waitUpOr(t, p.a, p.apiA, map[string]*API{"B": p.apiB}, time.Minute, "to-b")
-	t.Logf("start action on-traffic over kernel IPsec: first packet to up %.1f s, again after a down %.1f s; the whole step with the switch back to initiate %.1f s",
-		firstUp.Seconds(), againUp.Seconds(), time.Since(began).Seconds())
+	t.Logf("start action on-traffic over kernel IPsec: first packet to up %.1f s, after a down %.1f s, after the peer's delete %.1f s; the whole step with the switch back to initiate %.1f s",
+		firstUp.Seconds(), againUp.Seconds(), peerUp.Seconds(), time.Since(began).Seconds())
 }
 
 // setStartAction changes a tunnel's start action through the API and
