@@ -186,7 +186,8 @@ const (
 type Tunnel struct {
 	Name    string `json:"name"`
 	Enabled bool   `json:"enabled"`
-	// LocalAddress may be left empty: iked uses the WAN interface's address.
+	// LocalAddress may be left empty: iked uses the address the kernel
+	// picks on the route to the peer (usually the WAN's).
 	LocalAddress Addr `json:"local_address,omitzero"`
 	// RemoteAddress may be empty only when StartAction is respond: the
 	// peer is then identified by its ID alone.
