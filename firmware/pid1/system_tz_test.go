@@ -124,3 +124,27 @@ func TestWriteLocaltime(t *testing.T) {
 		t.Errorf("temporary files left: %v", left)
 	}
 }
+
+// FuzzTZif checks that any rule either is refused or gives a file Go
+// reads, whose local time type has the offset the rule starts with.
+func FuzzTZif(f *testing.F) {
+	for _, r := range []string{"UTC0", "CET-1CEST,M3.5.0,M10.5.0/3", "<+0545>-5:45", "IST-5:30", "<-03>3", "EST5EDT,M3.2.0,M11.1.0", "ABC+25", "<>0"} {
+		f.Add(r)
+	}
+	f.Fuzz(func(t *testing.T, rule string) {
+		data, err := tzif(rule)
+		if err != nil {
+			return
+		}
+		_, utoff, _ := standardTime(rule)
+		if utoff < -25*3600 || utoff > 25*3600 {
+			t.Fatalf("rule %q: offset %d s is beyond ±25 h", rule, utoff)
+		}
+		if strings.ContainsAny(rule, "\n\x00") {
+			return // a footer cannot hold these; the table has none
+		}
+		if _, err := time.LoadLocationFromTZData("fuzz", data); err != nil {
+			t.Fatalf("rule %q: Go cannot read the file: %v", rule, err)
+		}
+	})
+}
