@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/config"
 )
 
@@ -76,21 +75,6 @@ func FromConfig(c *config.Config) *Desired {
 			Path: fmt.Sprintf("firewall.port_forwards[%s]", p.Name)})
 	}
 	return d
-}
-
-// DefaultConfig is the configuration netd runs when configd cannot give
-// one: the board's ports with their default roles (WAN on DHCP, the first
-// LAN port on 192.168.1.1/24), so the box is protected and reachable from
-// the LAN.
-func DefaultConfig(b boards.Board) *config.Config {
-	if len(b.NICs) == 0 {
-		return config.Default()
-	}
-	nics := make([]config.NIC, len(b.NICs))
-	for i, n := range b.NICs {
-		nics[i] = config.NIC{Name: n.Name, Role: n.Role}
-	}
-	return config.DefaultForNICs(nics)
 }
 
 func prefixes(ps []config.Prefix) []netip.Prefix {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/services/configd"
 	"github.com/flashgate/flashgate/services/configd/client"
 )
 
@@ -152,7 +153,7 @@ func firstConfig(ctx context.Context, cl *client.Client, b boards.Board, wait ti
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	return DefaultConfig(b), fmt.Sprintf("the board's defaults (configd unreachable: %v)", lastErr)
+	return configd.BoardDefaults(b), fmt.Sprintf("the board's defaults (configd unreachable: %v)", lastErr)
 }
 
 // resolveBoard finds the board from the flag or the kernel command line.

@@ -85,13 +85,23 @@ func startNTPServer(t *testing.T, srv *ntpTestServer) int {
 // recordingClock is the host's clock, which it never changes: it records
 // the corrections it is asked for.
 type recordingClock struct {
-	mu      sync.Mutex
+	mu sync.Mutex
+	// moves makes the steps move the clock (Now is the host's time plus
+	// the steps so far), as a real clock would: a poll after a step finds
+	// it right. Without it Now is the host's time, for tests that set the
+	// server's time relative to it again and again.
+	moves   bool
+	offset  time.Duration
 	steps   []time.Duration
 	slews   []time.Duration
 	failing error
 }
 
-func (c *recordingClock) Now() time.Time { return time.Now() }
+func (c *recordingClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
 
 func (c *recordingClock) Step(d time.Duration) error {
 	c.mu.Lock()
@@ -100,6 +110,9 @@ func (c *recordingClock) Step(d time.Duration) error {
 		return c.failing
 	}
 	c.steps = append(c.steps, d)
+	if c.moves {
+		c.offset += d
+	}
 	return nil
 }
 
@@ -299,7 +312,10 @@ func (f *fakeNTPConfigd) Running(ctx context.Context) (*config.Config, uint64, e
 func TestTimeSyncFollowsConfig(t *testing.T) {
 	srv := &ntpTestServer{skew: -5 * time.Second}
 	port := startNTPServer(t, srv)
-	clock := &recordingClock{}
+	// The loop may poll twice (its first timer and the change can both be
+	// pending): the clock must be right after the first step, as a real
+	// one would, for the second poll to find nothing to step.
+	clock := &recordingClock{moves: true}
 	ts := NewTimeSync(clock)
 	ts.Port = port
 	ctx, cancel := context.WithCancel(context.Background())
