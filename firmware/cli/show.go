@@ -27,6 +27,7 @@ var showTopics = []struct {
 	{"tunnel", "show tunnel NAME", "one tunnel, why it is down, events", showTunnel},
 	{"firewall", "show firewall", "rules in force, hit counters", showFirewall},
 	{"dhcp", "show dhcp [INTERFACE]", "the LAN DHCP server's leases", showDHCP},
+	{"clock", "show clock", "the time, its zone, NTP state", showClock},
 	{"config", "show config [running|candidate] [PATH]", "the configuration as set lines", showConfig},
 	{"diff", "show diff", "what commit would change", showDiff},
 	{"history", "show history", "the revisions, newest first", showHistory},
