@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 )
 
 // Kernel is a Debian kernel package extracted into the cache, with
@@ -224,7 +225,10 @@ func (s *KernelSource) download(ctx context.Context, pkg, deb, want string) erro
 	}
 	defer os.RemoveAll(tmp)
 	s.logf("downloading %s", pkg)
-	if _, err := (command{Dir: tmp}).run(ctx, tool(toolAptGet), s.aptArgs("download", pkg)...); err != nil {
+	if err := retryTransient(ctx, downloadTries, time.Second, s.logf, func() error {
+		_, err := (command{Dir: tmp}).run(ctx, tool(toolAptGet), s.aptArgs("download", pkg)...)
+		return err
+	}); err != nil {
 		return fmt.Errorf("cannot download %s from the Debian package source (is it reachable?): %w", pkg, err)
 	}
 	got := filepath.Join(tmp, filepath.Base(deb))
@@ -236,6 +240,31 @@ func (s *KernelSource) download(ctx context.Context, pkg, deb, want string) erro
 		return fmt.Errorf("apt-get download %s: SHA256 %s, the package lists say %s", pkg, sum, want)
 	}
 	return os.Rename(got, deb)
+}
+
+// downloadTries is how often a kernel download is tried. A mirror's name
+// that fails to resolve for a moment, or a connection reset, should not
+// fail a whole image build (seen in CI: "Temporary failure resolving
+// 'deb.debian.org'"); an unreachable source still fails within seconds.
+const downloadTries = 4
+
+// retryTransient calls f up to tries times, waiting first, then twice as
+// long after each failure, and returns the last error.
+func retryTransient(ctx context.Context, tries int, first time.Duration, logf func(string, ...any), f func() error) error {
+	wait := first
+	var err error
+	for i := 1; ; i++ {
+		if err = f(); err == nil || i == tries {
+			return err
+		}
+		logf("try %d of %d failed (%v); again in %s", i, tries, err, wait)
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
 }
 
 // extract unpacks deb into root unless it is there already. It extracts into

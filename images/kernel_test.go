@@ -1,6 +1,12 @@
 package images
 
-import "testing"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
 
 func TestParseKernelDepends(t *testing.T) {
 	for _, tc := range []struct{ out, want string }{
@@ -62,4 +68,40 @@ func FuzzParseStanza(f *testing.F) {
 	f.Fuzz(func(t *testing.T, out []byte) {
 		parseStanza(out)
 	})
+}
+
+func TestRetryTransient(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		failFirst int // calls that fail before one succeeds
+		wantCalls int
+		wantErr   bool
+	}{
+		{"works at once", 0, 1, false},
+		{"a name fails to resolve once", 1, 2, false},
+		{"source unreachable", 10, 3, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			var logs []string
+			err := retryTransient(context.Background(), 3, time.Millisecond, func(f string, a ...any) { logs = append(logs, fmt.Sprintf(f, a...)) }, func() error {
+				calls++
+				if calls <= tc.failFirst {
+					return errors.New("Temporary failure resolving 'deb.debian.org'")
+				}
+				return nil
+			})
+			if calls != tc.wantCalls || (err != nil) != tc.wantErr {
+				t.Errorf("%d calls, error %v; want %d calls, error %v", calls, err, tc.wantCalls, tc.wantErr)
+			}
+			if len(logs) != calls-1 {
+				t.Errorf("logged %d retries for %d calls: %q", len(logs), calls, logs)
+			}
+		})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := retryTransient(ctx, 3, time.Hour, func(string, ...any) {}, func() error { return errors.New("down") }); !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled build waited out the retries: %v", err)
+	}
 }
