@@ -44,7 +44,7 @@ var templateFuncs = template.FuncMap{
 		if t.IsZero() {
 			return "-"
 		}
-		return t.Local().Format("2006-01-02 15:04:05")
+		return t.In(zone.Location()).Format("2006-01-02 15:04:05")
 	},
 	"unix":       func(t time.Time) int64 { return t.Unix() },
 	"short":      func(d fmt.Stringer) string { return compactDuration(d.String()) },

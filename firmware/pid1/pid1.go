@@ -337,7 +337,9 @@ func (in *initProc) followSystem(ctx context.Context, sup *supervisor.Supervisor
 	to := systemTarget{
 		setHostname: func(name string) error { return unix.Sethostname([]byte(name)) },
 		setSyslog:   sup.SetRemoteSyslog,
-		setTimezone: func(name, rule string) error { return installTimezone(sup, localtimePath, rule) },
+		// The web UI rereads the file when it changes, and each console
+		// login runs in a fresh getty: nothing needs a restart.
+		setTimezone: func(name, rule string) error { return writeLocaltime(localtimePath, rule) },
 		boardBaud:   console.Baud,
 		logf:        in.logf,
 	}

@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"github.com/flashgate/flashgate/firmware/supervisor"
 )
 
 // localtimePath is where Go (time.Local), busybox and musl look for the
@@ -131,21 +129,4 @@ func posixOffset(s string) (int, error) {
 		secs += n * []int{3600, 60, 1}[i]
 	}
 	return sign * secs, nil
-}
-
-// installTimezone writes the zone to path and restarts the web UI, if it
-// runs, so that the pages show it at once; it keeps no state but its
-// logins. The console is not restarted, which would end the session that
-// changed the zone: each login runs in a fresh getty, which reads the
-// new zone.
-func installTimezone(sup *supervisor.Supervisor, path, rule string) error {
-	if err := writeLocaltime(path, rule); err != nil {
-		return err
-	}
-	if st, err := sup.ServiceStatus("webui"); err == nil && st.State == supervisor.StateRunning {
-		if err := sup.Restart("webui"); err != nil {
-			return fmt.Errorf("restart the web UI for the new zone: %w", err)
-		}
-	}
-	return nil
 }
