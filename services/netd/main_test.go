@@ -1,6 +1,7 @@
 package netd
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net"
@@ -43,7 +44,12 @@ func TestMainInNamespace(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "netd.sock")
 	cmd := ns.Command(os.Args[0], "-test.run=^TestMainProcess$")
-	cmd.Env = append(os.Environ(), "NETD_TEST_MAIN_ARGS=-socket "+sock+" -configd "+filepath.Join(dir, "none.sock")+" -configd-wait 200ms -board qemu")
+	// The namespace shares the host's file system: without -resolv-conf
+	// netd would rewrite the host's /etc/resolv.conf (it once did, and took
+	// the CI machine's DNS with it). Main's resolver file is checked below.
+	resolv := filepath.Join(dir, "resolv.conf")
+	hostResolv, hostResolvErr := os.ReadFile("/etc/resolv.conf")
+	cmd.Env = append(os.Environ(), "NETD_TEST_MAIN_ARGS=-socket "+sock+" -configd "+filepath.Join(dir, "none.sock")+" -configd-wait 200ms -board qemu -resolv-conf "+resolv)
 	out, err := os.Create(filepath.Join(dir, "netd.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +86,12 @@ func TestMainInNamespace(t *testing.T) {
 	})
 	if st.Board != "qemu" || !strings.Contains(st.ConfigSource, "defaults") || !st.LastApply.FirewallReplaced {
 		t.Errorf("status: board %q, source %q, firewall replaced %v", st.Board, st.ConfigSource, st.LastApply.FirewallReplaced)
+	}
+	if b, err := os.ReadFile(resolv); err != nil || !strings.Contains(string(b), "no DHCP lease") {
+		t.Errorf("-resolv-conf %s: %q (%v), want netd's note that no WAN lease gives DNS servers", resolv, b, err)
+	}
+	if b, err := os.ReadFile("/etc/resolv.conf"); hostResolvErr == nil && (err != nil || !bytes.Equal(b, hostResolv)) {
+		t.Errorf("the host's /etc/resolv.conf changed under the test: %q (%v)", b, err)
 	}
 	var lan *LinkStatus
 	for i := range st.Links {
