@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,7 +26,34 @@ func TestMainProcess(t *testing.T) {
 	if args == "" {
 		return
 	}
+	// The clock is not namespaced: Main's NTP client steps and slews
+	// the host's clock whenever a server answers (the defaults name
+	// pool.ntp.org). TestMainInNamespace drops CAP_SYS_TIME; never run
+	// Main here with it.
+	if hasCapability(t, unix.CAP_SYS_TIME) {
+		t.Fatal("refusing to run netd's Main with CAP_SYS_TIME: its NTP client would set the host's clock")
+	}
 	os.Exit(Main(strings.Fields(args)))
+}
+
+// hasCapability reports whether cap is in this process's effective set.
+func hasCapability(t *testing.T, cap int) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if hex, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			eff, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+			if err != nil {
+				t.Fatalf("CapEff %q: %v", hex, err)
+			}
+			return eff&(1<<cap) != 0
+		}
+	}
+	t.Fatal("/proc/self/status has no CapEff line")
+	return false
 }
 
 // TestMainInNamespace runs Main as the appliance does, in a namespace of its own with
@@ -43,7 +71,12 @@ func TestMainInNamespace(t *testing.T) {
 	testnet.Link(t, ns, "eth1", "", peer, "eth1", "")
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "netd.sock")
-	cmd := ns.Command(os.Args[0], "-test.run=^TestMainProcess$")
+	// Without CAP_SYS_TIME (setpriv drops it from the bounding set, so
+	// the test binary execs without it): the namespace has no route to an
+	// NTP server today, but the clock it would set is the host's.
+	testnet.RequireTool(t, "setpriv", "util-linux")
+	cmd := ns.Command("setpriv", "--bounding-set", "-sys_time", "--inh-caps", "-sys_time", "--",
+		os.Args[0], "-test.run=^TestMainProcess$")
 	// The namespace shares the host's file system: without -resolv-conf
 	// netd would rewrite the host's /etc/resolv.conf (it once did, and took
 	// the CI machine's DNS with it). Main's resolver file is checked below.
