@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -56,6 +57,7 @@ type bootedInit struct {
 func bootInit(t *testing.T) *bootedInit {
 	t.Helper()
 	args := "-console none -watchdog= -config-wait 0s -exe /nonexistent/flashgate -modules " + t.TempDir()
+	keepConsoleLogLevel(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), pid1Env+"="+args)
 	cmd.SysProcAttr = &syscall.SysProcAttr{
@@ -85,6 +87,38 @@ func bootInit(t *testing.T) *bootedInit {
 		<-b.done
 	})
 	return b
+}
+
+// printkPath holds the kernel's console log levels. Sysctls outside net.*
+// are not namespaced: when the host's kernel command line chooses no log
+// level (no loglevel=, quiet or debug), the PID 1 under test sets the
+// host's console log level (quietConsole), and PID 1 has no flag to leave
+// it alone.
+const printkPath = "/proc/sys/kernel/printk"
+
+// keepConsoleLogLevel puts the host's console log levels back as they
+// were when the test ends (cleanups run last first: after PID 1 is
+// killed), and checks that they are.
+func keepConsoleLogLevel(t *testing.T) {
+	t.Helper()
+	before, err := os.ReadFile(printkPath)
+	if err != nil {
+		t.Fatalf("read %s: %v", printkPath, err)
+	}
+	want := strings.Fields(string(before))
+	t.Cleanup(func() {
+		now, err := os.ReadFile(printkPath)
+		if err == nil && slices.Equal(strings.Fields(string(now)), want) {
+			return
+		}
+		t.Logf("PID 1 changed the host's %s from %q to %q: restoring it", printkPath, want, strings.Fields(string(now)))
+		if err := os.WriteFile(printkPath, []byte(strings.Join(want, " ")), 0o644); err != nil {
+			t.Errorf("restore %s: %v", printkPath, err)
+		}
+		if now, _ := os.ReadFile(printkPath); !slices.Equal(strings.Fields(string(now)), want) {
+			t.Errorf("the host's %s is %q after the test, want %q as before it", printkPath, strings.Fields(string(now)), want)
+		}
+	})
 }
 
 // expect waits for a console line containing want, after the last match.
