@@ -15,6 +15,15 @@ import (
 //	   "remote_address", and one "local_subnet" and "remote_subnet".
 //	2  tunnels are a list of named entries with remote_address and lists of
 //	   subnets; tunnels gained data_plane.
+//
+// Not every addition is a new shape. interfaces gained an optional
+// dhcp_server block within version 2: it is left out of the JSON when
+// empty, and its absence means what version 2 always meant (a LAN with a
+// static IPv4 address serves its automatic pool), so every version 2
+// document reads the same as before and needs no step; a document that
+// uses the block is refused by older firmware as an unknown field. A bump
+// would instead have made every card unreadable to the firmware in the
+// other boot slot.
 const SchemaVersion = 2
 
 // docMigrations[v] turns a version v document into version v+1. It works on

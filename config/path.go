@@ -264,6 +264,18 @@ func parseLeaf(v reflect.Value, s string) error {
 		*p = x
 	case *Secret:
 		*p = NewSecret(s)
+	case *OptionalBool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("%q is not true or false", s)
+		}
+		*p = Bool(b)
+	case *StaticLease:
+		x, err := ParseStaticLease(s)
+		if err != nil {
+			return err
+		}
+		*p = x
 	default:
 		return fmt.Errorf("cannot set a %s", v.Type())
 	}

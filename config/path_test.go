@@ -92,12 +92,13 @@ func TestMergePatch(t *testing.T) {
 	}
 }
 
-// FuzzSetPath: Set and Delete never panic, and a config that was edited
+// FuzzSetPath: Set, Delete and Validate never panic, and a config that was edited
 // still encodes and decodes to itself.
 func FuzzSetPath(f *testing.F) {
-	for _, s := range []string{"system.hostname", "tunnels.site00.remote_subnets.0", "tunnels.x.psk", "firewall.rules.r.sources.0", "interfaces.eth0.mtu", "a.b.c", ""} {
+	for _, s := range []string{"system.hostname", "tunnels.site00.remote_subnets.0", "tunnels.x.psk", "firewall.rules.r.sources.0", "interfaces.eth0.mtu", "interfaces.eth1.dhcp_server.enabled", "interfaces.eth1.dhcp_server.static_leases.0", "interfaces.eth1.dhcp_server", "a.b.c", ""} {
 		f.Add(s, "10.0.0.0/8", false)
 		f.Add(s, "1", true)
+		f.Add(s, "02:00:5e:10:00:01,10.0.0.9,printer", false)
 	}
 	f.Fuzz(func(t *testing.T, path, value string, del bool) {
 		c := sampleConfig(1)
@@ -106,6 +107,7 @@ func FuzzSetPath(f *testing.F) {
 		} else {
 			c.Set(path, value)
 		}
+		c.Validate() // must not panic on whatever the edit left
 		d, err := Decode(c.JSON())
 		if err != nil {
 			t.Fatalf("edited config does not decode: %v", err)

@@ -233,7 +233,158 @@ func (v *validator) interfaces() {
 		if ifc.MTU != 0 && (ifc.MTU < 576 || ifc.MTU > 9216) {
 			v.add(path+".mtu", "%d is out of range (576-9216, or 0 for the driver's default)", ifc.MTU)
 		}
+		v.dhcpServer(path+".dhcp_server", ifc)
 	})
+}
+
+// dhcpServer checks an interface's DHCP server block. An empty block is
+// always valid (it is how every configuration written before the block
+// existed reads); a block that says anything is checked against the
+// interface: a server needs a LAN with a static IPv4 address, and its
+// range and static leases must lie in that address's network.
+func (v *validator) dhcpServer(path string, ifc *Interface) {
+	s := &ifc.DHCPServer
+	if s.IsZero() {
+		return
+	}
+	if s.LeaseTime.IsSet() && v.checkDuration(path+".lease_time", s.LeaseTime) &&
+		(s.LeaseTime.Duration < MinLeaseTime || s.LeaseTime.Duration > MaxLeaseTime) {
+		v.add(path+".lease_time", "%s is out of range (2m to 168h, which is 7 days)", s.LeaseTime)
+	}
+	startOK := v.checkDHCPAddr(path+".range_start", s.RangeStart)
+	endOK := v.checkDHCPAddr(path+".range_end", s.RangeEnd)
+	switch {
+	case s.RangeStart.IsSet() && !s.RangeEnd.IsSet():
+		v.add(path+".range_end", "missing: give both ends of the range, or neither for the automatic pool")
+		endOK = false
+	case !s.RangeStart.IsSet() && s.RangeEnd.IsSet():
+		v.add(path+".range_start", "missing: give both ends of the range, or neither for the automatic pool")
+		startOK = false
+	}
+	rangeOK := startOK && endOK && s.RangeStart.IsValid()
+	if rangeOK && s.RangeEnd.Less(s.RangeStart.Addr) {
+		v.add(path+".range_end", "%s comes before range_start %s", s.RangeEnd, s.RangeStart)
+		rangeOK = false
+	}
+	if rangeOK {
+		if n := addrU32(s.RangeEnd.Addr) - addrU32(s.RangeStart.Addr) + 1; n > MaxDHCPRange {
+			v.add(path+".range_end", "the range %s-%s has %d addresses; at most %d (a /16) are served", s.RangeStart, s.RangeEnd, n, MaxDHCPRange)
+		}
+	}
+	leases := v.staticLeases(path+".static_leases", s.StaticLeases)
+
+	if !s.Enabled.Or(true) {
+		return // kept for later, but off: where it would run does not matter
+	}
+	switch {
+	case ifc.Role != RoleLAN:
+		v.add(path+".enabled", "a DHCP server runs only on a lan interface, and %s is %s (set enabled to false, or remove dhcp_server)", ifc.Name, ifc.Role)
+		return
+	case ifc.Addressing != AddressingStatic:
+		v.add(path+".enabled", "a DHCP server needs a static address on the interface, and %s gets its address by %s", ifc.Name, ifc.Addressing)
+		return
+	}
+	own, ok := ifc.DHCPAddress()
+	if !ok {
+		v.add(path+".enabled", "a DHCP server needs an IPv4 address on the interface (addresses, like 192.168.1.1/24)")
+		return
+	}
+	subnet := own.Masked()
+	inNet := func(a netip.Addr) string {
+		switch {
+		case !subnet.Contains(a):
+			return fmt.Sprintf("%s is outside %s's network %s", a, ifc.Name, subnet)
+		case own.Bits() < 31 && a == subnet.Addr():
+			return fmt.Sprintf("%s is the network address of %s", a, subnet)
+		case own.Bits() < 31 && a == u32Addr(addrU32(subnet.Addr())|^uint32(0)>>own.Bits()):
+			return fmt.Sprintf("%s is the broadcast address of %s", a, subnet)
+		}
+		return ""
+	}
+	if rangeOK {
+		for _, end := range []struct {
+			field string
+			a     Addr
+		}{{"range_start", s.RangeStart}, {"range_end", s.RangeEnd}} {
+			if msg := inNet(end.a.Addr); msg != "" {
+				v.add(path+"."+end.field, "%s", msg)
+				rangeOK = false
+			}
+		}
+	}
+	if rangeOK {
+		for i, a := range ifc.Addresses {
+			if a.check() == nil && a.IsValid() && a.Addr().Is4() && !a.Addr().Less(s.RangeStart.Addr) && !s.RangeEnd.Less(a.Addr()) {
+				v.add(path+".range_start", "the range %s-%s contains the box's own address %s (addresses[%d]); start it above or end it below", s.RangeStart, s.RangeEnd, a.Addr(), i)
+			}
+		}
+	} else if !s.RangeStart.IsSet() && !s.RangeEnd.IsSet() {
+		if _, _, ok := DefaultDHCPRange(own); !ok {
+			v.add(path+".range_start", "%s is too small for the automatic pool (it needs /29 or larger); give range_start and range_end", own)
+		}
+	}
+	for _, l := range leases {
+		if msg := inNet(l.addr); msg != "" {
+			v.add(l.path, "%s", msg)
+			continue
+		}
+		for i, a := range ifc.Addresses {
+			if a.check() == nil && a.Addr() == l.addr {
+				v.add(l.path, "%s is the box's own address (addresses[%d])", l.addr, i)
+			}
+		}
+	}
+}
+
+// checkedLease is a static lease whose address is well formed, with its path.
+type checkedLease struct {
+	path string
+	addr netip.Addr
+}
+
+// staticLeases checks each lease on its own and for duplicates, and returns
+// those with a usable IPv4 address for the checks against the network.
+func (v *validator) staticLeases(path string, leases []StaticLease) []checkedLease {
+	var out []checkedLease
+	macs := map[string]int{}
+	addrs := map[netip.Addr]int{}
+	for i, l := range leases {
+		lp := fmt.Sprintf("%s[%d]", path, i)
+		if hw, err := l.HardwareAddr(); err != nil {
+			v.add(lp+".mac", "%v", err)
+		} else if j, dup := macs[hw.String()]; dup {
+			v.add(lp+".mac", "%s already has a static lease (%s[%d])", l.MAC, path, j)
+		} else {
+			macs[hw.String()] = i
+		}
+		if v.checkDHCPAddr(lp+".address", l.Address) {
+			if !l.Address.IsSet() {
+				v.add(lp+".address", "missing address")
+			} else if j, dup := addrs[l.Address.Addr]; dup {
+				v.add(lp+".address", "%s is already given to %s[%d]", l.Address, path, j)
+			} else {
+				addrs[l.Address.Addr] = i
+				out = append(out, checkedLease{lp + ".address", l.Address.Addr})
+			}
+		}
+		if l.Hostname != "" && !hostLabel.MatchString(l.Hostname) {
+			v.add(lp+".hostname", "%q is not a host name (letters, digits and -, at most 63 characters, no dots)", l.Hostname)
+		}
+	}
+	return out
+}
+
+// checkDHCPAddr checks an optional IPv4 address of the DHCP server block.
+func (v *validator) checkDHCPAddr(path string, a Addr) bool {
+	if err := a.check(); err != nil {
+		v.add(path, "%v", err)
+		return false
+	}
+	if a.IsValid() && !a.Is4() {
+		v.add(path, "%s is not an IPv4 address (the DHCP server is DHCPv4)", a)
+		return false
+	}
+	return true
 }
 
 // checkIfRef checks that name is an existing interface, or a zone when
