@@ -62,26 +62,19 @@ func NewSiteToSite(t testing.TB) *SiteToSite {
 }
 
 // Link joins two namespaces with a veth pair and gives each end an address
-// (CIDR form; empty for none).
+// (CIDR form; empty for none). The pair is made inside a, with its peer
+// put into b by the same request: it never exists in the host's namespace,
+// so a failing test cannot leave it there.
 func Link(t testing.TB, a *NS, aIf, aAddr string, b *NS, bIf, bAddr string) {
 	t.Helper()
-	tmpA, tmpB := Prefix(), Prefix()
-	steps := [][]string{
-		{"ip", "link", "add", tmpA, "type", "veth", "peer", "name", tmpB},
-		{"ip", "link", "set", tmpA, "netns", a.Name},
-		{"ip", "link", "set", tmpB, "netns", b.Name},
-	}
-	for _, s := range steps {
-		if err := run(s...); err != nil {
-			t.Fatalf("link %s/%s - %s/%s: %v", a.Name, aIf, b.Name, bIf, err)
-		}
+	if err := a.Run("ip", "link", "add", aIf, "type", "veth", "peer", "name", bIf, "netns", b.Name); err != nil {
+		t.Fatalf("link %s/%s - %s/%s: %v", a.Name, aIf, b.Name, bIf, err)
 	}
 	for _, end := range []struct {
-		ns        *NS
-		tmp, name string
-		addr      string
-	}{{a, tmpA, aIf, aAddr}, {b, tmpB, bIf, bAddr}} {
-		cmds := [][]string{{"ip", "link", "set", end.tmp, "name", end.name}}
+		ns         *NS
+		name, addr string
+	}{{a, aIf, aAddr}, {b, bIf, bAddr}} {
+		var cmds [][]string
 		if end.addr != "" {
 			cmds = append(cmds, []string{"ip", "addr", "add", end.addr, "dev", end.name})
 		}
