@@ -3,20 +3,55 @@ package configd
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/flashgate/flashgate/config"
 	"golang.org/x/sys/unix"
 )
 
-// mountReadOnlyTmpfs mounts a small tmpfs read-only and nosuid on a new
-// directory, as PID 1 mounts the config partition, and unmounts it at the
-// end of the test.
-func mountReadOnlyTmpfs(t *testing.T) string {
+// privateMountsEnv names the test that this test binary, re-executed in a
+// mount namespace of its own, is to run.
+const privateMountsEnv = "FLASHGATE_CONFIGD_TEST_PRIVATE_MOUNTS"
+
+// inPrivateMounts runs the calling test again in a child process with a
+// mount namespace of its own and private mounts, and reports whether the
+// caller is that child, which then goes on with the test. A mount made
+// there never enters the host's mount table, and goes away with the
+// child even if it is killed before its cleanups run (a test timeout).
+func inPrivateMounts(t *testing.T) bool {
 	t.Helper()
+	if os.Getenv(privateMountsEnv) == t.Name() {
+		return true
+	}
 	if os.Geteuid() != 0 {
 		t.Fatal("this test needs root (it mounts a tmpfs to stand in for the config partition)")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), privateMountsEnv+"="+t.Name())
+	// Go makes the new namespace's mounts private (MS_REC|MS_PRIVATE on
+	// /), so nothing propagates back to the host.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s in a mount namespace of its own: %v\n%s", t.Name(), err, out)
+	}
+	if !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("%s did not run in the mount namespace of its own:\n%s", t.Name(), out)
+	}
+	return false
+}
+
+// mountReadOnlyTmpfs mounts a small tmpfs read-only and nosuid on a new
+// directory, as PID 1 mounts the config partition, and unmounts it at the
+// end of the test. Call it in the child of inPrivateMounts only.
+func mountReadOnlyTmpfs(t *testing.T) string {
+	t.Helper()
+	if os.Getenv(privateMountsEnv) != t.Name() {
+		t.Fatal("mountReadOnlyTmpfs outside inPrivateMounts would mount on the host")
 	}
 	dir := t.TempDir()
 	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=4m"); err != nil {
@@ -43,6 +78,9 @@ func writable(dir string) error {
 }
 
 func TestRemountCard(t *testing.T) {
+	if !inPrivateMounts(t) {
+		return
+	}
 	dir := mountReadOnlyTmpfs(t)
 	if !isMountPoint(dir) {
 		t.Fatalf("%s not seen as a mount point", dir)

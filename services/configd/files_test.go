@@ -137,6 +137,9 @@ func TestFileStoreFailedWriteKeepsOldFile(t *testing.T) {
 // configd does: writes work, and the partition is read-only again after
 // each of them, also when a commit and a file write overlap.
 func TestFileStoreOnReadOnlyCard(t *testing.T) {
+	if !inPrivateMounts(t) {
+		return
+	}
 	dir := mountReadOnlyTmpfs(t)
 	card := &sharedCard{card: RemountCard{Dir: dir}}
 	files := NewFileStore(filepath.Join(dir, DefaultFilesDir), card, t.Logf)
