@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -27,7 +28,41 @@ import (
 // The tests in this file flash real block devices: loop devices over
 // files in the test's temporary directory. They need root and loop devices;
 // where there are none (a container without /dev/loop-control), they skip
-// and say so.
+// and say so. Loop devices belong to the whole machine: each is attached
+// with autoclear, so the kernel detaches it once the test no longer holds
+// it, even if the test is killed (a timeout) before its cleanups run; and
+// the test runs in a mount namespace of its own, so that what it mounts
+// never enters the host's mount table and goes away with the test.
+
+// privateMountsEnv names the test that this test binary, re-executed in a
+// mount namespace of its own, is to run.
+const privateMountsEnv = "FLASHGATE_FLASH_TEST_PRIVATE_MOUNTS"
+
+// inPrivateMounts runs the calling test again in a child process with a
+// mount namespace of its own and private mounts, and reports whether the
+// caller is that child, which then goes on with the test.
+func inPrivateMounts(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(privateMountsEnv) == t.Name() {
+		return true
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), privateMountsEnv+"="+t.Name())
+	// Go makes the new namespace's mounts private (MS_REC|MS_PRIVATE on
+	// /), so nothing propagates back to the host.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s in a mount namespace of its own:\n%s", t.Name(), out)
+	switch {
+	case err != nil:
+		t.Fatalf("%s in a mount namespace of its own: %v", t.Name(), err)
+	case bytes.Contains(out, []byte("--- SKIP: "+t.Name()+" (")):
+		t.Skip("skipped in the mount namespace of its own (above)")
+	case !bytes.Contains(out, []byte("--- PASS: "+t.Name()+" (")):
+		t.Fatalf("%s did not run in the mount namespace of its own", t.Name())
+	}
+	return false
+}
 
 // requireLoopDevices skips the test where loop devices cannot be made.
 func requireLoopDevices(t *testing.T) {
@@ -69,7 +104,7 @@ func attachLoop(t *testing.T, backing string) string {
 			t.Fatalf("open %s: %v", dev, err)
 		}
 		cfg := unix.LoopConfig{Fd: uint32(bf.Fd())}
-		cfg.Info.Flags = unix.LO_FLAGS_PARTSCAN
+		cfg.Info.Flags = unix.LO_FLAGS_PARTSCAN | unix.LO_FLAGS_AUTOCLEAR
 		copy(cfg.Info.File_name[:], backing)
 		if err := unix.IoctlLoopConfigure(int(lf.Fd()), &cfg); err != nil {
 			lf.Close()
@@ -110,8 +145,12 @@ func detachLoop(t *testing.T, lf *os.File, dev string) {
 
 // mountExt2 mounts an ext2 file system from dev and unmounts it when the
 // test ends (before the device is detached: cleanups run last first).
+// Call it in the child of inPrivateMounts only.
 func mountExt2(t *testing.T, dev string) string {
 	t.Helper()
+	if !strings.HasPrefix(t.Name(), os.Getenv(privateMountsEnv)) || os.Getenv(privateMountsEnv) == "" {
+		t.Fatal("mountExt2 outside inPrivateMounts would mount on the host")
+	}
 	dir := t.TempDir()
 	if err := unix.Mount(dev, dir, "ext2", unix.MS_NOATIME, ""); err != nil {
 		t.Fatalf("mount %s on %s: %v", dev, dir, err)
@@ -225,6 +264,9 @@ func sysPartition(dev, part string) (start, size string, err error) {
 // the limit (over a sparse file), and the disk holding /.
 func TestFlashLoopDevice(t *testing.T) {
 	requireLoopDevices(t)
+	if !inPrivateMounts(t) {
+		return
+	}
 	dir := t.TempDir()
 	imgPath, img2Path := filepath.Join(dir, "card.img"), filepath.Join(dir, "card2.img")
 	img := syntheticCard(t, imgPath, 1)
