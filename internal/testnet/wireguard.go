@@ -34,7 +34,10 @@ func WireGuardBinary() (string, error) {
 
 // WireGuardLink is a wireguard-go tunnel between two gateways of a
 // SiteToSite topology, routing LANA <-> LANB.
-type WireGuardLink struct{ pids []int }
+type WireGuardLink struct {
+	procs []*exec.Cmd
+	done  []chan struct{}
+}
 
 // StartWireGuard brings up wireguard-go on both gateways of s. The
 // processes are stopped by PID when the test ends.
@@ -74,20 +77,34 @@ func StartWireGuard(t testing.TB, s *SiteToSite) *WireGuardLink {
 		remoteLAN, tunAddr string
 		ifname             string
 	}
-	// wireguard-go's control socket is /var/run/wireguard/<ifname>.sock, in
-	// the file system that all namespaces share: each end needs its own name.
+	// wireguard-go keeps its control socket in /var/run/wireguard, and wg
+	// looks for it there. Namespaces share the host's file system: both
+	// run with a /run of this test's own (a private mount namespace with
+	// a directory bound on /run, as for charon), so that nothing is made
+	// in the host's /run, and a killed test leaves no socket behind.
+	run := filepath.Join(dir, "run")
+	if err := os.Mkdir(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	privateRun := func(args ...string) []string {
+		return append([]string{"unshare", "-m", "--propagation", "private",
+			"sh", "-c", `mount --bind "$0" /run && exec "$@"`, run}, args...)
+	}
 	p := Prefix()
 	for _, e := range []end{
 		{s.GwA, privA, pubB, s.GwBWAN, s.LANB.String(), "10.99.0.1/30", p + "a"},
 		{s.GwB, privB, pubA, s.GwAWAN, s.LANA.String(), "10.99.0.2/30", p + "b"},
 	} {
-		cmd := e.ns.Command(bin, "-f", e.ifname)
+		// ip netns exec, unshare and sh exec in turn: the PID is
+		// wireguard-go's.
+		cmd := e.ns.Command(privateRun(bin, "-f", e.ifname)...)
 		cmd.Env = append(os.Environ(), "LOG_LEVEL=error")
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("start wireguard-go in %s: %v", e.ns.Name, err)
 		}
-		l.pids = append(l.pids, cmd.Process.Pid)
-		go cmd.Wait()
+		done := make(chan struct{})
+		l.procs, l.done = append(l.procs, cmd), append(l.done, done)
+		go func() { cmd.Wait(); close(done) }()
 		deadline := time.Now().Add(5 * time.Second)
 		for e.ns.Run("ip", "link", "show", e.ifname) != nil {
 			if time.Now().After(deadline) {
@@ -96,8 +113,8 @@ func StartWireGuard(t testing.TB, s *SiteToSite) *WireGuardLink {
 			time.Sleep(20 * time.Millisecond)
 		}
 		for _, c := range [][]string{
-			{"wg", "set", e.ifname, "private-key", e.priv, "listen-port", "51820",
-				"peer", e.peerPub, "allowed-ips", e.remoteLAN, "endpoint", e.peerWAN.String() + ":51820"},
+			privateRun("wg", "set", e.ifname, "private-key", e.priv, "listen-port", "51820",
+				"peer", e.peerPub, "allowed-ips", e.remoteLAN, "endpoint", e.peerWAN.String()+":51820"),
 			{"ip", "addr", "add", e.tunAddr, "dev", e.ifname},
 			{"ip", "link", "set", e.ifname, "mtu", "1420", "up"},
 			{"ip", "route", "add", e.remoteLAN, "dev", e.ifname},
@@ -110,10 +127,20 @@ func StartWireGuard(t testing.TB, s *SiteToSite) *WireGuardLink {
 	return l
 }
 
-// Stop kills both wireguard-go processes by PID.
+// Stop ends both wireguard-go processes by PID: SIGTERM, then SIGKILL
+// after 3 s. It returns once they have exited, so that the test's
+// directory, which holds their /run, can be removed.
 func (l *WireGuardLink) Stop() {
-	for _, pid := range l.pids {
-		unix.Kill(pid, unix.SIGTERM)
+	for _, cmd := range l.procs {
+		unix.Kill(cmd.Process.Pid, unix.SIGTERM)
 	}
-	l.pids = nil
+	for i, cmd := range l.procs {
+		select {
+		case <-l.done[i]:
+		case <-time.After(3 * time.Second):
+			unix.Kill(cmd.Process.Pid, unix.SIGKILL)
+			<-l.done[i]
+		}
+	}
+	l.procs, l.done = nil, nil
 }
