@@ -51,6 +51,18 @@ type Daemon struct {
 type runningServer struct {
 	srv    *DHCPServer
 	cancel context.CancelFunc
+	done   chan struct{} // closed when Serve has returned and closed its socket
+}
+
+// stop ends the server and waits (a bounded time: it only has to close a
+// socket) until its socket is closed.
+func (rs *runningServer) stop() {
+	rs.cancel()
+	select {
+	case <-rs.done:
+	case <-time.After(5 * time.Second):
+		log.Printf("netd: dhcp server on %s: still not stopped after 5 s", rs.srv.Link)
+	}
 }
 
 // NewDaemon returns a daemon whose DHCP clients and servers live until ctx
@@ -163,40 +175,55 @@ func (d *Daemon) syncDHCPLocked(desired *Desired) {
 		go c.Run(ctx)
 	}
 
-	// One server per LAN link, on its first IPv4 address.
-	wantServer := map[string]netip.Prefix{}
+	// The servers the configuration calls for, on links that are up. A
+	// server whose scope changed is stopped, and its replacement started
+	// only once the old socket is closed (both bind port 67 on the link
+	// with SO_REUSEPORT, and the kernel would share the clients between
+	// them); the replacement takes over the leases that still fit.
+	want := map[string]DHCPScope{}
 	up := map[string]bool{}
 	for _, l := range desired.Links {
-		up[l.Name] = l.Up && l.Role == RoleLAN
+		up[l.Name] = l.Up
 	}
-	for _, a := range desired.Addresses {
-		if _, seen := wantServer[a.Link]; !seen && up[a.Link] && a.Prefix.Addr().Is4() {
-			if _, _, ok := DHCPPool(a.Prefix); ok {
-				wantServer[a.Link] = a.Prefix
-			}
+	for _, sc := range desired.DHCPServers {
+		if up[sc.Link] {
+			want[sc.Link] = sc
 		}
 	}
-	for link, rs := range d.servers {
-		if wantServer[link] != rs.srv.Address {
-			rs.cancel()
-			delete(d.servers, link)
+	carried := map[string][]ServerLease{}
+	for _, link := range sortedKeys(d.servers) {
+		rs := d.servers[link]
+		sc, keep := want[link]
+		if keep && rs.srv.Scope().Equal(sc) {
+			continue
 		}
+		if keep {
+			carried[link] = rs.srv.Leases()
+			log.Printf("netd: dhcp server on %s: settings changed, restarting it", link)
+		} else {
+			log.Printf("netd: dhcp server on %s: stopped", link)
+		}
+		rs.stop()
+		delete(d.servers, link)
 	}
 	dns := d.dnsLocked()
-	for _, link := range sortedKeys(wantServer) {
+	for _, link := range sortedKeys(want) {
 		if d.servers[link] != nil {
 			d.servers[link].srv.SetDNS(dns)
 			continue
 		}
-		srv, err := NewDHCPServer(link, wantServer[link])
+		srv, err := NewScopeServer(want[link])
 		if err != nil {
 			log.Printf("netd: %v", err)
 			continue
 		}
 		srv.SetDNS(dns)
+		srv.Adopt(carried[link])
 		ctx, cancel := context.WithCancel(d.ctx)
-		d.servers[link] = &runningServer{srv: srv, cancel: cancel}
+		rs := &runningServer{srv: srv, cancel: cancel, done: make(chan struct{})}
+		d.servers[link] = rs
 		go func() {
+			defer close(rs.done)
 			if err := d.inNS(func() error { return srv.Serve(ctx) }); err != nil {
 				log.Printf("netd: %v", err)
 			}
@@ -272,11 +299,21 @@ type Status struct {
 	Time         *TimeStatus       `json:"time,omitempty"`
 }
 
-// DHCPServerState is one LAN DHCP server with its leases.
+// DHCPServerState is one LAN DHCP server with its settings and leases.
 type DHCPServerState struct {
-	Link   string        `json:"link"`
-	Pool   string        `json:"pool"`
-	Leases []ServerLease `json:"leases"`
+	Link string `json:"link"`
+	Pool string `json:"pool"` // first-last
+	// LeaseTime is in seconds.
+	LeaseTime    int64         `json:"lease_time"`
+	StaticLeases []StaticLease `json:"static_leases"`
+	Leases       []ServerLease `json:"leases"`
+}
+
+// StaticLease is a configured static lease as the status shows it.
+type StaticLease struct {
+	MAC      string     `json:"mac"`
+	Address  netip.Addr `json:"address"`
+	Hostname string     `json:"hostname,omitempty"`
 }
 
 // Status collects the daemon's state, the links' state and counters.
@@ -292,9 +329,13 @@ func (d *Daemon) Status() Status {
 		st.Leases = append(st.Leases, *d.leases[link])
 	}
 	for _, link := range sortedKeys(d.servers) {
-		srv := d.servers[link].srv
-		first, last, _ := DHCPPool(srv.Address)
-		st.DHCPServers = append(st.DHCPServers, DHCPServerState{Link: link, Pool: fmt.Sprintf("%s-%s", first, last), Leases: srv.Leases()})
+		sc := d.servers[link].srv.Scope()
+		state := DHCPServerState{Link: link, Pool: fmt.Sprintf("%s-%s", sc.First, sc.Last),
+			LeaseTime: int64(sc.LeaseTime / time.Second), StaticLeases: []StaticLease{}, Leases: d.servers[link].srv.Leases()}
+		for _, r := range sc.Reservations {
+			state.StaticLeases = append(state.StaticLeases, StaticLease(r))
+		}
+		st.DHCPServers = append(st.DHCPServers, state)
 	}
 	d.mu.Unlock()
 	if cur != nil && d.Rec.Netlink != nil {

@@ -3,7 +3,9 @@ package netd
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
+	"time"
 )
 
 // Desired is the whole network state netd makes the kernel match.
@@ -13,6 +15,56 @@ type Desired struct {
 	Routes     []Route
 	Forwarding bool // net.ipv4.ip_forward and net.ipv6.conf.all.forwarding
 	Firewall   Firewall
+	// DHCPServers are the DHCP servers to run, one per LAN link at most.
+	DHCPServers []DHCPScope
+}
+
+// DHCPScope is what one DHCP server serves: from the box's Address on
+// Link, the addresses First to Last (without the box's own and the
+// reserved ones) to any client for LeaseTime, and each reserved address
+// to its MAC alone.
+type DHCPScope struct {
+	Link         string
+	Address      netip.Prefix
+	First, Last  netip.Addr
+	LeaseTime    time.Duration
+	Reservations []Reservation
+	Path         string // "interfaces[eth1].dhcp_server"
+}
+
+// Reservation is a static lease: MAC always gets Address.
+type Reservation struct {
+	MAC      string // as net.HardwareAddr.String writes it: 02:00:5e:10:00:01
+	Address  netip.Addr
+	Hostname string // sent to the client when set
+}
+
+// Equal reports whether two scopes serve the same; a server whose scope
+// changed is restarted.
+func (sc DHCPScope) Equal(o DHCPScope) bool {
+	return sc.Link == o.Link && sc.Address == o.Address && sc.First == o.First && sc.Last == o.Last &&
+		sc.LeaseTime == o.LeaseTime && slices.Equal(sc.Reservations, o.Reservations)
+}
+
+// check refuses a scope a server cannot serve.
+func (sc DHCPScope) check() error {
+	subnet := sc.Address.Masked()
+	switch {
+	case !sc.Address.Addr().Is4() || sc.Address.Bits() > 30:
+		return fmt.Errorf("%s is not an IPv4 address with room for clients", sc.Address)
+	case !sc.First.Is4() || !sc.Last.Is4() || sc.Last.Less(sc.First):
+		return fmt.Errorf("%s-%s is not a range of IPv4 addresses", sc.First, sc.Last)
+	case !subnet.Contains(sc.First) || !subnet.Contains(sc.Last):
+		return fmt.Errorf("the range %s-%s is not inside %s", sc.First, sc.Last, subnet)
+	case sc.LeaseTime < time.Minute:
+		return fmt.Errorf("lease time %s is too short", sc.LeaseTime)
+	}
+	for _, r := range sc.Reservations {
+		if !subnet.Contains(r.Address) || r.Address == sc.Address.Addr() {
+			return fmt.Errorf("static lease %s for %s is not an address for a client on %s", r.Address, r.MAC, subnet)
+		}
+	}
+	return nil
 }
 
 // Interface roles, as the board definitions and the configuration name them.

@@ -11,13 +11,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flashgate/flashgate/config"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/server4"
 )
 
-// DHCPServer hands out addresses on one LAN interface: the upper half of
-// the interface's subnet (without the box's own address and the broadcast
-// address), the box as router, and the WAN's DNS servers when there are
+// DHCPServer hands out addresses on one LAN interface: a range of the
+// interface's subnet (without the box's own address and the addresses
+// reserved for static leases) to any client, each reserved address only to
+// its MAC, the box as router, and the WAN's DNS servers when there are
 // any. Leases live in memory: after a reboot clients keep their address if
 // it is still free, since they ask for it again.
 type DHCPServer struct {
@@ -26,7 +28,11 @@ type DHCPServer struct {
 	LeaseTime time.Duration
 	Now       func() time.Time // for tests; time.Now when nil
 
-	pool     []netip.Addr
+	scope    DHCPScope
+	first    uint32 // the range, as numbers
+	last     uint32
+	reserved map[string]Reservation     // by MAC (net.HardwareAddr.String)
+	reserver map[netip.Addr]Reservation // the same, by address
 	mu       sync.Mutex
 	dns      []netip.Addr
 	leases   map[string]*ServerLease // by MAC
@@ -40,23 +46,52 @@ type ServerLease struct {
 	Address  netip.Addr `json:"address"`
 	Hostname string     `json:"hostname,omitempty"`
 	Expires  time.Time  `json:"expires"`
-	Offered  bool       `json:"offered"` // offered, not yet requested
+	Offered  bool       `json:"offered"`          // offered, not yet requested
+	Static   bool       `json:"static,omitempty"` // the client's static lease
 }
 
 // DHCPPool returns the range the server gives out on a LAN with the
-// given address: the upper half of the subnet, minus the broadcast address
-// and the box's own. Subnets smaller than /29 get no server.
+// given address when the configuration names none: the upper half of the
+// subnet, minus the broadcast address and the box's own. Subnets smaller
+// than /29 get no automatic pool.
 func DHCPPool(p netip.Prefix) (first, last netip.Addr, ok bool) {
-	if !p.Addr().Is4() || p.Bits() > 29 || p.Bits() < 8 {
-		return netip.Addr{}, netip.Addr{}, false
+	return config.DefaultDHCPRange(p)
+}
+
+// NewDHCPServer prepares a server with the automatic pool and the default
+// lease time for a LAN address; it fails if the subnet is too small for a
+// pool.
+func NewDHCPServer(link string, addr netip.Prefix) (*DHCPServer, error) {
+	first, last, ok := DHCPPool(addr)
+	if !ok {
+		return nil, fmt.Errorf("dhcp server on %s: %s leaves no room for a pool (IPv4, /8 to /29)", link, addr)
 	}
-	base := binary.BigEndian.Uint32(p.Masked().Addr().AsSlice())
-	size := uint32(1) << (32 - p.Bits())
-	lo, hi := base+size/2, base+size-2
-	if hi-lo > 1022 { // a big LAN gets the last 1023 addresses, ending at .254
-		lo = hi - 1022
+	return NewScopeServer(DHCPScope{Link: link, Address: addr, First: first, Last: last, LeaseTime: config.DefaultLeaseTime})
+}
+
+// NewScopeServer prepares a server for a scope. config has validated the
+// scope already; the checks here keep a bad one from reaching the wire.
+func NewScopeServer(sc DHCPScope) (*DHCPServer, error) {
+	if err := sc.check(); err != nil {
+		return nil, fmt.Errorf("dhcp server on %s: %w", sc.Link, err)
 	}
-	return u32Addr(lo), u32Addr(hi), true
+	s := &DHCPServer{Link: sc.Link, Address: sc.Address, LeaseTime: sc.LeaseTime, offerTTL: 30 * time.Second,
+		scope: sc, first: u32(sc.First), last: u32(sc.Last),
+		reserved: map[string]Reservation{}, reserver: map[netip.Addr]Reservation{},
+		leases: map[string]*ServerLease{}, byAddr: map[netip.Addr]*ServerLease{}}
+	for _, r := range sc.Reservations {
+		s.reserved[r.MAC] = r
+		s.reserver[r.Address] = r
+	}
+	return s, nil
+}
+
+// Scope is what the server was made for.
+func (s *DHCPServer) Scope() DHCPScope { return s.scope }
+
+func u32(a netip.Addr) uint32 {
+	b := a.As4()
+	return binary.BigEndian.Uint32(b[:])
 }
 
 func u32Addr(v uint32) netip.Addr {
@@ -65,21 +100,23 @@ func u32Addr(v uint32) netip.Addr {
 	return netip.AddrFrom4(b)
 }
 
-// NewDHCPServer prepares a server for a LAN address; it fails if the subnet
-// is too small for a pool.
-func NewDHCPServer(link string, addr netip.Prefix) (*DHCPServer, error) {
-	first, last, ok := DHCPPool(addr)
-	if !ok {
-		return nil, fmt.Errorf("dhcp server on %s: %s leaves no room for a pool (IPv4, /8 to /29)", link, addr)
-	}
-	s := &DHCPServer{Link: link, Address: addr, LeaseTime: 12 * time.Hour, offerTTL: 30 * time.Second,
-		leases: map[string]*ServerLease{}, byAddr: map[netip.Addr]*ServerLease{}}
-	for a := first; a.Compare(last) <= 0; a = a.Next() {
-		if a != addr.Addr() {
-			s.pool = append(s.pool, a)
+// Adopt takes over the leases of the server this one replaces (the range,
+// the lease time or the static leases changed): a client keeps its
+// address if it is still in the pool, and a client with a static lease
+// now gets that instead at its next renewal.
+func (s *DHCPServer) Adopt(leases []ServerLease) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	for _, l := range leases {
+		if l.Offered || l.Static || !l.Expires.After(now) || !s.inPool(l.Address) || s.byAddr[l.Address] != nil {
+			continue
 		}
+		if _, static := s.reserved[l.MAC]; static {
+			continue
+		}
+		s.bind(l.MAC, l.Address, l.Hostname, l.Expires, false)
 	}
-	return s, nil
 }
 
 // SetDNS changes the DNS servers given to clients from now on.
@@ -182,7 +219,12 @@ func (s *DHCPServer) Reply(req *dhcpv4.DHCPv4) *dhcpv4.DHCPv4 {
 			want = req.ClientIPAddr // renewing or rebinding
 		}
 		a, ok := netip.AddrFromSlice(want.To4())
-		if !ok || !s.inPool(a) {
+		if r, static := s.reserved[mac]; static {
+			// A client with a static lease gets that address and no other.
+			if !ok || a != r.Address {
+				return s.nak(req)
+			}
+		} else if !ok || !s.inPool(a) {
 			return s.nak(req)
 		}
 		if l := s.byAddr[a]; l != nil && l.MAC != mac && l.Expires.After(now) {
@@ -207,14 +249,23 @@ func (s *DHCPServer) Reply(req *dhcpv4.DHCPv4) *dhcpv4.DHCPv4 {
 	return nil
 }
 
+// inPool reports whether a is in the dynamic pool: inside the range, not
+// the box's own and not reserved for a static lease.
 func (s *DHCPServer) inPool(a netip.Addr) bool {
-	i := sort.Search(len(s.pool), func(i int) bool { return !s.pool[i].Less(a) })
-	return i < len(s.pool) && s.pool[i] == a
+	if !a.Is4() {
+		return false
+	}
+	n := u32(a)
+	_, reserved := s.reserver[a]
+	return n >= s.first && n <= s.last && a != s.Address.Addr() && !reserved
 }
 
-// pick chooses an address for mac: the one it has, the one it asks for
-// if free, else the first free one.
+// pick chooses an address for mac: its static lease, the one it has, the
+// one it asks for if free, else the first free one.
 func (s *DHCPServer) pick(mac string, requested net.IP, now time.Time) (netip.Addr, bool) {
+	if r, ok := s.reserved[mac]; ok {
+		return r.Address, true
+	}
 	if l := s.leases[mac]; l != nil {
 		return l.Address, true
 	}
@@ -225,8 +276,10 @@ func (s *DHCPServer) pick(mac string, requested net.IP, now time.Time) (netip.Ad
 	if a, ok := netip.AddrFromSlice(requested.To4()); ok && s.inPool(a) && free(a) {
 		return a, true
 	}
-	for _, a := range s.pool {
-		if free(a) {
+	// Every address passed over is held by a lease or reserved, so the
+	// walk ends after at most len(leases)+len(reserved)+2 steps.
+	for n := s.first; n <= s.last && n >= s.first; n++ {
+		if a := u32Addr(n); s.inPool(a) && free(a) {
 			return a, true
 		}
 	}
@@ -240,7 +293,11 @@ func (s *DHCPServer) bind(mac string, a netip.Addr, host string, exp time.Time, 
 	if l := s.leases[mac]; l != nil && l.Address != a {
 		delete(s.byAddr, l.Address)
 	}
-	l := &ServerLease{MAC: mac, Address: a, Hostname: host, Expires: exp, Offered: offered}
+	r, static := s.reserved[mac]
+	if static && r.Hostname != "" {
+		host = r.Hostname // the admin's name for it beats the client's
+	}
+	l := &ServerLease{MAC: mac, Address: a, Hostname: host, Expires: exp, Offered: offered, Static: static}
 	s.leases[mac], s.byAddr[a] = l, l
 }
 
@@ -261,6 +318,9 @@ func (s *DHCPServer) answer(req *dhcpv4.DHCPv4, t dhcpv4.MessageType, a netip.Ad
 		dhcpv4.WithRouter(self),
 		dhcpv4.WithOption(dhcpv4.OptServerIdentifier(self)),
 		dhcpv4.WithLeaseTime(uint32(s.LeaseTime / time.Second)),
+	}
+	if r, ok := s.reserved[req.ClientHWAddr.String()]; ok && r.Hostname != "" {
+		mods = append(mods, dhcpv4.WithOption(dhcpv4.OptHostName(r.Hostname)))
 	}
 	if len(s.dns) > 0 {
 		ips := make([]net.IP, len(s.dns))

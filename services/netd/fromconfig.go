@@ -28,9 +28,10 @@ func FromConfig(c *config.Config) *Desired {
 		for i, a := range ifc.Addresses {
 			d.Addresses = append(d.Addresses, Address{Link: ifc.Name, Prefix: a.Prefix,
 				Path: fmt.Sprintf("%s.addresses[%d]", path, i)})
-			if ifc.Role == config.RoleLAN && a.Addr().Is4() {
-				fw.DHCPServer = true
-			}
+		}
+		if sc, ok := dhcpScope(&ifc, path+".dhcp_server"); ok {
+			d.DHCPServers = append(d.DHCPServers, sc)
+			fw.DHCPServer = true
 		}
 	}
 	for _, r := range c.Routes {
@@ -75,6 +76,35 @@ func FromConfig(c *config.Config) *Desired {
 			Path: fmt.Sprintf("firewall.port_forwards[%s]", p.Name)})
 	}
 	return d
+}
+
+// dhcpScope is the DHCP server an interface runs, if any: on its first
+// IPv4 address, with the configured range or else the automatic pool. A
+// LAN without a dhcp_server block whose network is too small for the
+// automatic pool runs none, as before the block existed (config refuses
+// the same network when the server is configured explicitly).
+func dhcpScope(ifc *config.Interface, path string) (DHCPScope, bool) {
+	if !ifc.ServesDHCP() {
+		return DHCPScope{}, false
+	}
+	addr, ok := ifc.DHCPAddress()
+	if !ok {
+		return DHCPScope{}, false
+	}
+	s := &ifc.DHCPServer
+	first, last, ok := s.DHCPRange(addr)
+	if !ok {
+		return DHCPScope{}, false
+	}
+	sc := DHCPScope{Link: ifc.Name, Address: addr, First: first, Last: last, LeaseTime: s.LeaseDuration(), Path: path}
+	for _, l := range s.StaticLeases {
+		hw, err := l.HardwareAddr()
+		if err != nil || !l.Address.IsValid() {
+			continue // config.Validate refuses these; netd's validation sees the rest
+		}
+		sc.Reservations = append(sc.Reservations, Reservation{MAC: hw.String(), Address: l.Address.Addr, Hostname: l.Hostname})
+	}
+	return sc, true
 }
 
 func prefixes(ps []config.Prefix) []netip.Prefix {

@@ -90,6 +90,19 @@ func (d *Desired) Validate() error {
 			p.add(r.Path+".gateway", "%s is not of the destination's address family", r.Gateway)
 		}
 	}
+	served := map[string]bool{}
+	for _, sc := range d.DHCPServers {
+		switch {
+		case !links[sc.Link]:
+			p.add(sc.Path, "DHCP server on %q, which is not a managed interface", sc.Link)
+		case served[sc.Link]:
+			p.add(sc.Path, "a second DHCP server on %s", sc.Link)
+		}
+		served[sc.Link] = true
+		if err := sc.check(); err != nil {
+			p.add(sc.Path, "%v", err)
+		}
+	}
 	d.Firewall.validate(&p, d.Addresses)
 	return p.err()
 }
