@@ -2,6 +2,7 @@ package pid1
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -58,6 +59,7 @@ func bootInit(t *testing.T) *bootedInit {
 	t.Helper()
 	args := "-console none -watchdog= -config-wait 0s -exe /nonexistent/flashgate -modules " + t.TempDir()
 	keepConsoleLogLevel(t)
+	checkHostUntouched(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), pid1Env+"="+args)
 	cmd.SysProcAttr = &syscall.SysProcAttr{
@@ -117,6 +119,33 @@ func keepConsoleLogLevel(t *testing.T) {
 		}
 		if now, _ := os.ReadFile(printkPath); !slices.Equal(strings.Fields(string(now)), want) {
 			t.Errorf("the host's %s is %q after the test, want %q as before it", printkPath, strings.Fields(string(now)), want)
+		}
+	})
+}
+
+// checkHostUntouched checks, when the test ends, what PID 1 would change
+// on the host were it not in namespaces of its own: the host name (UTS
+// namespace), the time zone (PID 1 writes /etc/localtime when configd
+// says so: the configd it would ask is the one behind its own /run's
+// socket, a tmpfs in its mount namespace) and the supervisor's socket
+// under /run.
+func checkHostUntouched(t *testing.T) {
+	t.Helper()
+	hostname, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	zone, zoneErr := os.ReadFile(localtimePath)
+	_, sockErr := os.Lstat(supervisor.SocketPath)
+	t.Cleanup(func() {
+		if now, err := os.Hostname(); err != nil || now != hostname {
+			t.Errorf("the host's name is %q (%v) after the test, want %q as before it", now, err, hostname)
+		}
+		if now, err := os.ReadFile(localtimePath); (err == nil) != (zoneErr == nil) || !bytes.Equal(now, zone) {
+			t.Errorf("the host's %s changed under the test (%v, before: %v)", localtimePath, err, zoneErr)
+		}
+		if _, err := os.Lstat(supervisor.SocketPath); sockErr != nil && err == nil {
+			t.Errorf("the test left %s on the host", supervisor.SocketPath)
 		}
 	})
 }
