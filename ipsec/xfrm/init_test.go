@@ -21,7 +21,7 @@ const initMarker = "xfrm-vmtest: exit status"
 // the modules listed in /modules.load, runs the namespace tests verbosely
 // and powers the machine off. Run any other way it is an ordinary test main.
 func TestMain(m *testing.M) {
-	if os.Getpid() != 1 {
+	if !bootedByVMCheck() {
 		os.Exit(m.Run())
 	}
 	for _, mnt := range []struct{ src, dst, fs string }{
@@ -43,6 +43,20 @@ func TestMain(m *testing.M) {
 	unix.Sync()
 	unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
 	os.Exit(code) // not reached unless the reboot call failed
+}
+
+// bootedByVMCheck reports whether this binary is the init of vmcheck's
+// initramfs: PID 1, started as /init, beside /modules.load. Being PID 1 is
+// not enough: in a container or under `unshare --pid --fork` the test
+// binary can be PID 1 too, and the mounts below (a tmpfs on /tmp, devtmpfs
+// on /dev) would then land on the host's file system. (/proc is not
+// mounted yet, so the kernel's argv[0] stands in for /proc/self/exe.)
+func bootedByVMCheck() bool {
+	if os.Getpid() != 1 || os.Args[0] != "/init" {
+		return false
+	}
+	_, err := os.Stat("/modules.load")
+	return err == nil
 }
 
 func loadModules(list string) error {
