@@ -169,6 +169,13 @@ func TestDHCPServerKeepsOldMeaning(t *testing.T) {
 	if string(c.JSON()) != string(old) {
 		t.Errorf("a configuration without dhcp_server changes in a JSON round trip")
 	}
+	if text := c.Text(); strings.Contains(text, "dhcp_server") {
+		t.Errorf("the text form of a configuration without the block mentions it:\n%s", text)
+	}
+	off := dhcpLAN(DHCPServer{Enabled: Bool(false)})
+	if text := off.Text(); !strings.Contains(text, "set interfaces eth1 dhcp_server enabled false\n") || strings.Contains(text, "lease_time") {
+		t.Errorf("the text form of a server turned off should have only its enabled line:\n%s", text)
+	}
 	if wan, lan := c.Interface("eth0"), c.Interface("eth1"); wan.ServesDHCP() || !lan.ServesDHCP() {
 		t.Errorf("ServesDHCP: wan %v, lan %v; want false, true (the behaviour before the block existed)", wan.ServesDHCP(), lan.ServesDHCP())
 	}

@@ -125,6 +125,9 @@ func walkText(v reflect.Value, path []string, out *[]Line) {
 			continue
 		}
 		fv := v.Field(i)
+		if omittedWhenZero(f, fv) {
+			continue // the text form leaves out what the JSON leaves out
+		}
 		p := append(path[:len(path):len(path)], name)
 		switch {
 		case isLeaf(f.Type):
@@ -147,6 +150,24 @@ func walkText(v reflect.Value, path []string, out *[]Line) {
 			walkText(fv, p, out)
 		}
 	}
+}
+
+// omittedWhenZero reports whether the JSON form leaves the field out: it
+// is tagged omitempty or omitzero and holds its zero value (by its IsZero
+// method when it has one, as encoding/json's omitzero does). An unset
+// lease_time thus shows as nothing rather than as "0s".
+func omittedWhenZero(f reflect.StructField, v reflect.Value) bool {
+	_, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+	if !strings.Contains(","+opts+",", ",omitzero,") && !strings.Contains(","+opts+",", ",omitempty,") {
+		return false
+	}
+	if z, ok := v.Interface().(interface{ IsZero() bool }); ok {
+		return z.IsZero()
+	}
+	if v.Kind() == reflect.Slice {
+		return v.Len() == 0
+	}
+	return v.IsZero()
 }
 
 func isNamedElem(v reflect.Value) bool {
