@@ -152,7 +152,7 @@ func completeValue(c *config.Config, path string) []string {
 	if !ok {
 		return nil
 	}
-	if n.v.Kind() == reflect.Bool {
+	if n.v.Kind() == reflect.Bool || n.v.Type() == reflect.TypeFor[config.OptionalBool]() {
 		return []string{"true", "false"}
 	}
 	if !config.IsLeaf(n.v.Type()) && n.v.Kind() != reflect.Slice {

@@ -4,14 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/services/netd"
 )
 
-// `show dhcp` lists what netd's DHCP servers on the LAN interfaces gave
-// out. netd keeps the leases in memory only and reports them in GET
+// `show dhcp` lists netd's DHCP servers on the LAN interfaces: the range,
+// lease time and static leases each serves, and what it gave out. netd keeps the leases in memory only and reports them in GET
 // /v1/status (dhcp_servers), so that is where they are read.
 
 func showDHCP(ctx context.Context, s *session, b *strings.Builder, args []string) error {
@@ -31,11 +33,33 @@ func showDHCP(ctx context.Context, s *session, b *strings.Builder, args []string
 			}
 		}
 		if len(servers) == 0 {
+			if c := s.running(); c != nil {
+				if ifc := c.Interface(args[0]); ifc != nil && ifc.Role == config.RoleLAN && !ifc.DHCPServer.Enabled.Or(true) {
+					return fmt.Errorf("the DHCP server on %s is turned off (set interfaces.%s.dhcp_server.enabled true turns it on)", ifc.Name, ifc.Name)
+				}
+			}
 			return fmt.Errorf("no DHCP server runs on %q (%s)", clip(args[0], 20), dhcpLinks(st.DHCPServers))
 		}
 	}
 	writeDHCPLeases(b, servers, time.Now())
+	if len(args) == 0 {
+		if c := s.running(); c != nil {
+			writeDHCPOff(b, c, servers)
+		}
+	}
 	return nil
+}
+
+// writeDHCPOff names the LAN interfaces whose server the configuration
+// turned off, so that "no server on eth2" is not taken for a fault.
+func writeDHCPOff(b *strings.Builder, c *config.Config, running []netd.DHCPServerState) {
+	for _, ifc := range c.Interfaces {
+		if ifc.Role != config.RoleLAN || ifc.DHCPServer.Enabled.Or(true) ||
+			slices.ContainsFunc(running, func(srv netd.DHCPServerState) bool { return srv.Link == ifc.Name }) {
+			continue
+		}
+		fmt.Fprintf(b, "%s: DHCP server turned off (interfaces.%s.dhcp_server.enabled false)\n", ifc.Name, ifc.Name)
+	}
 }
 
 // dhcpLinks names the interfaces a DHCP server runs on, for an error.
@@ -56,7 +80,8 @@ func dhcpLinks(servers []netd.DHCPServerState) string {
 func writeDHCPLeases(b *strings.Builder, servers []netd.DHCPServerState, now time.Time) {
 	if len(servers) == 0 {
 		b.WriteString("No DHCP server runs: netd starts one on each enabled LAN interface\n" +
-			"with a static IPv4 address of /29 or larger.\n")
+			"with a static IPv4 address (/29 or larger for the automatic pool)\n" +
+			"unless its dhcp_server is turned off.\n")
 		return
 	}
 	for i, srv := range servers {
@@ -64,6 +89,20 @@ func writeDHCPLeases(b *strings.Builder, servers []netd.DHCPServerState, now tim
 			b.WriteString("\n")
 		}
 		fmt.Fprintf(b, "%s: pool %s, %s\n", srv.Link, srv.Pool, plural(len(srv.Leases), "lease"))
+		if srv.LeaseTime > 0 {
+			fmt.Fprintf(b, "  leases last %s", shortDuration(time.Duration(srv.LeaseTime)*time.Second))
+			if len(srv.StaticLeases) > 0 {
+				fmt.Fprintf(b, "; %s:", plural(len(srv.StaticLeases), "static lease"))
+			}
+			b.WriteString("\n")
+		}
+		for _, sl := range srv.StaticLeases {
+			host := printable(sl.Hostname)
+			if host == "" {
+				host = "-"
+			}
+			fmt.Fprintf(b, "    %-15s  %-17s  %s\n", sl.Address, clip(sl.MAC, 17), clip(host, 40))
+		}
 		if len(srv.Leases) == 0 {
 			continue
 		}
@@ -96,8 +135,22 @@ func leaseExpiry(l netd.ServerLease, now time.Time) string {
 	case l.Offered:
 		// Offered, not yet requested: the offer lapses in left.
 		return "offered, " + left.String()
+	case l.Static:
+		return "static, in " + left.String()
 	}
 	return "in " + left.String()
+}
+
+// shortDuration writes 12h0m0s as 12h and 10m0s as 10m.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }
 
 func plural(n int, word string) string {
