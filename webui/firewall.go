@@ -55,6 +55,26 @@ func (s *Server) ruleMove(w http.ResponseWriter, r *http.Request) {
 type InterfaceRow struct {
 	Config config.Interface `json:"config"`
 	Link   *Link            `json:"link,omitempty"` // nil: no such device on this box
+	// DHCPRange is the range the interface's DHCP server hands out
+	// ("192.168.1.128-192.168.1.254", the automatic pool when the
+	// configuration gives none); empty when it runs no server.
+	DHCPRange string `json:"dhcp_range,omitempty"`
+}
+
+// dhcpRange is what InterfaceRow.DHCPRange says of ifc.
+func dhcpRange(ifc *config.Interface) string {
+	if !ifc.ServesDHCP() {
+		return ""
+	}
+	addr, ok := ifc.DHCPAddress()
+	if !ok {
+		return ""
+	}
+	first, last, ok := ifc.DHCPServer.DHCPRange(addr)
+	if !ok {
+		return ""
+	}
+	return first.String() + "-" + last.String()
 }
 
 func (s *Server) interfaceRows(r *http.Request) ([]InterfaceRow, []Link, error) {
@@ -66,7 +86,7 @@ func (s *Server) interfaceRows(r *http.Request) ([]InterfaceRow, []Link, error) 
 	var rows []InterfaceRow
 	seen := map[string]bool{}
 	for _, ifc := range cand.Config.Interfaces {
-		row := InterfaceRow{Config: ifc}
+		row := InterfaceRow{Config: ifc, DHCPRange: dhcpRange(&ifc)}
 		for i := range links {
 			if links[i].Name == ifc.Name {
 				row.Link = &links[i]

@@ -44,6 +44,17 @@ type field struct {
 	Options     []string
 	Proposals   string // "ike" or "esp" for fProposals
 	Section     string // starts a new group of fields in the form
+	// Lines makes a list field one value per line only: its values
+	// contain commas (a static lease is MAC,ADDRESS,HOSTNAME).
+	Lines bool
+	// Default, for a field the configuration may leave out, is the value
+	// it then has in effect (a LAN's DHCP server is on unless turned
+	// off): the form shows it, and submitting it unchanged leaves the
+	// field out, so that saving a form does not pin today's default.
+	Default func(c *config.Config, name string) string
+	// Get reads the field's form values from the configuration when its
+	// JSON form is not a plain value or list of values.
+	Get func(c *config.Config, name string) []string
 }
 
 // IsText and friends let templates switch on the kind.
@@ -151,7 +162,16 @@ func (k *kind) values(c *config.Config, name string) (map[string][]string, bool)
 		if f.Kind == fSecret {
 			continue
 		}
-		if v, _, ok := walkJSON(elem, strings.Split(f.Key, ".")); ok {
+		if f.Get != nil {
+			out[f.Key] = f.Get(c, name)
+			continue
+		}
+		v, _, ok := walkJSON(elem, strings.Split(f.Key, "."))
+		if !ok && f.Default != nil {
+			out[f.Key] = []string{f.Default(c, name)}
+			continue
+		}
+		if ok {
 			vals := jsonStrings(v)
 			for i, s := range vals {
 				vals[i] = compactDuration(s)
@@ -199,6 +219,31 @@ func splitList(vals []string) []string {
 		}
 	}
 	return out
+}
+
+// splitLines splits list fields on newlines only.
+func splitLines(vals []string) []string {
+	out := []string{}
+	for _, v := range vals {
+		for _, line := range strings.FieldsFunc(v, func(r rune) bool { return r == '\n' || r == '\r' }) {
+			if s := strings.TrimSpace(line); s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// normalCheck is a submitted checkbox value as true or false ("on" is
+// what a browser sends for a box without a value); other kinds as given.
+func normalCheck(f field, s string) string {
+	if f.Kind != fCheck {
+		return s
+	}
+	if s == "on" || s == "true" {
+		return "true"
+	}
+	return "false"
 }
 
 // formErrors maps field keys to messages; "" is the element as a whole.
@@ -273,10 +318,19 @@ func (k *kind) apply(c *config.Config, name string, vals map[string][]string, cr
 			}
 		}
 		path := k.elementPath(name) + "." + f.Key
+		if f.Default != nil && len(v) > 0 {
+			if _, _, set := lookupJSON(c, path); !set && normalCheck(f, first(v)) == f.Default(c, name) {
+				continue // the default, left unsaid
+			}
+		}
 		var err error
 		switch f.Kind {
 		case fList, fProposals:
-			err = c.Set(path, splitList(v)...)
+			if f.Lines {
+				err = c.Set(path, splitLines(v)...)
+			} else {
+				err = c.Set(path, splitList(v)...)
+			}
 		case fSecret:
 			s := first(v)
 			if s == "" && exists && !creating {

@@ -105,7 +105,39 @@ var kindInterfaces = &kind{
 		{Key: "addressing", Label: "Addressing", Kind: fSelect, Options: []string{config.AddressingStatic, config.AddressingDHCP}},
 		{Key: "addresses", Label: "Addresses", Kind: fList, Placeholder: "192.168.1.1/24", Help: "Static only; address/prefix, one per line."},
 		{Key: "mtu", Label: "MTU", Kind: fNumber, Placeholder: "driver default"},
+		{Key: "dhcp_server.enabled", Label: "DHCP server", Kind: fCheck, Section: "DHCP server", Default: dhcpServerDefault,
+			Help: "LAN interfaces with a static IPv4 address only. Turn it off when another DHCP server already serves this network."},
+		{Key: "dhcp_server.range_start", Label: "First address", Placeholder: "automatic",
+			Help: "Addresses handed out to any client. Empty (both): the upper half of the network, like 192.168.1.128 to .254 on a /24."},
+		{Key: "dhcp_server.range_end", Label: "Last address", Placeholder: "automatic"},
+		{Key: "dhcp_server.lease_time", Label: "Lease time", Placeholder: "12h", Help: "Like 30m, 12h; 2m to 168h (7 days)."},
+		{Key: "dhcp_server.static_leases", Label: "Static leases", Kind: fList, Lines: true, Get: staticLeaseLines,
+			Placeholder: "02:00:5e:10:00:01,192.168.1.20,printer",
+			Help:        "One per line: MAC,address or MAC,address,host name. That client always gets that address; no other client does."},
 	},
+}
+
+// dhcpServerDefault is whether an interface's DHCP server runs when its
+// configuration does not say: on for a LAN, as before the setting existed.
+func dhcpServerDefault(c *config.Config, name string) string {
+	if ifc := c.Interface(name); ifc != nil && ifc.Role == config.RoleLAN {
+		return "true"
+	}
+	return "false"
+}
+
+// staticLeaseLines are an interface's static leases in their one-line form.
+func staticLeaseLines(c *config.Config, name string) []string {
+	ifc := c.Interface(name)
+	if ifc == nil {
+		return nil
+	}
+	out := make([]string, 0, len(ifc.DHCPServer.StaticLeases))
+	for _, l := range ifc.DHCPServer.StaticLeases {
+		b, _ := l.MarshalText()
+		out = append(out, string(b))
+	}
+	return out
 }
 
 var kindRoutes = &kind{
