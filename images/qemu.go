@@ -42,6 +42,15 @@ type QEMUConfig struct {
 	// "socket,listen=127.0.0.1:7000" (tests that link appliances).
 	NetDevs []string
 
+	// IsolateWAN puts the WAN port on an isolated user network too
+	// (restrict=on: qemu's DHCP still answers, but nothing the appliance
+	// sends there leaves qemu). StartVM sets it: tests and benchmarks send
+	// nothing off this host, where the appliance's DNS and NTP queries
+	// would otherwise go out through qemu's NAT. `flashgate run` leaves it
+	// off, so a box under `make run` reaches the internet as a real one
+	// behind an ISP's router does.
+	IsolateWAN bool
+
 	// Extra arguments appended to the command line.
 	Extra []string
 
@@ -113,7 +122,7 @@ func (c QEMUConfig) Args() ([]string, error) {
 		switch {
 		case i < len(c.NetDevs) && c.NetDevs[i] != "":
 			netdev = c.NetDevs[i] + ",id=" + id
-		case i == wan:
+		case i == wan && !c.IsolateWAN:
 			// The WAN gets qemu's NAT, as from an ISP's router (DHCP).
 		case i == lan && c.WebUIPort != 0:
 			// The web UI answers only on the LAN (the firewall's
@@ -154,6 +163,7 @@ type VM struct {
 // is killed) with the serial console on pipes. limit bounds qemu's life.
 func StartVM(c QEMUConfig, limit time.Duration) (*VM, error) {
 	c.Serial = "stdio"
+	c.IsolateWAN = true
 	args, err := c.Args()
 	if err != nil {
 		return nil, err

@@ -53,6 +53,21 @@ func TestQEMUArgs(t *testing.T) {
 	if strings.Contains(line, "hostfwd") {
 		t.Errorf("test boot forwards a host port:\n%s", line)
 	}
+
+	// Isolated, every user network has restrict=on: nothing the appliance
+	// sends (DNS, NTP) leaves qemu. Not isolated (make run), the WAN's has not.
+	for _, isolate := range []bool{false, true} {
+		args, _ = QEMUConfig{Board: b, Image: "x.img", Serial: "stdio", IsolateWAN: isolate}.Args()
+		var open []string
+		for i, a := range args {
+			if a == "-netdev" && i+1 < len(args) && strings.HasPrefix(args[i+1], "user,") && !strings.Contains(args[i+1], "restrict=on") {
+				open = append(open, args[i+1])
+			}
+		}
+		if want := map[bool]int{false: 1, true: 0}[isolate]; len(open) != want {
+			t.Errorf("IsolateWAN %v: %d user networks without restrict=on %v, want %d (the WAN's, and only without isolation)", isolate, len(open), open, want)
+		}
+	}
 }
 
 func TestQEMUArgsRefusesHardware(t *testing.T) {
