@@ -58,7 +58,9 @@ func serviceTable(exe string, c consoleSpec) []supervisor.Service {
 		{Name: "configd", Path: exe, Args: configdArgs, Env: env, Restart: supervisor.RestartAlways},
 		// netd and iked follow configd's watch stream, and wait for it
 		// by themselves when it restarts.
-		{Name: "netd", Path: exe, Args: []string{"netd", "-configd", configdSock}, Env: env,
+		// netd keeps the box's resolver with the WAN lease's DNS servers
+		// (netd.DefaultResolvConf; it leaves the file alone unless told).
+		{Name: "netd", Path: exe, Args: []string{"netd", "-configd", configdSock, "-resolv-conf", "/etc/resolv.conf"}, Env: env,
 			After: []string{"configd"}, Needs: []string{modulesLoaded}, Restart: supervisor.RestartAlways},
 		{Name: "iked", Path: exe, Args: []string{"iked", "-configd", configdSock}, Env: env,
 			After: []string{"configd"}, Needs: []string{modulesLoaded}, Restart: supervisor.RestartAlways,

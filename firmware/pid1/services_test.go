@@ -25,3 +25,19 @@ func TestServiceTableGivesConfigdTheBoard(t *testing.T) {
 		}
 	}
 }
+
+// netd leaves /etc/resolv.conf alone unless told (so that a netd run by
+// hand or by a test cannot rewrite a host's resolver): the appliance's
+// table must tell it, or the box never learns its DNS servers.
+func TestServiceTableGivesNetdTheResolver(t *testing.T) {
+	for _, s := range serviceTable("/bbin/flashgate", consoleSpec{}) {
+		if s.Name != "netd" {
+			continue
+		}
+		if i := slices.Index(s.Args, "-resolv-conf"); i < 0 || i+1 >= len(s.Args) || s.Args[i+1] != "/etc/resolv.conf" {
+			t.Errorf("netd args %q, want -resolv-conf /etc/resolv.conf", s.Args)
+		}
+		return
+	}
+	t.Error("no netd in the service table")
+}

@@ -39,7 +39,10 @@ func Main(args []string) int {
 	boardName := fs.String("board", "", "board name (default: flashgate.board= on the kernel command line)")
 	printOnly := fs.Bool("print", false, "print the ruleset of the running configuration and exit")
 	resync := fs.Duration("resync", 30*time.Second, "how often links, addresses and routes are checked again")
-	resolvConf := fs.String("resolv-conf", DefaultResolvConf, "resolver configuration kept with the WAN DHCP lease's DNS servers (empty: leave it alone)")
+	// Empty by default: a netd started by hand or by a test in a network
+	// namespace shares the host's file system and must not rewrite its
+	// resolver. PID 1's service table passes DefaultResolvConf.
+	resolvConf := fs.String("resolv-conf", "", "resolver configuration to keep with the WAN DHCP lease's DNS servers; the appliance passes "+DefaultResolvConf+" (empty: leave it alone)")
 	configdWait := fs.Duration("configd-wait", 10*time.Second, "how long to wait for configd at start before applying the board's defaults")
 	if err := fs.Parse(args); err != nil {
 		return 2
