@@ -112,8 +112,9 @@ type Firewall struct {
 	Masquerade   []Masquerade
 	Exemptions   []Exemption
 	PortForwards []PortForward
-	// DHCPServer opens UDP 67 from the LAN zone for the LAN DHCP server.
-	DHCPServer bool
+	// DHCPServers are the LAN links a DHCP server runs on: the firewall
+	// opens UDP 67 on each, and on no other.
+	DHCPServers []string
 }
 
 // Interface gives an interface its zone. Disabled interfaces are listed too:

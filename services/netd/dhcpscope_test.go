@@ -51,8 +51,8 @@ func TestFromConfigDHCPScope(t *testing.T) {
 			if !slices.EqualFunc(d.DHCPServers, tt.want, DHCPScope.Equal) || (len(tt.want) > 0 && d.DHCPServers[0].Path != path) {
 				t.Errorf("DHCP servers %+v, want %+v", d.DHCPServers, tt.want)
 			}
-			if d.Firewall.DHCPServer != tt.rules {
-				t.Errorf("firewall opens DHCP: %v, want %v", d.Firewall.DHCPServer, tt.rules)
+			if serves := slices.Contains(d.Firewall.DHCPServers, "lan0"); serves != tt.rules {
+				t.Errorf("firewall opens DHCP on lan0: %v, want %v", serves, tt.rules)
 			}
 			if err := d.Validate(); err != nil {
 				t.Errorf("netd refuses the desired state: %v", err)

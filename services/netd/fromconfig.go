@@ -31,7 +31,7 @@ func FromConfig(c *config.Config) *Desired {
 		}
 		if sc, ok := dhcpScope(&ifc, path+".dhcp_server"); ok {
 			d.DHCPServers = append(d.DHCPServers, sc)
-			fw.DHCPServer = true
+			fw.DHCPServers = append(fw.DHCPServers, ifc.Name)
 		}
 	}
 	for _, r := range c.Routes {

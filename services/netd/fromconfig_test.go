@@ -31,8 +31,8 @@ func TestFromConfigDefaults(t *testing.T) {
 	if len(d.Addresses) != 1 || d.Addresses[0] != (Address{Link: "eth1", Prefix: netip.MustParsePrefix("192.168.1.1/24"), Path: "interfaces[eth1].addresses[0]"}) {
 		t.Errorf("addresses %+v, want 192.168.1.1/24 on eth1", d.Addresses)
 	}
-	if !d.Forwarding || !d.Firewall.DHCPServer || len(d.Firewall.Masquerade) != 1 || d.Firewall.Masquerade[0].Interface != "eth0" {
-		t.Errorf("forwarding %v, DHCP server %v, masquerade %+v", d.Forwarding, d.Firewall.DHCPServer, d.Firewall.Masquerade)
+	if !d.Forwarding || !slices.Equal(d.Firewall.DHCPServers, []string{"eth1"}) || len(d.Firewall.Masquerade) != 1 || d.Firewall.Masquerade[0].Interface != "eth0" {
+		t.Errorf("forwarding %v, DHCP server %v, masquerade %+v", d.Forwarding, d.Firewall.DHCPServers, d.Firewall.Masquerade)
 	}
 }
 

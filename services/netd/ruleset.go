@@ -3,6 +3,7 @@ package netd
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/flashgate/flashgate/ipsec"
@@ -408,7 +409,7 @@ func (b *builder) input() {
 		b.add(Spec{Chain: c, Comment: "builtin:lan-webui", IIf: lan, Proto: protoTCP, DPort: PortRange{80, 80}, Verdict: VerdictAccept})
 		b.add(Spec{Chain: c, Comment: "builtin:lan-ping", IIf: lan, Proto: protoICMP, ICMP: &ICMPTypes{8, 8}, Verdict: VerdictAccept})
 		b.add(Spec{Chain: c, Comment: "builtin:lan-ping", IIf: lan, Proto: protoICMPv6, ICMP: &ICMPTypes{128, 128}, Verdict: VerdictAccept})
-		if b.f.DHCPServer {
+		if slices.Contains(b.f.DHCPServers, lan) {
 			b.add(Spec{Chain: c, Comment: "builtin:lan-dhcp", IIf: lan, Proto: protoUDP, DPort: PortRange{67, 67}, Verdict: VerdictAccept})
 		}
 	}

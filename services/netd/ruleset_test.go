@@ -178,7 +178,7 @@ func TestBuild(t *testing.T) {
 			name: "NAT exemptions come before masquerade; the DHCP server opens port 67 on the LAN",
 			change: func(f *Firewall) {
 				f.Exemptions = []Exemption{{Name: "partner", Destinations: []netip.Prefix{pfx("100.64.0.0/10")}}}
-				f.DHCPServer = true
+				f.DHCPServers = []string{"eth1"}
 			},
 			want: []string{
 				`input iifname "eth1" meta l4proto udp th dport 67 counter accept comment "builtin:lan-dhcp"`,
