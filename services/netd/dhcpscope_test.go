@@ -293,3 +293,53 @@ func TestDaemonDHCPServerSettings(t *testing.T) {
 		t.Errorf("automatic pool: got %s, want 192.168.50.128", ack.YourIPAddr)
 	}
 }
+
+// FuzzScopeReply feeds arbitrary packets to a server with a configured
+// range and static leases: it must never panic, and whatever it offers or
+// acknowledges is the client's static lease, or else an address of the
+// range that is neither the box's own nor reserved for another client.
+func FuzzScopeReply(f *testing.F) {
+	const printer = "02:00:5e:10:00:01"
+	for _, mac := range []string{printer, "02:00:00:00:00:0a"} {
+		for _, typ := range []dhcpv4.MessageType{dhcpv4.MessageTypeDiscover, dhcpv4.MessageTypeRequest, dhcpv4.MessageTypeRelease, dhcpv4.MessageTypeDecline} {
+			hw, _ := net.ParseMAC(mac)
+			m, _ := dhcpv4.New(dhcpv4.WithHwAddr(hw), dhcpv4.WithMessageType(typ),
+				dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(net.ParseIP("192.168.1.20"))))
+			f.Add(m.ToBytes())
+		}
+	}
+	sc := DHCPScope{Link: "lan0", Address: netip.MustParsePrefix("192.168.1.1/24"),
+		First: netip.MustParseAddr("192.168.1.1"), Last: netip.MustParseAddr("192.168.1.30"), LeaseTime: time.Hour,
+		Reservations: []Reservation{{MAC: printer, Address: netip.MustParseAddr("192.168.1.20"), Hostname: "printer"},
+			{MAC: "02:00:5e:10:00:02", Address: netip.MustParseAddr("192.168.1.200")}}}
+	s, err := NewScopeServer(sc)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := dhcpv4.FromBytes(b)
+		if err != nil {
+			return
+		}
+		r := s.Reply(m)
+		if r == nil || r.MessageType() == dhcpv4.MessageTypeNak {
+			return
+		}
+		a, ok := netip.AddrFromSlice(r.YourIPAddr.To4())
+		mac := m.ClientHWAddr.String()
+		for _, res := range sc.Reservations {
+			if res.MAC == mac {
+				if a != res.Address {
+					t.Fatalf("answered %s with %v, want its static lease %s", mac, r.YourIPAddr, res.Address)
+				}
+				return
+			}
+			if a == res.Address {
+				t.Fatalf("answered %s with %s, the static lease of %s", mac, a, res.MAC)
+			}
+		}
+		if !ok || a.Less(sc.First) || sc.Last.Less(a) || a == sc.Address.Addr() {
+			t.Fatalf("answered %s with address %v, outside the pool %s-%s or the box's own", r.MessageType(), r.YourIPAddr, sc.First, sc.Last)
+		}
+	})
+}
