@@ -81,6 +81,7 @@ func (s *Supervisor) SystemStatus() System {
 //	POST /v1/services/{name}/stop     stop and keep stopped
 //	GET  /v1/system                   PID 1 itself: RSS, watchdog, syslog
 //	PUT  /v1/syslog                   set remote syslog (JSON SyslogConfig; empty addr stops it)
+//	PUT  /v1/console                  restart the console getty at {"baud":N}
 //	POST /v1/reboot, /v1/poweroff     end the running system (202, then it happens)
 //	POST /v1/watchdog/stop-petting    test hook: let the watchdog reset the board
 //
@@ -140,6 +141,10 @@ func (s *Supervisor) route(w http.ResponseWriter, r *http.Request) {
 		if method(http.MethodPut) {
 			s.serveSyslog(w, r)
 		}
+	case len(p) == 2 && p[1] == "console":
+		if method(http.MethodPut) {
+			s.serveConsole(w, r)
+		}
 	case len(p) == 2 && (p[1] == string(Reboot) || p[1] == string(PowerOff)):
 		if method(http.MethodPost) {
 			s.servePower(w, PowerAction(p[1]))
@@ -188,6 +193,25 @@ func (s *Supervisor) serveSyslog(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"result": "ok"})
+}
+
+func (s *Supervisor) serveConsole(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Baud int `json:"baud"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "console request: " + err.Error()})
+		return
+	}
+	if err := s.SetConsoleBaud(req.Baud); err != nil {
+		code := http.StatusBadRequest
+		if errors.Is(err, ErrNoConsole) {
+			code = http.StatusNotImplemented
+		}
+		writeJSON(w, code, map[string]string{"error": err.Error()})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"result": "ok"})

@@ -119,3 +119,9 @@ func (c *Client) StopPetting(ctx context.Context) error {
 func (c *Client) SetSyslog(ctx context.Context, cfg SyslogConfig) error {
 	return c.do(ctx, http.MethodPut, "/v1/syslog", cfg, nil)
 }
+
+// SetConsoleBaud has the console getty restarted at baud, one of
+// ConsoleBauds.
+func (c *Client) SetConsoleBaud(ctx context.Context, baud int) error {
+	return c.do(ctx, http.MethodPut, "/v1/console", map[string]int{"baud": baud}, nil)
+}

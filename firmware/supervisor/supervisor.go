@@ -64,6 +64,10 @@ type Config struct {
 	// Power is called by the API's reboot and poweroff routes. It must
 	// return quickly (PID 1 hands the request to its main loop).
 	Power func(PowerAction) error
+
+	// ConsoleBaud restarts the console getty at this speed; nil: the box
+	// runs no console getty. The API checks the speed before calling it.
+	ConsoleBaud func(baud int) error
 }
 
 // PowerAction is a request to end the running system.
