@@ -124,7 +124,7 @@ func checkInitramfs(t *testing.T, rep *Report) {
 	for _, f := range strings.Split(strings.TrimSpace(string(listing)), "\n") {
 		files[f] = true
 	}
-	for _, want := range []string{"init", "bbin/bb", "bbin/flashgate", "bin/sh", "dev/console"} {
+	for _, want := range []string{"init", InitPath, "bbin/bb", "bbin/flashgate", "bin/sh", "dev/console"} {
 		if !files[want] {
 			t.Errorf("the initramfs lacks %s", want)
 		}
@@ -139,7 +139,13 @@ func checkInitramfs(t *testing.T, rep *Report) {
 			t.Errorf("the initramfs has %s: PID 1 must be flashgate alone", unwanted)
 		}
 	}
-	checkNoNOPL(t, cpioData)
+	// /init links to PID 1's own binary.
+	long, err := command{Stdin: cpioData}.run(ctx, tool(hostTool{"cpio", "cpio"}), "-itv", "--quiet", "init")
+	if l := strings.TrimSpace(string(long)); err != nil || !(strings.HasSuffix(l, "init -> "+InitPath) || strings.HasSuffix(l, "init -> /"+InitPath)) {
+		t.Errorf("/init in the initramfs: %q (%v), want a link to /%s", long, err, InitPath)
+	}
+	checkNoNOPL(t, cpioData, "bbin/bb")
+	checkNoNOPL(t, cpioData, InitPath)
 
 	var kos []string
 	modDir := ""
@@ -164,20 +170,20 @@ func checkInitramfs(t *testing.T, rep *Report) {
 	}
 }
 
-// checkNoNOPL disassembles the busybox binary of a 386 initramfs and fails
+// checkNoNOPL disassembles a binary (path) of a 386 initramfs and fails
 // on NOPL/NOPW (0F 1F): the Geode LX and the VIA C3 do not have them, and
 // would die with SIGILL where the qemu boot test (pentium2 has them) would
 // not notice.
-func checkNoNOPL(t *testing.T, cpioData []byte) {
+func checkNoNOPL(t *testing.T, cpioData []byte, path string) {
 	t.Helper()
 	if err := checkTools(hostTool{"objdump", "binutils"}); err != nil {
 		t.Fatalf("cannot check the binary's instructions: %v", err)
 	}
-	bb, err := command{Stdin: cpioData}.run(context.Background(), tool(hostTool{"cpio", "cpio"}), "-i", "--quiet", "--to-stdout", "bbin/bb")
+	bb, err := command{Stdin: cpioData}.run(context.Background(), tool(hostTool{"cpio", "cpio"}), "-i", "--quiet", "--to-stdout", path)
 	if err != nil || len(bb) == 0 {
-		t.Fatalf("extract bbin/bb from the initramfs: %v", err)
+		t.Fatalf("extract %s from the initramfs: %v", path, err)
 	}
-	bin := filepath.Join(t.TempDir(), "bb")
+	bin := filepath.Join(t.TempDir(), filepath.Base(path))
 	if err := os.WriteFile(bin, bb, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -206,10 +212,10 @@ func checkNoNOPL(t *testing.T, cpioData []byte) {
 		t.Fatalf("objdump: %v", err)
 	}
 	if lines < 1000 {
-		t.Fatalf("objdump printed %d lines for bbin/bb: not a disassembly", lines)
+		t.Fatalf("objdump printed %d lines for %s: not a disassembly", lines, path)
 	}
 	if len(bad) > 0 {
-		t.Errorf("bbin/bb uses multi-byte NOPs, which the Geode LX and VIA C3 lack:\n%s", strings.Join(bad, "\n"))
+		t.Errorf("%s uses multi-byte NOPs, which the Geode LX and VIA C3 lack:\n%s", path, strings.Join(bad, "\n"))
 	}
 }
 

@@ -10,8 +10,15 @@ import (
 )
 
 // FirmwarePackage is the appliance's multi-call binary. On the box it is
-// /bbin/flashgate in the u-root busybox, and /init links to it.
+// /bbin/flashgate in the u-root busybox.
 const FirmwarePackage = "github.com/flashgate/flashgate/firmware/flashgate"
+
+// InitPackage is PID 1, built as a binary of its own (see firmware/init for
+// why) and placed at InitPath; /init links to it.
+const (
+	InitPackage = "github.com/flashgate/flashgate/firmware/init"
+	InitPath    = "bin/init"
+)
 
 // ExpertCommands are the u-root core commands shipped for the expert shell:
 // enough to look around, move files and poke at the network, nothing more.
@@ -49,6 +56,17 @@ func (r *Initramfs) Build(ctx context.Context, out string) (compressedBytes, cpi
 	}
 	defer os.RemoveAll(work)
 	cpio := filepath.Join(work, "initramfs.cpio")
+	env := []string{"GOOS=linux", "GOARCH=" + r.GOARCH, "CGO_ENABLED=0"}
+	if r.GO386 != "" {
+		env = append(env, "GO386="+r.GO386)
+	}
+	if r.GOARCH == "amd64" {
+		env = append(env, "GOAMD64=v1")
+	}
+	initBin := filepath.Join(work, "init")
+	if err := r.buildInit(ctx, env, initBin); err != nil {
+		return 0, 0, err
+	}
 	args := []string{
 		"-build=bb",
 		"-go-build-tags=goshsmall",
@@ -57,10 +75,11 @@ func (r *Initramfs) Build(ctx context.Context, out string) (compressedBytes, cpi
 		"-tmp-dir", work,
 		// PID 1 is our own supervising init: no u-root init and no
 		// uinit, so nothing ever loops a shell on the console.
-		"-initcmd=flashgate",
+		"-initcmd=/" + InitPath,
 		"-uinitcmd=",
 		"-defaultsh=gosh",
 		"-skip-ldd",
+		"-files", initBin + ":" + InitPath,
 	}
 	if r.ModulesDir != "" {
 		args = append(args, "-files", filepath.Join(r.ModulesDir, "lib")+":lib")
@@ -68,13 +87,6 @@ func (r *Initramfs) Build(ctx context.Context, out string) (compressedBytes, cpi
 	args = append(args, FirmwarePackage)
 	for _, c := range ExpertCommands {
 		args = append(args, urootModule+"/cmds/core/"+c)
-	}
-	env := []string{"GOOS=linux", "GOARCH=" + r.GOARCH, "CGO_ENABLED=0"}
-	if r.GO386 != "" {
-		env = append(env, "GO386="+r.GO386)
-	}
-	if r.GOARCH == "amd64" {
-		env = append(env, "GOAMD64=v1")
 	}
 	target := "GOARCH=" + r.GOARCH
 	if r.GO386 != "" {
@@ -102,6 +114,19 @@ func (r *Initramfs) Build(ctx context.Context, out string) (compressedBytes, cpi
 		return 0, 0, err
 	}
 	return cfi.Size(), fi.Size(), nil
+}
+
+// buildInit builds PID 1 (InitPackage) for the board into out. The flags
+// make it reproducible (no paths, build ID or VCS stamp) and small (no
+// symbol table or DWARF, as u-root does for the busybox).
+func (r *Initramfs) buildInit(ctx context.Context, env []string, out string) error {
+	r.logf("building PID 1 (%s)", InitPackage)
+	_, err := (command{Dir: r.RepoRoot, Env: env}).run(ctx, tool(toolGo), "build",
+		"-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", out, InitPackage)
+	if err != nil {
+		return fmt.Errorf("build PID 1 (%s): %w", InitPackage, err)
+	}
+	return nil
 }
 
 func (r *Initramfs) logf(format string, args ...any) {

@@ -1,8 +1,9 @@
-// Command flashgate is the appliance's one multi-call binary. On the card it
-// is /bbin/flashgate inside the u-root busybox binary and /init links to it.
+// Command flashgate is the appliance's multi-call binary: every service and
+// command but PID 1. On the card it is /bbin/flashgate inside the u-root
+// busybox binary. PID 1 is firmware/init, a small binary of its own (so
+// that the process that must never fail maps a few MB, not this one's 13).
 //
-// Running as PID 1 (or invoked as "init") it brings the box up; otherwise the
-// first argument names a subcommand. Each subcommand is a package's
+// The first argument names a subcommand. Each subcommand is a package's
 // Main(args) int, so adding a service is one line in the table below (and
 // one in firmware/pid1's service table).
 package main
@@ -10,7 +11,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 
 	"github.com/flashgate/flashgate/firmware/console"
@@ -29,7 +29,6 @@ var subcommands = map[string]struct {
 	main func(args []string) int
 	help string
 }{
-	"init":        {pid1.Main, "boot the appliance (only as PID 1)"},
 	"supervisor":  {pid1.SupervisorMain, "run the services without booting (development, measurements)"},
 	"console":     {console.Main, "serial console login (started by the supervisor)"},
 	"configd":     {configd.Main, "the configuration store on the card (started by the supervisor)"},
@@ -47,8 +46,9 @@ var subcommands = map[string]struct {
 }
 
 func main() {
-	if os.Getpid() == 1 || filepath.Base(os.Args[0]) == "init" {
-		os.Exit(pid1.Main(os.Args[1:]))
+	if os.Getpid() == 1 {
+		fmt.Fprintln(os.Stderr, "flashgate: this is PID 1, which is firmware/init's job (the card's /init); booting needs init=/init")
+		os.Exit(1)
 	}
 	if len(os.Args) < 2 {
 		usage()
