@@ -38,6 +38,7 @@ func BenchmarkImage(b *testing.B) {
 			b.ReportMetric(float64(rep.FirmwareBytes()), "firmware_bytes")
 			b.ReportMetric(float64(rep.KernelBytes), "kernel_bytes")
 			b.ReportMetric(float64(rep.InitramfsBytes), "initramfs_bytes")
+			b.ReportMetric(float64(rep.InitBytes), "init_bytes")
 			b.ReportMetric(float64(rep.BootFreeBytes), "boot_free_bytes")
 		})
 	}

@@ -118,7 +118,7 @@ func (b *Builder) Build(ctx context.Context, board boards.Board, version string)
 	rep := &Report{
 		Board: board.Name, Version: version, Image: b.ImagePath(board.Name, version),
 		Kernel:      fmt.Sprintf("%s %s", kernel.Package, kernel.Version),
-		KernelBytes: kfi.Size(), Modules: closure.Modules, ModulesBytes: modBytes,
+		KernelBytes: kfi.Size(), Modules: closure.Modules, ModulesBytes: modBytes, InitBytes: ir.InitBytes,
 		CPIOBytes: cpioBytes, InitramfsBytes: initrdBytes,
 		BootBytes: layout.BootBytes, ConfigBytes: layout.ConfigBytes, CardBytes: layout.CardBytes,
 		MinCardMB: board.MinCardMB,

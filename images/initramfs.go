@@ -38,6 +38,9 @@ type Initramfs struct {
 	GO386      string
 	ModulesDir string // a directory holding lib/modules/<release>/, or ""
 	Log        func(format string, args ...any)
+
+	// InitBytes is set by Build: the size of PID 1's binary.
+	InitBytes int64
 }
 
 // Build writes the compressed initramfs to out and returns its size and the
@@ -66,6 +69,9 @@ func (r *Initramfs) Build(ctx context.Context, out string) (compressedBytes, cpi
 	initBin := filepath.Join(work, "init")
 	if err := r.buildInit(ctx, env, initBin); err != nil {
 		return 0, 0, err
+	}
+	if fi, err := os.Stat(initBin); err == nil {
+		r.InitBytes = fi.Size()
 	}
 	args := []string{
 		"-build=bb",

@@ -16,6 +16,7 @@ type Report struct {
 	KernelBytes    int64  // vmlinuz (already compressed by the kernel build)
 	Modules        []Module
 	ModulesBytes   int64 // module files, uncompressed, inside the initramfs
+	InitBytes      int64 // PID 1's binary (firmware/init), uncompressed, inside the initramfs
 	CPIOBytes      int64 // initramfs before compression
 	InitramfsBytes int64 // initramfs as stored on the card (zstd)
 	BootBytes      int64 // boot partition size
@@ -41,6 +42,7 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "flashgate %s for %s (%s)\n", r.Version, r.Board, r.Kernel)
 	row("kernel", r.KernelBytes, "vmlinuz")
 	row("modules", r.ModulesBytes, fmt.Sprintf("%d files, uncompressed, in the initramfs", len(r.Modules)))
+	row("init", r.InitBytes, "PID 1's binary, uncompressed, in the initramfs")
 	row("initramfs", r.InitramfsBytes, fmt.Sprintf("zstd (%s as cpio)", human(r.CPIOBytes)))
 	row("firmware", r.FirmwareBytes(), "kernel + initramfs, one slot")
 	slotB := "room for slot B"
