@@ -1,23 +1,23 @@
 package supervisor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
+	"runtime/debug"
 	"time"
 )
 
 // SocketPath is where PID 1 serves the supervisor API.
 const SocketPath = "/run/flashgate/supervisor.sock"
 
-// System is the supervisor's view of itself, served on /v1/system.
+// System is the supervisor's view of itself, the answer to the system op.
 type System struct {
 	PID           int           `json:"pid"`
 	RSSKiB        int           `json:"rss_kib"`          // VmRSS of this process (PID 1 + supervisor)
@@ -44,14 +44,14 @@ type SyslogState struct {
 	Dropped uint64 `json:"dropped"`
 }
 
-// LogsReply is the body of a logs request.
+// LogsReply is the answer to the logs op.
 type LogsReply struct {
 	Name    string `json:"name"`
 	Lines   []Line `json:"lines"`
 	Dropped uint64 `json:"dropped"` // lines pushed out of the ring so far
 }
 
-// SystemStatus returns the /v1/system document.
+// SystemStatus returns the answer to the system op.
 func (s *Supervisor) SystemStatus() System {
 	rss, _ := ReadRSSKiB("/proc/self/status")
 	s.mu.Lock()
@@ -72,184 +72,17 @@ func (s *Supervisor) SystemStatus() System {
 	return sys
 }
 
-// Handler returns the API:
-//
-//	GET  /v1/services                 all services, table order
-//	GET  /v1/services/{name}          one service
-//	GET  /v1/logs/{name}?lines=N      a log ring (a service, "kernel" or "supervisor")
-//	POST /v1/services/{name}/restart  restart now (counts as a restart)
-//	POST /v1/services/{name}/stop     stop and keep stopped
-//	GET  /v1/system                   PID 1 itself: RSS, watchdog, syslog
-//	PUT  /v1/syslog                   set remote syslog (JSON SyslogConfig; empty addr stops it)
-//	PUT  /v1/console                  restart the console getty at {"baud":N}
-//	POST /v1/reboot, /v1/poweroff     end the running system (202, then it happens)
-//	POST /v1/watchdog/stop-petting    test hook: let the watchdog reset the board
-//
-// Routing is done here rather than with http.ServeMux patterns: the u-root
-// busybox build compiles this code under a generated main module whose Go
-// version turns method patterns off (GODEBUG httpmuxgo121), and the API
-// must not depend on how the binary was linked.
-func (s *Supervisor) Handler() http.Handler {
-	return http.HandlerFunc(s.route)
-}
-
-func (s *Supervisor) route(w http.ResponseWriter, r *http.Request) {
-	p := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	if len(p) < 2 || p[0] != "v1" {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such route: " + r.URL.Path})
-		return
-	}
-	method := func(want string) bool {
-		if r.Method != want {
-			w.Header().Set("Allow", want)
-			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": r.Method + " " + r.URL.Path + ": use " + want})
-			return false
-		}
-		return true
-	}
-	switch {
-	case len(p) == 2 && p[1] == "services":
-		if method(http.MethodGet) {
-			writeJSON(w, http.StatusOK, s.Status())
-		}
-	case len(p) == 3 && p[1] == "services":
-		if method(http.MethodGet) {
-			st, err := s.ServiceStatus(p[2])
-			if err != nil {
-				writeError(w, err)
-				return
-			}
-			writeJSON(w, http.StatusOK, st)
-		}
-	case len(p) == 4 && p[1] == "services" && (p[3] == "restart" || p[3] == "stop"):
-		if method(http.MethodPost) {
-			if p[3] == "restart" {
-				writeResult(w, s.Restart(p[2]))
-			} else {
-				writeResult(w, s.Stop(p[2]))
-			}
-		}
-	case len(p) == 3 && p[1] == "logs":
-		if method(http.MethodGet) {
-			s.serveLogs(w, r, p[2])
-		}
-	case len(p) == 2 && p[1] == "system":
-		if method(http.MethodGet) {
-			writeJSON(w, http.StatusOK, s.SystemStatus())
-		}
-	case len(p) == 2 && p[1] == "syslog":
-		if method(http.MethodPut) {
-			s.serveSyslog(w, r)
-		}
-	case len(p) == 2 && p[1] == "console":
-		if method(http.MethodPut) {
-			s.serveConsole(w, r)
-		}
-	case len(p) == 2 && (p[1] == string(Reboot) || p[1] == string(PowerOff)):
-		if method(http.MethodPost) {
-			s.servePower(w, PowerAction(p[1]))
-		}
-	case len(p) == 3 && p[1] == "watchdog" && p[2] == "stop-petting":
-		if method(http.MethodPost) {
-			if err := s.StopPetting(); err != nil {
-				writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
-				return
-			}
-			writeJSON(w, http.StatusAccepted, map[string]string{"result": "watchdog petting stopped"})
-		}
-	default:
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such route: " + r.URL.Path})
-	}
-}
-
-func (s *Supervisor) serveLogs(w http.ResponseWriter, r *http.Request, name string) {
-	n := 0
-	if v := r.URL.Query().Get("lines"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 0 {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("lines=%q: want a non-negative integer", v)})
-			return
-		}
-	}
-	lines, dropped, err := s.Logs(name, n)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, LogsReply{Name: name, Lines: lines, Dropped: dropped})
-}
-
-func (s *Supervisor) serveSyslog(w http.ResponseWriter, r *http.Request) {
-	var cfg SyslogConfig
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&cfg); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "syslog config: " + err.Error()})
-		return
-	}
-	var err error
-	if cfg.Addr == "" {
-		err = s.SetRemoteSyslog(nil)
-	} else {
-		err = s.SetRemoteSyslog(&cfg)
-	}
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"result": "ok"})
-}
-
-func (s *Supervisor) serveConsole(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Baud int `json:"baud"`
-	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "console request: " + err.Error()})
-		return
-	}
-	if err := s.SetConsoleBaud(req.Baud); err != nil {
-		code := http.StatusBadRequest
-		if errors.Is(err, ErrNoConsole) {
-			code = http.StatusNotImplemented
-		}
-		writeJSON(w, code, map[string]string{"error": err.Error()})
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"result": "ok"})
-}
-
-func (s *Supervisor) servePower(w http.ResponseWriter, action PowerAction) {
-	if s.cfg.Power == nil {
-		writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "not running as PID 1: cannot " + string(action)})
-		return
-	}
-	if err := s.cfg.Power(action); err != nil {
-		writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
-		return
-	}
-	writeJSON(w, http.StatusAccepted, map[string]string{"result": string(action) + " started"})
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(v)
-}
-
-func writeResult(w http.ResponseWriter, err error) {
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusAccepted, map[string]string{"result": "ok"})
-}
-
-func writeError(w http.ResponseWriter, err error) {
-	code := http.StatusConflict
-	if errors.Is(err, ErrUnknownService) {
-		code = http.StatusNotFound
-	}
-	writeJSON(w, code, map[string]string{"error": err.Error()})
-}
+// API server limits. PID 1 serves the API, so no client, however slow or
+// broken, may hold its memory or goroutines for long.
+const (
+	// defaultAPITimeout bounds reading a request and, separately, writing
+	// its answer: a silent client is dropped after it.
+	defaultAPITimeout = 5 * time.Second
+	// maxAPIConns bounds the connections served at once; one more waits
+	// up to busyWait for a slot, then is answered "busy" and closed.
+	maxAPIConns = 8
+	busyWait    = time.Second
+)
 
 // Serve serves the API on a unix socket at path until ctx is done. The
 // socket is root-only: it can reboot the box.
@@ -258,17 +91,167 @@ func (s *Supervisor) Serve(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		srv.Close()
-	}()
-	go s.guard("api", func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.logf("api: %v", err)
-		}
-	})
+	context.AfterFunc(ctx, func() { ln.Close() })
+	go s.guard("api", func() { s.serveAPI(ln) })
 	return nil
+}
+
+// serveAPI accepts connections until ln is closed and serves each in its
+// own goroutine, at most maxAPIConns at once.
+func (s *Supervisor) serveAPI(ln net.Listener) {
+	slots := make(chan struct{}, maxAPIConns)
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors, most likely: wait for some
+			// to be closed rather than spin.
+			s.logf("api: accept: %v", err)
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		// A burst of callers waits a moment for a slot; callers
+		// that find every slot held by stalled clients are told so.
+		wait := time.NewTimer(busyWait)
+		select {
+		case slots <- struct{}{}:
+			wait.Stop()
+			go s.guard("api connection", func() {
+				defer func() { <-slots }()
+				s.serveConn(conn)
+			})
+		case <-wait.C:
+			// A fresh connection's send buffer is empty: this write
+			// does not block, and the deadline makes sure of it.
+			conn.SetWriteDeadline(time.Now().Add(time.Second))
+			writeResponse(conn, response{Error: fmt.Sprintf("supervisor API busy (%d requests in progress); try again", maxAPIConns)})
+			conn.Close()
+		}
+	}
+}
+
+// serveConn reads one request from conn, answers it and closes conn.
+func (s *Supervisor) serveConn(conn net.Conn) {
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(s.apiTimeout))
+	line, err := readRequest(conn)
+	if err != nil {
+		conn.SetDeadline(time.Now().Add(s.apiTimeout))
+		writeResponse(conn, response{Error: err.Error()})
+		// Closing a unix socket with unread input resets the
+		// connection, and the client would lose the answer: read
+		// on a little (bounded in bytes and by the deadline) first.
+		if uc, ok := conn.(*net.UnixConn); ok && errors.Is(err, errRequestTooLong) {
+			uc.CloseWrite()
+			io.Copy(io.Discard, io.LimitReader(conn, maxRequestBytes))
+		}
+		return
+	}
+	resp := s.answer(line)
+	conn.SetDeadline(time.Now().Add(s.apiTimeout))
+	writeResponse(conn, resp) // an error here means the client left: nobody to tell
+}
+
+var errRequestTooLong = fmt.Errorf("request longer than %d bytes", maxRequestBytes)
+
+// readRequest reads up to the first newline, at most maxRequestBytes
+// before it. A request may also end at the end of the stream.
+func readRequest(r io.Reader) ([]byte, error) {
+	r = io.LimitReader(r, maxRequestBytes+1)
+	buf := make([]byte, 0, 512)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		if i := bytes.IndexByte(buf[len(buf):len(buf)+n], '\n'); i >= 0 {
+			return buf[:len(buf)+i], nil
+		}
+		buf = buf[:len(buf)+n]
+		switch {
+		case len(buf) > maxRequestBytes:
+			return nil, errRequestTooLong
+		case err == io.EOF:
+			return buf, nil
+		case err != nil:
+			return nil, fmt.Errorf("read request: %w", err)
+		}
+	}
+}
+
+func writeResponse(w io.Writer, resp response) error {
+	b, err := json.Marshal(resp)
+	if err != nil {
+		b, _ = json.Marshal(response{Error: "encode answer: " + err.Error()})
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// answer decodes and carries out one request. It never panics: a panic
+// below it (a hook, a bug) becomes an error answer and a log line, since
+// in PID 1 it would panic the kernel.
+func (s *Supervisor) answer(line []byte) (resp response) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.logf("api: panic answering %.200q: %v\n%s", line, r, debug.Stack())
+			resp = response{Error: fmt.Sprintf("internal error: %v", r)}
+		}
+	}()
+	req, err := decodeRequest(line)
+	if err != nil {
+		return response{Error: err.Error()}
+	}
+	result, err := s.call(req)
+	if err != nil {
+		return errorResponse(err)
+	}
+	raw, err := json.Marshal(result)
+	if err != nil {
+		return response{Error: fmt.Sprintf("encode %s answer: %v", req.Op, err)}
+	}
+	return response{Result: raw}
+}
+
+// call carries out a decoded request.
+func (s *Supervisor) call(req request) (any, error) {
+	switch req.Op {
+	case opServices:
+		return s.Status(), nil
+	case opService:
+		return s.ServiceStatus(req.Name)
+	case opLogs:
+		lines, dropped, err := s.Logs(req.Name, req.Lines)
+		if err != nil {
+			return nil, err
+		}
+		return LogsReply{Name: req.Name, Lines: lines, Dropped: dropped}, nil
+	case opRestart:
+		return "restart requested", s.Restart(req.Name)
+	case opStop:
+		return "stop requested", s.Stop(req.Name)
+	case opSystem:
+		return s.SystemStatus(), nil
+	case opSyslog:
+		if req.Syslog.Addr == "" {
+			return "remote syslog off", s.SetRemoteSyslog(nil)
+		}
+		return "remote syslog set", s.SetRemoteSyslog(req.Syslog)
+	case opConsoleBaud:
+		return "console getty restarted", s.SetConsoleBaud(req.Baud)
+	case opReboot, opPowerOff:
+		a := PowerAction(req.Op)
+		if s.cfg.Power == nil {
+			return nil, fmt.Errorf("not running as PID 1: cannot %s", a)
+		}
+		return string(a) + " started", s.cfg.Power(a)
+	case opStopPetting:
+		return "watchdog petting stopped", s.StopPetting()
+	}
+	// decodeRequest lets only the ops above through.
+	return nil, fmt.Errorf("unknown op %.40q", req.Op)
 }
 
 // Listen creates the directory of a unix socket, replaces a stale socket

@@ -1,14 +1,19 @@
 package supervisor
 
 import (
+	"bytes"
 	"context"
-	"net/http"
-	"net/http/httptest"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // serve starts the API of s on a unix socket in a temporary directory and
@@ -54,8 +59,18 @@ func TestAPI(t *testing.T) {
 	if len(list) != 2 || list[0].Name != "svc" || list[1].Name != "dep" || list[0].PID == 0 || list[0].State != StateRunning {
 		t.Errorf("services %+v, want svc then dep, running", list)
 	}
-	if _, err := c.Service(ctx, "nosuch"); err == nil || !strings.Contains(err.Error(), `unknown service "nosuch"`) {
-		t.Errorf("Service(nosuch) error %v, want unknown service", err)
+	for _, call := range []struct {
+		what string
+		err  error
+	}{
+		{"Service", func() error { _, err := c.Service(ctx, "nosuch"); return err }()},
+		{"Logs", func() error { _, err := c.Logs(ctx, "nosuch", 0); return err }()},
+		{"Restart", c.Restart(ctx, "nosuch")},
+		{"Stop", c.Stop(ctx, "nosuch")},
+	} {
+		if err := call.err; err == nil || err.Error() != `unknown service "nosuch"` || !errors.Is(err, ErrUnknownService) {
+			t.Errorf("%s(nosuch) error %v, want `unknown service \"nosuch\"`, matching ErrUnknownService", call.what, err)
+		}
 	}
 
 	waitFor(t, "svc's output", func() bool {
@@ -65,11 +80,8 @@ func TestAPI(t *testing.T) {
 	if logs, err := c.Logs(ctx, "supervisor", 0); err != nil || len(logs.Lines) < 2 {
 		t.Errorf("supervisor log %+v, %v; want its start messages", logs, err)
 	}
-	if _, err := c.Logs(ctx, "nosuch", 0); err == nil {
-		t.Error("logs of an unknown service succeeded")
-	}
-	if err := c.do(ctx, http.MethodGet, "/v1/logs/svc?lines=-1", nil, nil); err == nil || !strings.Contains(err.Error(), "non-negative") {
-		t.Errorf("lines=-1: %v, want a bad request", err)
+	if _, err := c.Logs(ctx, "svc", -1); err == nil || !strings.Contains(err.Error(), "non-negative") {
+		t.Errorf("Logs(svc, -1): %v, want an error asking for a non-negative number", err)
 	}
 
 	old := list[0].PID
@@ -107,19 +119,10 @@ func TestAPI(t *testing.T) {
 		t.Errorf("system memory %+v; want PSS and private sizes no larger than RSS", m)
 	}
 	if err := c.SetSyslog(ctx, SyslogConfig{Addr: "127.0.0.1:5514", Format: "bsd"}); err == nil {
-		t.Error("PUT /v1/syslog accepted format bsd")
+		t.Error("SetSyslog accepted format bsd")
 	}
-	for _, tc := range []struct{ method, path, want string }{
-		{http.MethodPost, "/v1/services", "use GET"},
-		{http.MethodGet, "/v1/reboot", "use POST"},
-		{http.MethodGet, "/v1/services/svc/restart", "use POST"},
-		{http.MethodGet, "/v1/nosuch", "no such route"},
-		{http.MethodGet, "/v2/services", "no such route"},
-		{http.MethodGet, "/", "no such route"},
-	} {
-		if err := c.do(ctx, tc.method, tc.path, nil, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s %s: %v, want an error containing %q", tc.method, tc.path, err, tc.want)
-		}
+	if err := c.Power(ctx, PowerAction("services")); err == nil || !strings.Contains(err.Error(), "want reboot or poweroff") {
+		t.Errorf("Power(services): %v, want it refused before it is sent", err)
 	}
 }
 
@@ -199,39 +202,233 @@ func TestReadRSS(t *testing.T) {
 	}
 }
 
-// FuzzRoute feeds the hand-written router arbitrary methods and paths: it
-// must answer every request with a status, never panic, and reach the
-// power hook only through POST /v1/reboot or /v1/poweroff.
-func FuzzRoute(f *testing.F) {
-	for _, seed := range [][2]string{
-		{"GET", "/v1/services"}, {"GET", "/v1/services/console"}, {"POST", "/v1/services/console/restart"},
-		{"GET", "/v1/logs/kernel?lines=5"}, {"POST", "/v1/reboot"}, {"PUT", "/v1/syslog"},
-		{"POST", "/v1/watchdog/stop-petting"}, {"GET", "//v1//services//"}, {"DELETE", "/v1/"},
-	} {
-		f.Add(seed[0], seed[1])
-	}
-	s, err := New(Config{Services: []Service{{Name: "console", Path: "/nonexistent"}}})
+// rawCall sends payload as is on a new connection and returns the one
+// answer line, decoded, checking that nothing follows it.
+func rawCall(t *testing.T, sock string, payload []byte) response {
+	t.Helper()
+	conn, err := net.Dial("unix", sock)
 	if err != nil {
-		f.Fatal(err)
+		t.Fatal(err)
 	}
-	var powered []PowerAction
-	s.cfg.Power = func(a PowerAction) error { powered = append(powered, a); return nil }
-	f.Fuzz(func(t *testing.T, method, path string) {
-		req, err := http.NewRequest(method, "http://supervisor"+path, strings.NewReader("{}"))
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Write(payload); err != nil {
+		t.Fatalf("write %.60q: %v", payload, err)
+	}
+	conn.(*net.UnixConn).CloseWrite()
+	answer, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatalf("read the answer to %.60q: %v", payload, err)
+	}
+	line, rest, ok := bytes.Cut(answer, []byte("\n"))
+	if !ok || len(rest) != 0 {
+		t.Fatalf("answer to %.60q is %q, want one line", payload, answer)
+	}
+	var resp response
+	if err := json.Unmarshal(line, &resp); err != nil {
+		t.Fatalf("answer to %.60q is %q: %v", payload, line, err)
+	}
+	return resp
+}
+
+func serveSocket(t *testing.T, s *Supervisor) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	sock := filepath.Join(t.TempDir(), "supervisor.sock")
+	if err := s.Serve(ctx, sock); err != nil {
+		t.Fatal(err)
+	}
+	return sock
+}
+
+func TestAPIRequests(t *testing.T) {
+	s, err := New(Config{Services: []Service{{Name: "netd", Path: "/nonexistent"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := serveSocket(t, s)
+	big := `{"op":"services"}` + strings.Repeat(" ", maxRequestBytes-len(`{"op":"services"}`))
+	for _, tc := range []struct {
+		payload      string
+		wantErr      string // "" for a result
+		wantNotFound bool
+	}{
+		{`{"op":"services"}` + "\n", "", false},
+		{`{"op":"services"}`, "", false}, // ended by the end of the stream
+		{` {"op":"service","name":"netd"} ` + "\n" + "ignored\n", "", false},
+		{`{"op":"logs","name":"kernel","lines":5}` + "\n", "", false},
+		{big + "\n", "", false},
+		{big + " \n", "request longer than 65536 bytes", false},
+		{"", "empty request", false},
+		{"\n", "empty request", false},
+		{"GET /v1/services HTTP/1.1\r\n\r\n", "bad request", false},
+		{"null\n", `no "op"`, false},
+		{"[]\n", "bad request", false},
+		{`"services"` + "\n", "bad request", false},
+		{`{}` + "\n", `no "op"`, false},
+		{`{"op":"nosuch"}` + "\n", `unknown op "nosuch"`, false},
+		{`{"op":7}` + "\n", "bad request", false},
+		{`{"op":"services","extra":1}` + "\n", `unknown field "extra"`, false},
+		{`{"op":"services"} {"op":"reboot"}` + "\n", "data after the JSON object", false},
+		{`{"op":"services","name":"netd"}` + "\n", "op services takes no name", false},
+		{`{"op":"service"}` + "\n", "op service needs a name", false},
+		{`{"op":"service","name":"nosuch"}` + "\n", `unknown service "nosuch"`, true},
+		{`{"op":"restart","name":"nosuch"}` + "\n", `unknown service "nosuch"`, true},
+		{`{"op":"logs","name":"kernel","lines":-1}` + "\n", "want a non-negative number", false},
+		{`{"op":"logs","name":"kernel","lines":1e99}` + "\n", "bad request", false},
+		{`{"op":"system","lines":3}` + "\n", "op system takes no lines", false},
+		{`{"op":"syslog"}` + "\n", "op syslog needs a syslog", false},
+		{`{"op":"syslog","syslog":{"addr":"127.0.0.1:5514","format":"bsd"}}` + "\n", "bsd", false},
+		{`{"op":"console-baud"}` + "\n", "op console-baud needs a baud", false},
+		{`{"op":"console-baud","baud":"fast"}` + "\n", "bad request", false},
+		{`{"op":"console-baud","baud":9600}` + "\n", "runs no console getty", false},
+		{`{"op":"reboot"}` + "\n", "not running as PID 1: cannot reboot", false},
+		{`{"op":"poweroff","name":"now"}` + "\n", "op poweroff takes no name", false},
+		{`{"op":"stop-petting"}` + "\n", "no watchdog is open", false},
+	} {
+		resp := rawCall(t, sock, []byte(tc.payload))
+		switch {
+		case tc.wantErr == "" && (resp.Error != "" || len(resp.Result) == 0):
+			t.Errorf("%.80q: answer %+v, want a result", tc.payload, resp)
+		case tc.wantErr != "" && (!strings.Contains(resp.Error, tc.wantErr) || len(resp.Result) != 0):
+			t.Errorf("%.80q: answer %+v, want only an error containing %q", tc.payload, resp, tc.wantErr)
+		case resp.NotFound != tc.wantNotFound:
+			t.Errorf("%.80q: answer %+v, want not_found %v", tc.payload, resp, tc.wantNotFound)
+		}
+	}
+
+	// A client that sends far more than a request may be reset rather
+	// than answered, but it costs the server no more than the limit.
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	go conn.Write(bytes.Repeat([]byte("x"), 4<<20))
+	answer, err := io.ReadAll(conn)
+	conn.Close()
+	if !strings.Contains(string(answer), "request longer than 65536 bytes") && !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("4 MiB without a newline: %q, %v; want an answer that the request is too long, or a reset", answer, err)
+	}
+	if _, err := NewClient(sock).System(context.Background()); err != nil {
+		t.Errorf("System after an oversized request: %v", err)
+	}
+}
+
+// A client that connects and says nothing, or stops halfway, is answered
+// with a timeout and dropped; it does not hold the server.
+func TestAPISilentClient(t *testing.T) {
+	s, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.apiTimeout = 200 * time.Millisecond
+	sock := serveSocket(t, s)
+	for _, said := range []string{"", `{"op":"sys`} {
+		conn, err := net.Dial("unix", sock)
 		if err != nil {
-			return // not a request a client could send
+			t.Fatal(err)
 		}
-		powered = powered[:0]
-		rec := httptest.NewRecorder()
-		s.Handler().ServeHTTP(rec, req)
-		if rec.Code < 200 || rec.Code > 599 {
-			t.Errorf("%s %s: status %d", method, path, rec.Code)
+		conn.Write([]byte(said))
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		answer, err := io.ReadAll(conn) // until the server closes
+		conn.Close()
+		if err != nil || !strings.Contains(string(answer), "i/o timeout") {
+			t.Errorf("after sending %q and waiting: %q, %v; want a timeout answer and the connection closed", said, answer, err)
 		}
-		if len(powered) > 0 {
-			p := strings.Trim(req.URL.Path, "/")
-			if method != http.MethodPost || (p != "v1/reboot" && p != "v1/poweroff") {
-				t.Errorf("%s %s reached the power hook", method, path)
+	}
+}
+
+// Stalled clients hold at most maxAPIConns slots; the next caller is told
+// the API is busy, and once they go, callers are served again.
+func TestAPIConnectionLimit(t *testing.T) {
+	s, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.apiTimeout = time.Minute
+	sock := serveSocket(t, s)
+	c := NewClient(sock)
+	ctx := context.Background()
+	var stalled []net.Conn
+	for range maxAPIConns {
+		conn, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stalled = append(stalled, conn)
+	}
+	if _, err := c.System(ctx); err == nil || !strings.Contains(err.Error(), "busy") {
+		t.Errorf("System with %d stalled clients: %v, want the API busy", maxAPIConns, err)
+	}
+	for _, conn := range stalled {
+		conn.Close()
+	}
+	waitFor(t, "the API to serve again", func() bool { _, err := c.System(ctx); return err == nil })
+
+	// A burst larger than the limit is served: callers wait for a slot.
+	var wg sync.WaitGroup
+	errs := make(chan error, 3*maxAPIConns)
+	for range 3 * maxAPIConns {
+		wg.Go(func() {
+			if _, err := c.Services(ctx); err != nil {
+				errs <- err
 			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("burst of %d calls: %v, want all served", 3*maxAPIConns, err)
+	}
+}
+
+// A panic below the API (here in a hook) becomes an error answer; the
+// server, which runs in PID 1, goes on.
+func TestAPIPanicIsAnswered(t *testing.T) {
+	s, err := New(Config{ConsoleBaud: func(int) error { panic("getty table corrupt") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := serve(t, s)
+	ctx := context.Background()
+	if err := c.SetConsoleBaud(ctx, 9600); err == nil || !strings.Contains(err.Error(), "internal error: getty table corrupt") {
+		t.Errorf("SetConsoleBaud with a panicking hook: %v, want an internal error", err)
+	}
+	if _, err := c.System(ctx); err != nil {
+		t.Errorf("System after a panic: %v, want the server still serving", err)
+	}
+}
+
+func TestClientErrors(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "none.sock")
+	_, err := NewClient(missing).Services(context.Background())
+	var op *net.OpError
+	if !errors.As(err, &op) {
+		t.Errorf("Services on a missing socket: %v, want a *net.OpError inside (the CLI says \"not answering\" from it)", err)
+	}
+
+	// A server that accepts and never answers: the caller's context ends
+	// the call.
+	ln, err := Listen(filepath.Join(t.TempDir(), "mute.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
 		}
-	})
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err = NewClient(ln.Addr().String()).System(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("System on a mute server: %v, want the context's deadline", err)
+	}
 }

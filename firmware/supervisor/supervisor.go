@@ -3,7 +3,9 @@
 // keeps their output and the kernel log in bounded RAM rings (optionally
 // forwarded to a remote syslog), pets the hardware watchdog from its
 // supervision loop, stops them in reverse order on shutdown, and serves all
-// of this on a local HTTP+JSON API.
+// of this on a local API: one JSON request line and one JSON answer line per
+// connection on a unix socket (protocol.go), so that PID 1 links no
+// net/http.
 //
 // The supervisor runs inside PID 1 (see firmware/pid1): one reaper,
 // wait4(-1), collects every child and every orphan, and hands the exit
@@ -61,7 +63,7 @@ type Config struct {
 	// when the config changes).
 	Syslog *SyslogConfig
 
-	// Power is called by the API's reboot and poweroff routes. It must
+	// Power is called by the API's reboot and poweroff ops. It must
 	// return quickly (PID 1 hands the request to its main loop).
 	Power func(PowerAction) error
 
@@ -85,6 +87,8 @@ type Supervisor struct {
 	self   *Ring // the supervisor's own messages
 	kernel *Ring // /dev/kmsg
 	syslog *syslogForwarder
+
+	apiTimeout time.Duration // for each API connection's read, then write; tests shorten it
 
 	mu            sync.Mutex
 	procs         []*proc
@@ -133,12 +137,13 @@ func New(cfg Config) (*Supervisor, error) {
 		cfg.PetInterval = 5 * time.Second
 	}
 	s := &Supervisor{
-		cfg:     cfg,
-		self:    NewRing(cfg.LogBytes),
-		kernel:  NewRing(64 << 10),
-		byName:  map[string]*proc{},
-		byPid:   map[int]*proc{},
-		pending: map[string]bool{},
+		cfg:        cfg,
+		self:       NewRing(cfg.LogBytes),
+		kernel:     NewRing(64 << 10),
+		apiTimeout: defaultAPITimeout,
+		byName:     map[string]*proc{},
+		byPid:      map[int]*proc{},
+		pending:    map[string]bool{},
 	}
 	for _, c := range cfg.Conditions {
 		s.pending[c] = true
@@ -335,7 +340,9 @@ func (s *Supervisor) Exited(pid int, ws unix.WaitStatus) bool {
 	// Leftovers in its process group (children it forked) die with it, so
 	// a restart never runs next to the old instance's helpers.
 	unix.Kill(-pid, unix.SIGKILL)
-	close(p.exited)
+	// Waiters (Shutdown) wake once the exit is recorded and logged below;
+	// a restart below makes a new channel for the next run.
+	defer close(p.exited)
 	p.ring.Append(Line{Time: now, Stream: "supervisor", Text: "exited: " + p.lastExit})
 
 	switch {
