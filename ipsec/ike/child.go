@@ -471,7 +471,7 @@ func (sa *IKESA) finishChildRekey(old *child, pc *pendingChild, ni, nr []byte) {
 			clear(pc.keys.integI)
 			clear(pc.keys.integR)
 			spi := pc.c.inSPI
-			sa.startExchange(&exchange{typ: INFORMATIONAL,
+			sa.finishExchange(&exchange{typ: INFORMATIONAL,
 				build: func() []Payload {
 					return []Payload{&Delete{Protocol: ProtoESP, SPISize: 4, SPIs: [][]byte{be32bytes(spi)}}}
 				},
@@ -485,7 +485,7 @@ func (sa *IKESA) finishChildRekey(old *child, pc *pendingChild, ni, nr []byte) {
 		}
 	}
 	sa.addChild(pc, true, old.inSPI)
-	sa.startExchange(sa.deleteChildExchange(old))
+	sa.finishExchange(sa.deleteChildExchange(old))
 }
 
 // lowestNonce reports whether the lowest of the four nonces belongs to the

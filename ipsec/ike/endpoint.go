@@ -118,6 +118,9 @@ type Endpoint struct {
 	// INITIAL_CONTACT only on the first (RFC 7296 2.4): the peer deletes
 	// every other SA with the same identities when it sees one.
 	contacts map[string]int
+	// ended holds, by our SPI, the answers to the requests that ended
+	// IKE SAs, for the peer's retransmissions of them.
+	ended map[uint64]endedSA
 }
 
 type initKey struct {
@@ -132,7 +135,7 @@ func NewEndpoint(cfg EndpointConfig) (*Endpoint, error) {
 	}
 	ep := &Endpoint{cfg: cfg, now: cfg.Now, rand: cfg.Rand,
 		sas: map[uint64]*IKESA{}, initIndex: map[initKey]*IKESA{}, inSPIs: map[uint32]struct{}{},
-		contacts: map[string]int{}}
+		contacts: map[string]int{}, ended: map[uint64]endedSA{}}
 	if ep.now == nil {
 		ep.now = time.Now
 	}
@@ -185,6 +188,9 @@ func (ep *Endpoint) HandleMessage(pkt []byte, local, remote netip.AddrPort) {
 	sa := ep.sas[spi]
 	ep.mu.Unlock()
 	if sa == nil {
+		if ep.answerEnded(spi, pkt, local, remote) {
+			return
+		}
 		ep.Stats.UnknownSPI.Add(1)
 		return
 	}
@@ -201,6 +207,7 @@ func (ep *Endpoint) HandleMessage(pkt []byte, local, remote netip.AddrPort) {
 func (ep *Endpoint) Tick() {
 	now := ep.now()
 	ep.cookies.rotate(now, ep.rand)
+	ep.expireEnded(now)
 	for _, sa := range ep.SAs() {
 		sa.mu.Lock()
 		sa.tick(now)

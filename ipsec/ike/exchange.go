@@ -23,6 +23,16 @@ func (sa *IKESA) startExchange(ex *exchange) {
 	sa.sendNext()
 }
 
+// finishExchange queues ex before every other request: it is the last
+// step of an exchange already done (the DELETE that ends a child rekey),
+// and must not wait behind requests queued meanwhile, above all an IKE SA
+// rekey, which would move the children to a new IKE SA while the DELETE
+// is still queued on this one.
+func (sa *IKESA) finishExchange(ex *exchange) {
+	sa.queue = append([]*exchange{ex}, sa.queue...)
+	sa.sendNext()
+}
+
 func (sa *IKESA) sendNext() {
 	for sa.out == nil && len(sa.queue) > 0 && sa.keys != nil {
 		ex := sa.queue[0]
@@ -67,6 +77,10 @@ func (sa *IKESA) respond(m *Message, ps []Payload) {
 // handle processes one message for this SA (under sa.mu).
 func (sa *IKESA) handle(pkt []byte, m *Message, local, remote netip.AddrPort) {
 	if sa.state == StateDead {
+		// Found just before it ended: what it left answers for it.
+		if sa.ep.answerEnded(sa.localSPI(), pkt, local, remote) {
+			return
+		}
 		sa.ep.Stats.UnknownSPI.Add(1)
 		return
 	}
@@ -144,6 +158,15 @@ func (sa *IKESA) handle(pkt []byte, m *Message, local, remote netip.AddrPort) {
 		return
 	}
 	sa.handleRequest(m, inner)
+	if sa.state == StateDead {
+		if sa.lastResp != nil && sa.peerMsgID == m.MessageID+1 {
+			// The request ended the SA (the peer deleted it). If our
+			// answer is lost, the peer sends the request again and
+			// must still get one.
+			sa.ep.rememberEnd(sa.localSPI(), pkt, sa.lastResp)
+		}
+		return
+	}
 	sa.sendNext()
 }
 

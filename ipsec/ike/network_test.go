@@ -693,6 +693,144 @@ func TestIKERekeyCollisionSeenByOneSide(t *testing.T) {
 	checkPairs(t, a, b, 1)
 }
 
+// TestAnswerToIKEDeleteLost: B deletes the IKE SA and A's answer is
+// lost. A forgot the SA when it answered, but must answer B's
+// retransmission of the DELETE all the same: otherwise B keeps the SA until
+// its retransmissions run out (strongSwan keeps it as DELETING for minutes
+// by default). strongSwan loses our answer this way when it deletes the
+// redundant SA of a rekey collision: it sends the DELETE before the SA is
+// in its table, and drops an answer that comes back before it is.
+func TestAnswerToIKEDeleteLost(t *testing.T) {
+	ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", "aes128gcm16")
+	n, a, b := establish(t, ca, cb)
+	var request []byte
+	lost := false
+	n.drop = func(d datagram) bool {
+		h, err := DecodeHeader(d.pkt)
+		if err != nil || h.Exchange != INFORMATIONAL {
+			return false
+		}
+		if d.from.Addr() == netip.MustParseAddr(addrB) && !h.IsResponse() && request == nil {
+			request = d.pkt
+		}
+		if lost || d.from.Addr() != netip.MustParseAddr(addrA) || !h.IsResponse() {
+			return false
+		}
+		lost = true
+		return true
+	}
+	b.established()[0].Delete()
+	n.run()
+	if !lost || request == nil {
+		t.Fatal("B's DELETE and A's answer were not on the wire")
+	}
+	if len(a.ep.SAs()) != 0 || len(b.ep.SAs()) != 1 {
+		t.Fatalf("after the lost answer: A has %d IKE SAs, B %d; want 0 and 1 (waiting for the answer)", len(a.ep.SAs()), len(b.ep.SAs()))
+	}
+
+	// Anything but the very request is not answered from what A kept.
+	forged := bytes.Clone(request)
+	forged[len(forged)-1] ^= 1
+	unknown := a.ep.Stats.UnknownSPI.Load()
+	a.ep.HandleMessage(forged, netip.MustParseAddrPort(addrA+":500"), netip.MustParseAddrPort(addrB+":500"))
+	n.run()
+	if got := a.ep.Stats.RetransmitsAnswered.Load(); got != 0 {
+		t.Errorf("A answered %d altered copies of the DELETE, want 0", got)
+	}
+	if got := a.ep.Stats.UnknownSPI.Load(); got != unknown+1 {
+		t.Errorf("A counted %d messages for unknown SPIs, want %d", got, unknown+1)
+	}
+
+	// B retransmits after 0.5 s and gets the answer again.
+	n.step(time.Second, 100*time.Millisecond)
+	if got := len(b.ep.SAs()); got != 0 {
+		t.Fatalf("B still has %d IKE SAs 1 s after A's answer was lost; want its retransmission answered", got)
+	}
+	if got := a.ep.Stats.RetransmitsAnswered.Load(); got != 1 {
+		t.Errorf("A answered %d retransmissions, want 1", got)
+	}
+	for _, r := range b.ikeDowns {
+		if r != nil {
+			t.Errorf("B's IKE SA went down with %v, want closed by B", r)
+		}
+	}
+
+	// The answer is kept for the peer's retransmissions, not for ever.
+	n.step(endedKeep+time.Minute, 10*time.Second)
+	a.ep.mu.Lock()
+	kept := len(a.ep.ended)
+	a.ep.mu.Unlock()
+	if kept != 0 {
+		t.Errorf("A still keeps %d answers %v after the IKE SA ended, want none", kept, endedKeep+time.Minute)
+	}
+}
+
+// TestIKERekeyQueuedBehindChildRekey: the IKE SA rekey is asked for while
+// our CHILD_SA rekey is on the wire. The old child's DELETE, which ends
+// the child rekey, must go before the IKE SA rekey: queued behind it, it
+// was dropped with the old IKE SA's queue while the old child moved to the
+// new IKE SA, and both sides kept the old child for good.
+func TestIKERekeyQueuedBehindChildRekey(t *testing.T) {
+	ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", "aes128gcm16")
+	n, a, b := establish(t, ca, cb)
+	sa := a.established()[0]
+	old := a.pairList()[0][0].SPI
+	if err := sa.RekeyChild(old); err != nil {
+		t.Fatal(err)
+	}
+	if err := sa.RekeyIKE(); err != nil {
+		t.Fatal(err)
+	}
+	n.run()
+	n.step(2*time.Second, 100*time.Millisecond)
+	for _, p := range []*peer{a, b} {
+		sas := p.ep.SAs()
+		if len(sas) != 1 || sas[0].State() != StateEstablished || len(sas[0].Status().Children) != 1 {
+			var st []string
+			for _, s := range sas {
+				x := s.Status()
+				st = append(st, fmt.Sprintf("%v %x/%x children %d", x.State, x.SPIi, x.SPIr, len(x.Children)))
+			}
+			t.Errorf("%s: IKE SAs after a child rekey and an IKE SA rekey: %v; want one established with one child", p.name, st)
+		}
+	}
+	checkPairs(t, a, b, 1)
+	if err, ok := a.childDown[old]; !ok || err != nil {
+		t.Errorf("A's old pair %08x: ChildDown %v (seen %v), want removed with a nil reason", old, err, ok)
+	}
+}
+
+// TestChildDeleteCrossesPeerIKERekey: A deletes its CHILD_SA while B
+// rekeys the IKE SA, so A's DELETE is on the wire on the old IKE SA when
+// B's rekey moves the child to the new one. The answer, on the old SA, no
+// longer finds the child: A must delete it again on the new SA rather than
+// keep it, deleting, for good.
+func TestChildDeleteCrossesPeerIKERekey(t *testing.T) {
+	ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", "aes128gcm16")
+	n, a, b := establish(t, ca, cb)
+	sa, sb := a.established()[0], b.established()[0]
+	if err := sa.DeleteChild(a.pairList()[0][0].SPI); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.RekeyIKE(); err != nil {
+		t.Fatal(err)
+	}
+	n.run()
+	n.step(2*time.Second, 100*time.Millisecond)
+	for _, p := range []*peer{a, b} {
+		sas := p.ep.SAs()
+		if len(sas) != 1 || sas[0].State() != StateEstablished || len(sas[0].Status().Children) != 0 {
+			var st []string
+			for _, s := range sas {
+				x := s.Status()
+				st = append(st, fmt.Sprintf("%v %x/%x children %d", x.State, x.SPIi, x.SPIr, len(x.Children)))
+			}
+			t.Errorf("%s: IKE SAs after the crossing: %v; want one established without children", p.name, st)
+		}
+	}
+	checkPairs(t, a, b, 0)
+}
+
 func TestDPDDetectsDeadPeer(t *testing.T) {
 	ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", "aes128gcm16")
 	ca.DPDDelay = 10 * time.Second

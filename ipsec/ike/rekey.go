@@ -51,12 +51,12 @@ func (sa *IKESA) successor(weInitiated bool, spiI, spiR uint64, prop Proposal, n
 }
 
 // handOver moves the children to the successor n and announces it. The
-// caller holds n's lock or n is not registered yet. When a collision is
-// resolved late, the peer may already have rekeyed n (its SA, which had
-// no children then) or even deleted it: the children go to the end of
-// n's chain of successors, the SA the peer keeps, since the peer deletes
-// the rekeyed ones with whatever they hold. Locks are taken oldest first,
-// the order every path uses.
+// caller holds n's lock. When a collision is resolved late, the peer may
+// already have rekeyed n (its SA, which had no children then) or even
+// deleted it: the children go to the end of n's chain of successors, the
+// SA the peer keeps, since the peer deletes the rekeyed ones with
+// whatever they hold. Locks are taken oldest first, the order every path
+// uses.
 func (sa *IKESA) handOver(n *IKESA) {
 	sa.replacedBy = n
 	heir := n
@@ -76,7 +76,18 @@ func (sa *IKESA) handOver(n *IKESA) {
 		// Gone before it could take them: they die with sa, reported.
 		return
 	}
+	moved := sa.children
 	heir.children, sa.children = append(heir.children, sa.children...), nil
+	for _, c := range moved {
+		if c.state == childDeleting {
+			// Our DELETE for it is queued or in flight on sa, which
+			// will not send it or whose answer no longer finds the
+			// child: it goes again on the SA that holds the child now.
+			// The peer answers a DELETE for a child it has no more
+			// with an empty one.
+			heir.startExchange(heir.deleteChildExchange(c))
+		}
+	}
 	sa.emit(func() {
 		if sa.ep.cfg.Events.IKEUp != nil {
 			sa.ep.cfg.Events.IKEUp(heir)
@@ -208,6 +219,9 @@ func (sa *IKESA) rekeyIKEExchange(forceGroup DHGroup) *exchange {
 			return
 		}
 		done = true
+		// n is registered before anything is sent on it: an answer that
+		// came before would find no SA and be dropped, and the peer may
+		// forget its side as soon as it has answered (a DELETE).
 		if st.peerNew != nil && lowestNonce(st.ni, nonce.Data, st.peerNi, st.ourNr) {
 			// Simultaneous rekey, and ours holds the lowest nonce: the SA
 			// the peer's exchange made survives; we delete ours, and the
@@ -217,9 +231,11 @@ func (sa *IKESA) rekeyIKEExchange(forceGroup DHGroup) *exchange {
 			st.peerNew.mu.Unlock()
 			sa.state = StateRekeyed
 			sa.rekeyAt = sa.ep.now()
+			n.mu.Lock()
+			sa.ep.register(n)
 			n.Close()
 			sa.events = append(sa.events, n.takeEvents()...)
-			sa.ep.register(n)
+			n.mu.Unlock()
 			return
 		}
 		if st.peerNew != nil {
@@ -229,8 +245,11 @@ func (sa *IKESA) rekeyIKEExchange(forceGroup DHGroup) *exchange {
 			st.peerNew.rekeyAt = sa.ep.now()
 			st.peerNew.mu.Unlock()
 		}
-		sa.handOver(n)
+		n.mu.Lock()
 		sa.ep.register(n)
+		sa.handOver(n)
+		sa.events = append(sa.events, n.takeEvents()...)
+		n.mu.Unlock()
 		sa.Close()
 	}
 	return ex
@@ -288,13 +307,21 @@ func (sa *IKESA) handleIKERekeyRequest(m *Message, ps []Payload) {
 		sa.respond(m, []Payload{&Notify{NotifyType: NO_PROPOSAL_CHOSEN}})
 		return
 	}
+	// Registered before the answer leaves, so that the peer's first
+	// request on n cannot come before we know it; locked until it is in
+	// shape (after sa: locks go oldest first).
+	n.mu.Lock()
+	defer func() {
+		sa.events = append(sa.events, n.takeEvents()...)
+		n.mu.Unlock()
+	}()
+	sa.ep.register(n)
 	sa.respond(m, []Payload{&SA{Proposals: []WireProposal{prop.ToWire(saP.Proposals[ti].Number, spiBytes(newSPI))}},
 		&Nonce{Data: nr}, &KE{Group: ke.Group, Data: dh.Public()}})
 	if st := sa.ikeRekey; st != nil {
 		if sa.out != nil && sa.out.ex == st.ex {
 			// Collision: decide when our own exchange completes.
 			st.peerNi, st.ourNr, st.peerNew = append([]byte(nil), nonce.Data...), nr, n
-			sa.ep.register(n)
 			return
 		}
 		// Ours is still queued behind another exchange: the peer cannot
@@ -307,5 +334,4 @@ func (sa *IKESA) handleIKERekeyRequest(m *Message, ps []Payload) {
 	sa.handOver(n)
 	sa.state = StateRekeyed
 	sa.rekeyAt = sa.ep.now()
-	sa.ep.register(n)
 }
