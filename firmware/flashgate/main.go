@@ -19,6 +19,7 @@ import (
 	"github.com/flashgate/flashgate/ipsec/hwcrypto/cryptobench"
 	"github.com/flashgate/flashgate/ipsec/iked"
 	"github.com/flashgate/flashgate/services/configd"
+	"github.com/flashgate/flashgate/services/hostd"
 	"github.com/flashgate/flashgate/services/netd"
 	"github.com/flashgate/flashgate/webui"
 )
@@ -32,6 +33,7 @@ var subcommands = map[string]struct {
 	"supervisor":  {pid1.SupervisorMain, "run the services without booting (development, measurements)"},
 	"console":     {console.Main, "serial console login (started by the supervisor)"},
 	"configd":     {configd.Main, "the configuration store on the card (started by the supervisor)"},
+	"hostd":       {hostd.Main, "host name, time zone, console speed, remote syslog from configd (started by the supervisor)"},
 	"netd":        {netd.Main, "interfaces, routes and the firewall (started by the supervisor)"},
 	"iked":        {iked.Main, "the IKEv2 daemon (started by the supervisor)"},
 	"webui":       {webui.Main, "the HTTPS web UI (started by the supervisor)"},
