@@ -35,12 +35,12 @@ import (
 	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/firmware/bootparam"
 	"github.com/flashgate/flashgate/firmware/supervisor"
-	"github.com/flashgate/flashgate/services/configd"
-	"github.com/flashgate/flashgate/services/configd/client"
 	"golang.org/x/sys/unix"
 )
 
-// DefaultHostname is used until the config store supplies one.
+// DefaultHostname is the box's name from boot until hostd applies the
+// configured one (hostd.DefaultHostname, which is also what it applies
+// while the configuration names none).
 const DefaultHostname = "flashgate"
 
 type initProc struct {
@@ -284,6 +284,7 @@ func (in *initProc) startSupervisor() {
 		Watchdog:    in.watchdog,
 		PetInterval: petInterval,
 		Power:       in.requestPower,
+		ConsoleBaud: consoleBaudHook(in.opts.exe, c, in.currentSupervisor),
 	})
 	if err != nil {
 		in.logf("supervisor: %v; no services run", err)
@@ -306,7 +307,13 @@ func (in *initProc) startSupervisor() {
 		in.logf("%v", err)
 	}
 	go in.runSupervisor(ctx)
-	go in.followSystem(ctx, sup, c)
+}
+
+// currentSupervisor returns the supervisor once startSupervisor made it.
+func (in *initProc) currentSupervisor() *supervisor.Supervisor {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.sup
 }
 
 // runSupervisor keeps the supervision loop running; it returns only if the
@@ -323,37 +330,6 @@ func (in *initProc) runSupervisor(ctx context.Context) {
 		}()
 		time.Sleep(time.Second)
 	}
-}
-
-// followSystem applies the configuration's system settings from configd
-// for as long as PID 1 runs; it waits for configd by itself. console is
-// the getty as started.
-func (in *initProc) followSystem(ctx context.Context, sup *supervisor.Supervisor, console consoleSpec) {
-	defer func() {
-		if r := recover(); r != nil {
-			in.logf("system settings: panic: %v; no longer following them\n%s", r, debug.Stack())
-		}
-	}()
-	to := systemTarget{
-		setHostname: func(name string) error { return unix.Sethostname([]byte(name)) },
-		setSyslog:   sup.SetRemoteSyslog,
-		// The web UI rereads the file when it changes, and each console
-		// login runs in a fresh getty: nothing needs a restart.
-		setTimezone: func(name, rule string) error { return writeLocaltime(localtimePath, rule) },
-		boardBaud:   console.Baud,
-		logf:        in.logf,
-	}
-	if console.Device != "" {
-		to.setConsoleBaud = func(baud int) error {
-			args, err := consoleArgs(in.opts.exe, console, baud)
-			if err != nil {
-				return err
-			}
-			return sup.RestartWithArgs("console", args)
-		}
-	}
-	followSystem(ctx, client.New(configd.DefaultSocket), to,
-		systemState{hostname: DefaultHostname, timezone: "UTC", consoleBaud: console.Baud})
 }
 
 func (in *initProc) requestPower(a supervisor.PowerAction) error {

@@ -125,10 +125,10 @@ func keepConsoleLogLevel(t *testing.T) {
 
 // checkHostUntouched checks, when the test ends, what PID 1 would change
 // on the host were it not in namespaces of its own: the host name (UTS
-// namespace), the time zone (PID 1 writes /etc/localtime when configd
-// says so: the configd it would ask is the one behind its own /run's
-// socket, a tmpfs in its mount namespace) and the supervisor's socket
-// under /run.
+// namespace), the time zone (PID 1's table has hostd write
+// /etc/localtime when configd says so: the services' binary is missing
+// here, and the configd hostd would ask is behind its own /run's socket,
+// a tmpfs in its mount namespace) and the supervisor's socket under /run.
 func checkHostUntouched(t *testing.T) {
 	t.Helper()
 	hostname, err := os.Hostname()

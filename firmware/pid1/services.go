@@ -21,7 +21,7 @@ type consoleSpec struct {
 // it). It declares only services whose code exists in the binary, so the
 // status table never lists something that cannot run.
 //
-// The intended order is configd, netd, iked, webui, console. To add a
+// The intended order is configd, hostd, netd, iked, webui, console. To add a
 // service: give its package a Main(args []string) int, add it to the
 // subcommand table in firmware/flashgate, and declare it here after the
 // services it needs, e.g.
@@ -43,6 +43,11 @@ const godebug = "GODEBUG=httpmuxgo121=0,tlsrsakex=0,tls3des=0,tls10server=0"
 // the web UI and the console do not, and start while they load.
 const modulesLoaded = "modules"
 
+// localtimePath is the box's time zone, which hostd keeps with the
+// configuration: where Go (time.Local), busybox and musl look when TZ is
+// not set.
+const localtimePath = "/etc/localtime"
+
 func serviceTable(exe string, c consoleSpec) []supervisor.Service {
 	env := []string{"PATH=/bbin:/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/", godebug}
 	const configdSock = "/run/flashgate/configd.sock"
@@ -56,6 +61,11 @@ func serviceTable(exe string, c consoleSpec) []supervisor.Service {
 	table := []supervisor.Service{
 		// configd owns the database on the card; everything else reads it.
 		{Name: "configd", Path: exe, Args: configdArgs, Env: env, Restart: supervisor.RestartAlways},
+		// hostd applies the host name, time zone, remote syslog and
+		// console speed; it changes only what its flags name, so the
+		// appliance's paths are given here and nowhere else.
+		{Name: "hostd", Path: exe, Args: hostdArgs(configdSock, c), Env: env,
+			After: []string{"configd"}, Restart: supervisor.RestartAlways},
 		// netd and iked follow configd's watch stream, and wait for it
 		// by themselves when it restarts.
 		// netd keeps the box's resolver with the WAN lease's DNS servers
@@ -80,6 +90,18 @@ func serviceTable(exe string, c consoleSpec) []supervisor.Service {
 		})
 	}
 	return table
+}
+
+// hostdArgs are hostd's flags on the appliance. -console-baud is the speed
+// the console getty starts at, which an unset console_baud means; without
+// a getty hostd leaves the speed alone.
+func hostdArgs(configdSock string, c consoleSpec) []string {
+	args := []string{"hostd", "-configd", configdSock, "-supervisor", supervisor.SocketPath,
+		"-hostname", "-localtime", localtimePath}
+	if c.Device != "" {
+		args = append(args, "-console-baud", strconv.Itoa(c.Baud))
+	}
+	return args
 }
 
 // firmwareBinary is the path services are started from: the busybox

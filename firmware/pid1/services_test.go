@@ -3,6 +3,8 @@ package pid1
 import (
 	"slices"
 	"testing"
+
+	"github.com/flashgate/flashgate/firmware/supervisor"
 )
 
 func TestServiceTableGivesConfigdTheBoard(t *testing.T) {
@@ -40,4 +42,35 @@ func TestServiceTableGivesNetdTheResolver(t *testing.T) {
 		return
 	}
 	t.Error("no netd in the service table")
+}
+
+// hostd changes only what its flags name (so that a hostd started by a
+// test cannot rename the host): the appliance's table must name all of
+// it, and the console speed only when there is a console getty.
+func TestServiceTableGivesHostdTheAppliancePaths(t *testing.T) {
+	for _, tc := range []struct {
+		console consoleSpec
+		want    []string
+	}{
+		{consoleSpec{Device: "ttyS0", Baud: 38400}, []string{"hostd", "-configd", "/run/flashgate/configd.sock",
+			"-supervisor", supervisor.SocketPath, "-hostname", "-localtime", "/etc/localtime", "-console-baud", "38400"}},
+		{consoleSpec{}, []string{"hostd", "-configd", "/run/flashgate/configd.sock",
+			"-supervisor", supervisor.SocketPath, "-hostname", "-localtime", "/etc/localtime"}},
+	} {
+		var hostd *supervisor.Service
+		for _, s := range serviceTable("/bbin/flashgate", tc.console) {
+			if s.Name == "hostd" {
+				hostd = &s
+			}
+		}
+		if hostd == nil {
+			t.Fatal("no hostd in the service table")
+		}
+		if !slices.Equal(hostd.Args, tc.want) {
+			t.Errorf("console %+v: hostd args %q, want %q", tc.console, hostd.Args, tc.want)
+		}
+		if !slices.Equal(hostd.After, []string{"configd"}) || hostd.Restart != supervisor.RestartAlways {
+			t.Errorf("hostd after %q, restart %v; want after configd, restarted always", hostd.After, hostd.Restart)
+		}
+	}
 }

@@ -27,7 +27,7 @@ func SupervisorMain(args []string) int {
 	board := fs.String("board", "", "board name shown on the console banner")
 	version := fs.String("version", "", "version shown on the console banner")
 	kmsg := fs.Bool("kmsg", false, "copy /dev/kmsg into the kernel log ring")
-	only := fs.String("services", "", `services of the appliance's table to run, comma-separated, or "all"; none by default, since on a host netd and iked would reconfigure the host's network`)
+	only := fs.String("services", "", `services of the appliance's table to run, comma-separated, or "all"; none by default, since on a host netd and iked would reconfigure the host's network, and hostd its name and time zone`)
 	if fs.Parse(args) != nil {
 		return 2
 	}
@@ -35,15 +35,18 @@ func SupervisorMain(args []string) int {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		logf("cannot become a subreaper (%v): orphans will not be reaped here", err)
 	}
-	table, err := selectServices(serviceTable(firmwareBinary(), consoleSpec{Device: *console, Baud: *baud, Board: *board, Version: *version}), *only)
+	exe, spec := firmwareBinary(), consoleSpec{Device: *console, Baud: *baud, Board: *board, Version: *version}
+	table, err := selectServices(serviceTable(exe, spec), *only)
 	if err != nil {
 		logf("%v", err)
 		return 2
 	}
-	sup, err := supervisor.New(supervisor.Config{
-		Services:   table,
-		Conditions: []string{modulesLoaded},
-		Logf:       logf,
+	var sup *supervisor.Supervisor
+	sup, err = supervisor.New(supervisor.Config{
+		Services:    table,
+		Conditions:  []string{modulesLoaded},
+		Logf:        logf,
+		ConsoleBaud: consoleBaudHook(exe, spec, func() *supervisor.Supervisor { return sup }),
 	})
 	if err != nil {
 		logf("%v", err)
