@@ -34,7 +34,13 @@ func meminfoKB(meminfo, field string) int {
 
 // procMemory is one process's memory from /proc/PID/status and
 // /proc/PID/smaps_rollup, in KiB.
-type procMemory struct{ rss, pss, anon, file int }
+//
+// rss is the Rss of smaps_rollup, which the kernel counts by walking the
+// page tables. VmRSS in status comes from counters that each thread
+// batches (up to 64 pages per thread on this 6.1 kernel), so with a Go
+// process's handful of threads it can lag by a megabyte or two: it is
+// kept (vmrss) for the log only.
+type procMemory struct{ rss, vmrss, pss, anon, file int }
 
 var (
 	statusName = regexp.MustCompile(`(?m)^Name:\s+(\S+)`)
@@ -43,6 +49,7 @@ var (
 	statusAnon = regexp.MustCompile(`(?m)^RssAnon:\s+(\d+) kB`)
 	statusFile = regexp.MustCompile(`(?m)^RssFile:\s+(\d+) kB`)
 	rollupPSS  = regexp.MustCompile(`(?m)^Pss:\s+(\d+) kB`)
+	rollupRSS  = regexp.MustCompile(`(?m)^Rss:\s+(\d+) kB`)
 )
 
 // readMemory reads the memory of the given processes through the expert
@@ -58,12 +65,13 @@ func readMemory(tb testing.TB, s *serial, pids []int) map[int]procMemory {
 			tb.Fatalf("/proc/%d/status has no Name, Pid %d and VmRSS:\n%s", pid, pid, st)
 		}
 		roll := consoleText(s.shell(fmt.Sprintf("cat /proc/%d/smaps_rollup", pid)))
-		pss := rollupPSS.FindStringSubmatch(roll)
-		if pss == nil {
-			tb.Fatalf("/proc/%d/smaps_rollup has no Pss:\n%s", pid, roll)
+		pss, rrss := rollupPSS.FindStringSubmatch(roll), rollupRSS.FindStringSubmatch(roll)
+		if pss == nil || rrss == nil {
+			tb.Fatalf("/proc/%d/smaps_rollup has no Rss or Pss:\n%s", pid, roll)
 		}
 		var m procMemory
-		m.rss, _ = strconv.Atoi(rss[1])
+		m.vmrss, _ = strconv.Atoi(rss[1])
+		m.rss, _ = strconv.Atoi(rrss[1])
 		m.pss, _ = strconv.Atoi(pss[1])
 		if a := statusAnon.FindStringSubmatch(st); a != nil {
 			m.anon, _ = strconv.Atoi(a[1])
@@ -80,9 +88,10 @@ func readMemory(tb testing.TB, s *serial, pids []int) map[int]procMemory {
 // peers that do not exist (iked keeps initiating them), leaves the box
 // idle, and reports the resident memory read from /proc over the serial
 // console: rss_init_kb is PID 1, which is also the supervisor (target
-// 8 MB); rss_total_kb is PID 1 and every service it runs (target 40 MB).
-// VmRSS counts the pages of the one multi-call firmware binary (in the
-// initramfs, so RAM) in every process that maps them; pss_init_kb and
+// 8 MB; its own small binary, firmware/init); rss_total_kb is PID 1 and
+// every service it runs (target 40 MB). RSS counts the pages of the
+// multi-call binary all services run (in the initramfs, so RAM) in every
+// process that maps them; pss_init_kb and
 // pss_total_kb share them out instead, so pss_total_kb is what the
 // firmware's processes cost the box together. mem_used_kb is MemTotal
 // minus MemAvailable: all the box uses, kernel and initramfs included.
@@ -180,7 +189,7 @@ func BenchmarkApplianceRSS(b *testing.B) {
 			m := mem[pid]
 			total.rss += m.rss
 			total.pss += m.pss
-			parts = append(parts, fmt.Sprintf("%s (pid %d) rss %d (anon %d, file %d) pss %d", service[pid], pid, m.rss, m.anon, m.file, m.pss))
+			parts = append(parts, fmt.Sprintf("%s (pid %d) rss %d (VmRSS %d: anon %d, file %d) pss %d", service[pid], pid, m.rss, m.vmrss, m.anon, m.file, m.pss))
 		}
 		b.Logf("KiB at idle with %d tunnels: %s", rssTunnels, strings.Join(parts, ", "))
 		fa64k, fa4k = faultAroundProbe(b, s)
