@@ -2,6 +2,7 @@ package hostd
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -217,17 +218,22 @@ func inUTSNamespace(t *testing.T, f func() error) {
 	}
 }
 
-// keepHostname checks, when the test ends, that the host's name is what
-// it was.
-func keepHostname(t *testing.T) {
+// keepHostUntouched checks, when the test ends, that the host's name and
+// its /etc/localtime are what they were: hostd under test is given a UTS
+// namespace and a time zone file of the test's own, never the host's.
+func keepHostUntouched(t *testing.T) {
 	t.Helper()
 	before, err := os.Hostname()
 	if err != nil {
 		t.Fatal(err)
 	}
+	zone, zoneErr := os.ReadFile(applianceLocaltime)
 	t.Cleanup(func() {
 		if now, err := os.Hostname(); err != nil || now != before {
 			t.Errorf("the host's name is %q (%v) after the test, want %q as before it", now, err, before)
+		}
+		if now, err := os.ReadFile(applianceLocaltime); (err == nil) != (zoneErr == nil) || !bytes.Equal(now, zone) {
+			t.Errorf("the host's %s changed under the test (%v, before: %v)", applianceLocaltime, err, zoneErr)
 		}
 	})
 }
@@ -237,7 +243,7 @@ func keepHostname(t *testing.T) {
 // a commit, a commit of other settings, and a restarted hostd, which
 // must find both already as configured and write nothing.
 func TestHostnameAndLocaltime(t *testing.T) {
-	keepHostname(t)
+	keepHostUntouched(t)
 	localtime := filepath.Join(t.TempDir(), "localtime")
 	inUTSNamespace(t, func() error {
 		if err := unix.Sethostname([]byte(DefaultHostname)); err != nil { // as PID 1 at boot

@@ -137,7 +137,7 @@ func hostnameOf(pid int) (string, error) {
 // UTS namespace, a time zone file and a supervisor of the test's own, and
 // a real configd that comes up after it, takes commits and restarts.
 func TestMainFollowsConfigd(t *testing.T) {
-	keepHostname(t)
+	keepHostUntouched(t)
 	dir := t.TempDir()
 	localtime := filepath.Join(dir, "localtime")
 	var hook consoleHook
