@@ -4,8 +4,8 @@ import "strings"
 
 //go:generate go run tzrules_gen.go
 
-// The time zone is applied by PID 1 as /etc/localtime, a TZif file it
-// writes from the zone's POSIX TZ rule (firmware/pid1), so that every
+// The time zone is applied by hostd as /etc/localtime, a TZif file it
+// writes from the zone's POSIX TZ rule (services/hostd), so that every
 // service's time.Local follows it. The firmware carries only these rules,
 // taken from the IANA database of the build machine by tzrules_gen.go:
 // about 18 KiB of text, against 400 KiB (54 KiB compressed) for Go's

@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// localtimeFile is the box's time zone, which PID 1 rewrites when the
-// configured zone changes (firmware/pid1 system_tz.go).
+// localtimeFile is the box's time zone, which hostd rewrites when the
+// configured zone changes (services/hostd localtime.go).
 const localtimeFile = "/etc/localtime"
 
 // zone is the time zone the pages show times in. Go reads /etc/localtime
