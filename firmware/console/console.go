@@ -162,7 +162,7 @@ func (s *session) run() error {
 			}
 			cancel()
 		}
-		user, err := s.readLogin(hostname()+" login: ", shown)
+		user, err := s.readLogin(shown)
 		if err != nil {
 			return err
 		}
@@ -291,12 +291,14 @@ func (s *session) printf(format string, args ...any) {
 const bannerWatch = 2 * time.Minute
 
 // readLogin prints the login prompt and reads the user name. Until a line
-// has been typed, and for bannerWatch at most, it checks the banner every
-// second and shows it again with the prompt when it changed. The terminal
-// is in canonical mode, so poll reports input only once a whole line is
-// there; text typed meanwhile stays in the kernel's line buffer and still
-// ends up in the name.
-func (s *session) readLogin(prompt, shown string) (string, error) {
+// has been typed, and for bannerWatch at most, it checks the banner and
+// the host name (hostd sets the configured one while the box boots) every
+// second and shows both again when either changed. The terminal is in
+// canonical mode, so poll reports input only once a whole line is there;
+// text typed meanwhile stays in the kernel's line buffer and still ends
+// up in the name.
+func (s *session) readLogin(shown string) (string, error) {
+	prompt := hostname() + " login: "
 	s.printf("%s", prompt)
 	fd := int(s.tty.Fd())
 	for end := time.Now().Add(bannerWatch); time.Now().Before(end); {
@@ -308,8 +310,8 @@ func (s *session) readLogin(prompt, shown string) (string, error) {
 		if err != nil || n > 0 {
 			break // a line, a hangup or an error: readLine sees which
 		}
-		if now := s.banner(); now != shown {
-			shown = now
+		if now, p := s.banner(), hostname()+" login: "; now != shown || p != prompt {
+			shown, prompt = now, p
 			s.printf("\n\n%s\n%s", shown, prompt)
 		}
 	}

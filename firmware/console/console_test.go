@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,6 +25,10 @@ const childEnv = "FLASHGATE_CONSOLE_TEST_ARGS"
 // fullRunEnv names a directory the child mounts a tiny tmpfs on (in its own
 // mount namespace) and fills, to simulate a full /run.
 const fullRunEnv = "FLASHGATE_CONSOLE_TEST_FULL_RUN"
+
+// utsEnv (set to 1) starts the getty in a UTS namespace of its own, so a
+// test can change its host name without touching the host's.
+const utsEnv = "FLASHGATE_CONSOLE_TEST_UTS"
 
 func TestMain(m *testing.M) {
 	if args, ok := os.LookupEnv(childEnv); ok {
@@ -172,6 +177,9 @@ func startGetty(t *testing.T, slave, accounts string, extra ...string) *getty {
 	for _, e := range extraEnv {
 		if strings.HasPrefix(e, fullRunEnv+"=") {
 			cmd.SysProcAttr.Unshareflags = syscall.CLONE_NEWNS
+		}
+		if e == utsEnv+"=1" {
+			cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUTS
 		}
 	}
 	if err := cmd.Start(); err != nil {
@@ -332,6 +340,62 @@ func TestLoginPromptShowsTheBannerAgainWhenItChanges(t *testing.T) {
 	term.expect("Password: ")
 	term.send("s3cret-pass\n")
 	term.expect("SHELL-STARTED as admin")
+}
+
+// TestLoginPromptFollowsTheHostName: hostd sets the configured host name
+// while the box boots, often after the first prompt is on the console. The
+// prompt must then show the new name without anyone pressing a key.
+func TestLoginPromptFollowsTheHostName(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a UTS namespace of the getty's own")
+	}
+	hostBefore, _ := os.Hostname()
+	accounts := t.TempDir()
+	if err := NewRAMAccounts(accounts, 4).SetPassword(AdminUser, []byte("s3cret-pass")); err != nil {
+		t.Fatal(err)
+	}
+	master, slave := openPTY(t)
+	term := newTerminal(t, master)
+	g := startGetty(t, slave, accounts, utsEnv+"=1")
+	term.expect("login: ")
+	const name = "gw-console-test"
+	if strings.Contains(term.all(), name) {
+		t.Fatalf("the prompt shows %s before it was set:\n%s", name, term.all())
+	}
+	setHostnameOf(t, g.cmd.Process.Pid, name)
+	term.expect(name + " login: ")
+	if h, _ := os.Hostname(); h != hostBefore {
+		t.Errorf("the host's name changed to %q (was %q): the test must stay in the getty's namespace", h, hostBefore)
+	}
+	term.send("admin\n")
+	term.expect("Password: ")
+	term.send("s3cret-pass\n")
+	term.expect("SHELL-STARTED as admin")
+}
+
+// setHostnameOf sets the host name in the UTS namespace of process pid,
+// from a thread that enters it and is never returned to the Go scheduler
+// (it ends with its goroutine, locked), so no other goroutine runs there.
+func setHostnameOf(t *testing.T, pid int, name string) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // not unlocked: the thread exits with this goroutine
+		fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/uts", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer unix.Close(fd)
+		if err := unix.Setns(fd, unix.CLONE_NEWUTS); err != nil {
+			errc <- fmt.Errorf("setns: %w", err)
+			return
+		}
+		errc <- unix.Sethostname([]byte(name))
+	}()
+	if err := <-errc; err != nil {
+		t.Fatalf("set the host name in pid %d's namespace: %v", pid, err)
+	}
 }
 
 func TestFullRunStillReachesLogin(t *testing.T) {
