@@ -621,15 +621,7 @@ func TestSimultaneousIKERekey(t *testing.T) {
 	n.run()
 	n.step(2*time.Second, 100*time.Millisecond)
 	for _, p := range []*peer{a, b} {
-		sas := p.ep.SAs()
-		if len(sas) != 1 || sas[0].State() != StateEstablished || len(sas[0].Status().Children) != 1 {
-			var st []string
-			for _, s := range sas {
-				x := s.Status()
-				st = append(st, fmt.Sprintf("%v %x/%x children %d", x.State, x.SPIi, x.SPIr, len(x.Children)))
-			}
-			t.Errorf("%s: IKE SAs after a collision: %v; want one established with the child", p.name, st)
-		}
+		checkOneIKESA(t, p, 1, "a collision")
 	}
 	if a.ep.SAs()[0].Status().SPIi != b.ep.SAs()[0].Status().SPIi {
 		t.Errorf("A and B kept different IKE SAs")
@@ -667,15 +659,7 @@ func TestIKERekeyCollisionSeenByOneSide(t *testing.T) {
 	}
 	n.step(2*time.Second, 100*time.Millisecond)
 	for _, p := range []*peer{a, b} {
-		sas := p.ep.SAs()
-		if len(sas) != 1 || sas[0].State() != StateEstablished || len(sas[0].Status().Children) != 1 {
-			var st []string
-			for _, s := range sas {
-				x := s.Status()
-				st = append(st, fmt.Sprintf("%v %x/%x children %d", x.State, x.SPIi, x.SPIr, len(x.Children)))
-			}
-			t.Errorf("%s: IKE SAs after a one-sided collision: %v; want one established with the child", p.name, st)
-		}
+		checkOneIKESA(t, p, 1, "a one-sided collision")
 		for _, r := range p.downs {
 			if r != nil {
 				t.Errorf("%s: a CHILD_SA went down with %v; want it moved to the new IKE SA", p.name, r)
@@ -784,15 +768,7 @@ func TestIKERekeyQueuedBehindChildRekey(t *testing.T) {
 	n.run()
 	n.step(2*time.Second, 100*time.Millisecond)
 	for _, p := range []*peer{a, b} {
-		sas := p.ep.SAs()
-		if len(sas) != 1 || sas[0].State() != StateEstablished || len(sas[0].Status().Children) != 1 {
-			var st []string
-			for _, s := range sas {
-				x := s.Status()
-				st = append(st, fmt.Sprintf("%v %x/%x children %d", x.State, x.SPIi, x.SPIr, len(x.Children)))
-			}
-			t.Errorf("%s: IKE SAs after a child rekey and an IKE SA rekey: %v; want one established with one child", p.name, st)
-		}
+		checkOneIKESA(t, p, 1, "a child rekey and an IKE SA rekey")
 	}
 	checkPairs(t, a, b, 1)
 	if err, ok := a.childDown[old]; !ok || err != nil {
@@ -818,15 +794,7 @@ func TestChildDeleteCrossesPeerIKERekey(t *testing.T) {
 	n.run()
 	n.step(2*time.Second, 100*time.Millisecond)
 	for _, p := range []*peer{a, b} {
-		sas := p.ep.SAs()
-		if len(sas) != 1 || sas[0].State() != StateEstablished || len(sas[0].Status().Children) != 0 {
-			var st []string
-			for _, s := range sas {
-				x := s.Status()
-				st = append(st, fmt.Sprintf("%v %x/%x children %d", x.State, x.SPIi, x.SPIr, len(x.Children)))
-			}
-			t.Errorf("%s: IKE SAs after the crossing: %v; want one established without children", p.name, st)
-		}
+		checkOneIKESA(t, p, 0, "the crossing")
 	}
 	checkPairs(t, a, b, 0)
 }
@@ -1152,4 +1120,20 @@ func TestRefusedRekeysRetryThenExpire(t *testing.T) {
 	if last == nil || !bytes.Contains([]byte(last.Error()), []byte("hard lifetime")) {
 		t.Errorf("IKE SA went down with %v, want the hard lifetime explained", last)
 	}
+}
+
+// checkOneIKESA fails unless p has exactly one IKE SA, established, with
+// children CHILD_SAs; after names what the test did, for the message.
+func checkOneIKESA(t *testing.T, p *peer, children int, after string) {
+	t.Helper()
+	sas := p.ep.SAs()
+	if len(sas) == 1 && sas[0].State() == StateEstablished && len(sas[0].Status().Children) == children {
+		return
+	}
+	var st []string
+	for _, s := range sas {
+		x := s.Status()
+		st = append(st, fmt.Sprintf("%v %x/%x children %d", x.State, x.SPIi, x.SPIr, len(x.Children)))
+	}
+	t.Errorf("%s: IKE SAs after %s: %v; want one established with %d children", p.name, after, st, children)
 }
