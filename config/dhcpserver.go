@@ -18,7 +18,9 @@ import (
 // address serves its automatic pool (see DefaultDHCPRange) with
 // DefaultLeaseTime, and other interfaces serve nothing. That is why the
 // block is omitted from the JSON when it is empty, and why Enabled is an
-// OptionalBool: "enabled" absent is the role's default, not false.
+// OptionalBool: "enabled" absent is the role's default, not false. An opt
+// interface (a guest network, a DMZ) serves only when enabled is true, so
+// that configurations written before opt could serve keep their meaning.
 type DHCPServer struct {
 	Enabled OptionalBool `json:"enabled,omitzero"`
 	// RangeStart and RangeEnd bound the addresses handed out to any
@@ -48,12 +50,19 @@ func (s DHCPServer) IsZero() bool {
 }
 
 // ServesDHCP reports whether the interface runs a DHCP server: an enabled
-// LAN interface with a static address whose server is not turned off.
+// LAN interface with a static address whose server is not turned off, or
+// an opt interface with a static address whose server is turned on.
 // netd still needs an IPv4 address with room for a pool; Validate insists
 // on one only when the admin configured the server explicitly.
 func (i *Interface) ServesDHCP() bool {
-	return i.Enabled && i.Role == RoleLAN && i.Addressing == AddressingStatic && i.DHCPServer.Enabled.Or(true)
+	return i.Enabled && (i.Role == RoleLAN || i.Role == RoleOpt) && i.Addressing == AddressingStatic &&
+		i.DHCPServer.Enabled.Or(i.DHCPServerByDefault())
 }
+
+// DHCPServerByDefault is whether the interface's DHCP server runs when its
+// dhcp_server block does not say: on a LAN, as before the setting existed;
+// nowhere else (an opt network is served only when the admin asks).
+func (i *Interface) DHCPServerByDefault() bool { return i.Role == RoleLAN }
 
 // DHCPAddress is the address the DHCP server serves from: the interface's
 // first IPv4 address. ok is false when it has none.

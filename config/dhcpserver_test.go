@@ -15,6 +15,15 @@ func dhcpLAN(s DHCPServer) *Config {
 	return c
 }
 
+// dhcpOpt is Default() with an opt interface eth2 (10.20.0.1/24, a guest
+// network) whose DHCP server block is s.
+func dhcpOpt(s DHCPServer) *Config {
+	c := Default()
+	c.Interfaces = append(c.Interfaces, Interface{Name: "eth2", Role: RoleOpt, Enabled: true,
+		Addressing: AddressingStatic, Addresses: []Prefix{MustPrefix("10.20.0.1/24")}, DHCPServer: s})
+	return c
+}
+
 func lease(mac, addr, host string) StaticLease {
 	a, _ := ParseAddr(addr)
 	return StaticLease{MAC: mac, Address: a, Hostname: host}
@@ -94,17 +103,37 @@ func TestValidateDHCPServer(t *testing.T) {
 			c := Default()
 			c.Interfaces[0].DHCPServer = DHCPServer{Enabled: Bool(true)}
 			return c
-		}(), "interfaces[eth0].dhcp_server.enabled", "runs only on a lan interface, and eth0 is wan"},
+		}(), "interfaces[eth0].dhcp_server.enabled", "runs only on a lan or opt interface, and eth0 is wan"},
 		{"settings on a WAN imply a server", func() *Config {
 			c := Default()
 			c.Interfaces[0].DHCPServer = DHCPServer{LeaseTime: dur("1h")}
 			return c
-		}(), "interfaces[eth0].dhcp_server.enabled", "runs only on a lan interface"},
+		}(), "interfaces[eth0].dhcp_server.enabled", "runs only on a lan or opt interface"},
 		{"a WAN's block turned off is kept", func() *Config {
 			c := Default()
 			c.Interfaces[0].DHCPServer = DHCPServer{Enabled: Bool(false), LeaseTime: dur("1h")}
 			return c
 		}(), "", ""},
+		{"server on an opt interface", dhcpOpt(DHCPServer{Enabled: Bool(true), RangeStart: addr("10.20.0.100"), RangeEnd: addr("10.20.0.150"),
+			StaticLeases: []StaticLease{lease("02:00:5e:10:00:09", "10.20.0.9", "kiosk")}}), "", ""},
+		{"automatic pool on an opt interface", dhcpOpt(DHCPServer{Enabled: Bool(true)}), "", ""},
+		{"opt settings without enabled are kept, not served", dhcpOpt(DHCPServer{LeaseTime: dur("1h"),
+			RangeStart: addr("10.20.0.100"), RangeEnd: addr("10.20.0.150")}), "", ""},
+		{"opt turned off", dhcpOpt(DHCPServer{Enabled: Bool(false)}), "", ""},
+		{"opt range outside its network", dhcpOpt(DHCPServer{Enabled: Bool(true), RangeStart: addr("192.168.1.100"), RangeEnd: addr("192.168.1.150")}),
+			"interfaces[eth2].dhcp_server.range_start", "192.168.1.100 is outside eth2's network 10.20.0.0/24"},
+		{"opt static lease on the box's address", dhcpOpt(DHCPServer{Enabled: Bool(true), StaticLeases: []StaticLease{lease("02:00:00:00:00:01", "10.20.0.1", "")}}),
+			"interfaces[eth2].dhcp_server.static_leases[0].address", "the box's own address"},
+		{"server on a DHCP-addressed opt interface", func() *Config {
+			c := dhcpOpt(DHCPServer{Enabled: Bool(true)})
+			c.Interfaces[2].Addressing, c.Interfaces[2].Addresses = AddressingDHCP, nil
+			return c
+		}(), "interfaces[eth2].dhcp_server.enabled", "needs a static address on the interface, and eth2 gets its address by dhcp"},
+		{"server on an opt interface without an address", func() *Config {
+			c := dhcpOpt(DHCPServer{Enabled: Bool(true)})
+			c.Interfaces[2].Addresses = nil
+			return c
+		}(), "interfaces[eth2].dhcp_server.enabled", "needs an IPv4 address"},
 		{"server on a DHCP-addressed LAN", func() *Config {
 			c := dhcpLAN(DHCPServer{Enabled: Bool(true)})
 			c.Interfaces[1].Addressing, c.Interfaces[1].Addresses = AddressingDHCP, nil
@@ -151,6 +180,35 @@ func TestValidateDHCPServer(t *testing.T) {
 			}
 			t.Fatalf("want an error at %s containing %q, got:\n%v", tt.path, tt.message, err)
 		})
+	}
+}
+
+// TestServesDHCP: only a LAN serves by default; an opt interface serves
+// when its server is turned on; a WAN never does.
+func TestServesDHCP(t *testing.T) {
+	up := func(role string, s DHCPServer) Interface {
+		return Interface{Role: role, Enabled: true, Addressing: AddressingStatic, DHCPServer: s}
+	}
+	on := DHCPServer{Enabled: Bool(true)}
+	disabled, byDHCP := up(RoleOpt, on), up(RoleOpt, on)
+	disabled.Enabled, byDHCP.Addressing = false, AddressingDHCP
+	for _, tt := range []struct {
+		name   string
+		ifc    Interface
+		serves bool
+	}{
+		{"lan, no block", up(RoleLAN, DHCPServer{}), true},
+		{"lan, turned off", up(RoleLAN, DHCPServer{Enabled: Bool(false)}), false},
+		{"opt, no block", up(RoleOpt, DHCPServer{}), false},
+		{"opt, settings without enabled", up(RoleOpt, DHCPServer{LeaseTime: dur("1h")}), false},
+		{"opt, turned on", up(RoleOpt, on), true},
+		{"opt, turned on, interface disabled", disabled, false},
+		{"opt, turned on, addressed by dhcp", byDHCP, false},
+		{"wan, turned on", up(RoleWAN, on), false},
+	} {
+		if got := tt.ifc.ServesDHCP(); got != tt.serves {
+			t.Errorf("%s: ServesDHCP() = %v, want %v", tt.name, got, tt.serves)
+		}
 	}
 }
 

@@ -72,8 +72,9 @@ type Interface struct {
 	Addressing  string   `json:"addressing"`    // static or dhcp
 	Addresses   []Prefix `json:"addresses"`     // static only: 192.168.1.1/24
 	MTU         int      `json:"mtu,omitempty"` // 0: the driver's default
-	// DHCPServer configures the DHCP server of a LAN interface. Left out,
-	// a LAN with a static IPv4 address serves its automatic pool.
+	// DHCPServer configures the DHCP server of a LAN or opt interface.
+	// Left out, a LAN with a static IPv4 address serves its automatic
+	// pool and an opt interface serves nothing.
 	DHCPServer DHCPServer `json:"dhcp_server,omitzero"`
 }
 

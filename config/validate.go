@@ -240,8 +240,10 @@ func (v *validator) interfaces() {
 // dhcpServer checks an interface's DHCP server block. An empty block is
 // always valid (it is how every configuration written before the block
 // existed reads); a block that says anything is checked against the
-// interface: a server needs a LAN with a static IPv4 address, and its
-// range and static leases must lie in that address's network.
+// interface: a server needs a LAN or opt interface with a static IPv4
+// address, and its range and static leases must lie in that address's
+// network. On a WAN, settings without enabled false are refused as a
+// server; on opt they are kept, unused, until enabled is true.
 func (v *validator) dhcpServer(path string, ifc *Interface) {
 	s := &ifc.DHCPServer
 	if s.IsZero() {
@@ -273,13 +275,12 @@ func (v *validator) dhcpServer(path string, ifc *Interface) {
 	}
 	leases := v.staticLeases(path+".static_leases", s.StaticLeases)
 
-	if !s.Enabled.Or(true) {
-		return // kept for later, but off: where it would run does not matter
-	}
 	switch {
-	case ifc.Role != RoleLAN:
-		v.add(path+".enabled", "a DHCP server runs only on a lan interface, and %s is %s (set enabled to false, or remove dhcp_server)", ifc.Name, ifc.Role)
+	case ifc.Role != RoleLAN && ifc.Role != RoleOpt && s.Enabled.Or(true):
+		v.add(path+".enabled", "a DHCP server runs only on a lan or opt interface, and %s is %s (set enabled to false, or remove dhcp_server)", ifc.Name, ifc.Role)
 		return
+	case !s.Enabled.Or(ifc.DHCPServerByDefault()):
+		return // kept for later, but off: where it would run does not matter
 	case ifc.Addressing != AddressingStatic:
 		v.add(path+".enabled", "a DHCP server needs a static address on the interface, and %s gets its address by %s", ifc.Name, ifc.Addressing)
 		return

@@ -94,6 +94,45 @@ func TestInterfaceFormDHCPServer(t *testing.T) {
 	}
 }
 
+// TestInterfaceFormDHCPServerOnOpt turns the LAN port into an opt network:
+// its form keeps the DHCP section, the server is off until the box is
+// ticked, and ticked it serves the automatic pool.
+func TestInterfaceFormDHCPServerOnOpt(t *testing.T) {
+	h := newHarness(t, true)
+	b := h.browser()
+	b.login()
+
+	opt := lanForm()
+	opt.Set("role", config.RoleOpt)
+	opt.Del("dhcp_server.enabled")
+	if r := b.post("/interfaces/eth1/edit", opt); r.Code != http.StatusSeeOther {
+		t.Fatalf("eth1 made opt: %d %s", r.Code, fieldError(r.Body, ""))
+	}
+	cand, _ := h.store.Candidate()
+	if ifc := cand.Interface("eth1"); ifc.Role != config.RoleOpt || ifc.ServesDHCP() {
+		t.Fatalf("eth1 made opt with the box unticked: role %s, serves %v; want opt, not serving", ifc.Role, ifc.ServesDHCP())
+	}
+	page := b.get("/interfaces/eth1/edit")
+	mustContain(t, "opt edit page", page.Body, "DHCP server", `name="dhcp_server.range_start"`, `name="dhcp_server.static_leases"`)
+	if strings.Contains(page.Body, `id="f-dhcp_server-enabled" checked`) {
+		t.Errorf("the opt edit page shows the DHCP server on before it was turned on")
+	}
+	if strings.Contains(b.get("/interfaces").Body, "DHCP server 192.168.1.") {
+		t.Errorf("the interfaces page shows a DHCP server on the opt port before it was turned on")
+	}
+
+	opt.Set("dhcp_server.enabled", "true")
+	if r := b.post("/interfaces/eth1/edit", opt); r.Code != http.StatusSeeOther {
+		t.Fatalf("opt with the DHCP server ticked: %d %s", r.Code, fieldError(r.Body, "dhcp_server.enabled"))
+	}
+	cand, _ = h.store.Candidate()
+	if ifc := cand.Interface("eth1"); !ifc.ServesDHCP() || !ifc.DHCPServer.Enabled.IsSet() {
+		t.Errorf("opt with the box ticked: serves %v, block %+v; want it serving, enabled written out", ifc.ServesDHCP(), ifc.DHCPServer)
+	}
+	mustContain(t, "opt edit page, server on", b.get("/interfaces/eth1/edit").Body, `id="f-dhcp_server-enabled" checked`)
+	mustContain(t, "interfaces page", b.get("/interfaces").Body, "DHCP server 192.168.1.128-192.168.1.254")
+}
+
 func TestAPIInterfaceDHCPServer(t *testing.T) {
 	h := newHarness(t, true)
 	b := h.browser()
@@ -145,6 +184,10 @@ func TestDHCPFieldDefaults(t *testing.T) {
 	wan, _ := kindInterfaces.values(c, "eth0")
 	if !slices.Equal(lan["dhcp_server.enabled"], []string{"true"}) || !slices.Equal(wan["dhcp_server.enabled"], []string{"false"}) {
 		t.Errorf("DHCP server box without a block: LAN %q, WAN %q; want true, false", lan["dhcp_server.enabled"], wan["dhcp_server.enabled"])
+	}
+	c.Interfaces[1].Role = config.RoleOpt
+	if opt, _ := kindInterfaces.values(c, "eth1"); !slices.Equal(opt["dhcp_server.enabled"], []string{"false"}) {
+		t.Errorf("DHCP server box of an opt interface without a block: %q; want false (only a LAN serves by default)", opt["dhcp_server.enabled"])
 	}
 	if got := splitLines([]string{"a,b,c\r\n\n d,e \n"}); !slices.Equal(got, []string{"a,b,c", "d,e"}) {
 		t.Errorf("splitLines: %q, want the lines with their commas", got)

@@ -106,7 +106,7 @@ var kindInterfaces = &kind{
 		{Key: "addresses", Label: "Addresses", Kind: fList, Placeholder: "192.168.1.1/24", Help: "Static only; address/prefix, one per line."},
 		{Key: "mtu", Label: "MTU", Kind: fNumber, Placeholder: "driver default"},
 		{Key: "dhcp_server.enabled", Label: "DHCP server", Kind: fCheck, Section: "DHCP server", Default: dhcpServerDefault,
-			Help: "LAN interfaces with a static IPv4 address only. Turn it off when another DHCP server already serves this network."},
+			Help: "For lan and opt interfaces with a static IPv4 address: on for a LAN unless turned off, on for opt (a guest network, a DMZ) only when ticked, which lets that network reach the box's DHCP server and nothing more. Turn it off when another DHCP server already serves this network."},
 		{Key: "dhcp_server.range_start", Label: "First address", Placeholder: "automatic",
 			Help: "Addresses handed out to any client. Empty (both): the upper half of the network, like 192.168.1.128 to .254 on a /24."},
 		{Key: "dhcp_server.range_end", Label: "Last address", Placeholder: "automatic"},
@@ -118,9 +118,10 @@ var kindInterfaces = &kind{
 }
 
 // dhcpServerDefault is whether an interface's DHCP server runs when its
-// configuration does not say: on for a LAN, as before the setting existed.
+// configuration does not say: on for a LAN, as before the setting existed;
+// off for opt and wan.
 func dhcpServerDefault(c *config.Config, name string) string {
-	if ifc := c.Interface(name); ifc != nil && ifc.Role == config.RoleLAN {
+	if ifc := c.Interface(name); ifc != nil && ifc.DHCPServerByDefault() {
 		return "true"
 	}
 	return "false"

@@ -1,7 +1,7 @@
 // Package cli is flashgate's console command line: what an admin gets on
 // the serial console after logging in. It shows the state of the box
 // (services, interfaces, tunnels with the reason they are down, the
-// firewall, the LAN's DHCP leases, logs, crypto engines, the board), edits
+// firewall, the DHCP servers' leases, logs, crypto engines, the board), edits
 // the configuration through configd (set, delete, commit, commit
 // confirmed, rollback; secrets asked for without echo and kept out of the
 // history), and runs the few operations a rescue needs (ping, tunnel

@@ -12,9 +12,10 @@ import (
 	"github.com/flashgate/flashgate/services/netd"
 )
 
-// `show dhcp` lists netd's DHCP servers on the LAN interfaces: the range,
-// lease time and static leases each serves, and what it gave out. netd keeps the leases in memory only and reports them in GET
-// /v1/status (dhcp_servers), so that is where they are read.
+// `show dhcp` lists netd's DHCP servers on the LAN and opt interfaces: the
+// range, lease time and static leases each serves, and what it gave out.
+// netd keeps the leases in memory only and reports them in GET /v1/status
+// (dhcp_servers), so that is where they are read.
 
 func showDHCP(ctx context.Context, s *session, b *strings.Builder, args []string) error {
 	if len(args) > 1 {
@@ -34,8 +35,8 @@ func showDHCP(ctx context.Context, s *session, b *strings.Builder, args []string
 		}
 		if len(servers) == 0 {
 			if c := s.running(); c != nil {
-				if ifc := c.Interface(args[0]); ifc != nil && ifc.Role == config.RoleLAN && !ifc.DHCPServer.Enabled.Or(true) {
-					return fmt.Errorf("the DHCP server on %s is turned off (set interfaces.%s.dhcp_server.enabled true turns it on)", ifc.Name, ifc.Name)
+				if ifc := c.Interface(args[0]); ifc != nil && dhcpOff(ifc) {
+					return fmt.Errorf("the DHCP server on %s is %s (set interfaces.%s.dhcp_server.enabled true turns it on)", ifc.Name, offWord(ifc), ifc.Name)
 				}
 			}
 			return fmt.Errorf("no DHCP server runs on %q (%s)", clip(args[0], 20), dhcpLinks(st.DHCPServers))
@@ -50,16 +51,37 @@ func showDHCP(ctx context.Context, s *session, b *strings.Builder, args []string
 	return nil
 }
 
-// writeDHCPOff names the LAN interfaces whose server the configuration
-// turned off, so that "no server on eth2" is not taken for a fault.
+// writeDHCPOff names the LAN and opt interfaces whose server the
+// configuration turned off, and the opt interfaces with DHCP settings
+// whose server was never turned on, so that "no server on eth2" is not
+// taken for a fault. An opt interface without settings is not named: not
+// serving is what opt does.
 func writeDHCPOff(b *strings.Builder, c *config.Config, running []netd.DHCPServerState) {
 	for _, ifc := range c.Interfaces {
-		if ifc.Role != config.RoleLAN || ifc.DHCPServer.Enabled.Or(true) ||
+		if !dhcpOff(&ifc) || (ifc.Role == config.RoleOpt && ifc.DHCPServer.IsZero()) ||
 			slices.ContainsFunc(running, func(srv netd.DHCPServerState) bool { return srv.Link == ifc.Name }) {
 			continue
 		}
-		fmt.Fprintf(b, "%s: DHCP server turned off (interfaces.%s.dhcp_server.enabled false)\n", ifc.Name, ifc.Name)
+		if ifc.DHCPServer.Enabled.IsSet() {
+			fmt.Fprintf(b, "%s: DHCP server turned off (interfaces.%s.dhcp_server.enabled false)\n", ifc.Name, ifc.Name)
+		} else {
+			fmt.Fprintf(b, "%s: DHCP server not turned on (an opt interface serves only with interfaces.%s.dhcp_server.enabled true)\n", ifc.Name, ifc.Name)
+		}
 	}
+}
+
+// dhcpOff reports whether a LAN or opt interface serves no DHCP because of
+// its dhcp_server setting: turned off, or on opt never turned on.
+func dhcpOff(ifc *config.Interface) bool {
+	return (ifc.Role == config.RoleLAN || ifc.Role == config.RoleOpt) && !ifc.DHCPServer.Enabled.Or(ifc.DHCPServerByDefault())
+}
+
+// offWord says how an interface's server came to be off, for dhcpOff ones.
+func offWord(ifc *config.Interface) string {
+	if ifc.DHCPServer.Enabled.IsSet() {
+		return "turned off"
+	}
+	return "off: opt interfaces serve only when turned on"
 }
 
 // dhcpLinks names the interfaces a DHCP server runs on, for an error.
@@ -81,7 +103,8 @@ func writeDHCPLeases(b *strings.Builder, servers []netd.DHCPServerState, now tim
 	if len(servers) == 0 {
 		b.WriteString("No DHCP server runs: netd starts one on each enabled LAN interface\n" +
 			"with a static IPv4 address (/29 or larger for the automatic pool)\n" +
-			"unless its dhcp_server is turned off.\n")
+			"unless its dhcp_server is turned off, and on each such opt interface\n" +
+			"whose dhcp_server is turned on.\n")
 		return
 	}
 	for i, srv := range servers {

@@ -43,10 +43,22 @@ func TestWriteDHCPSettings(t *testing.T) {
 	c := config.Default()
 	c.Interfaces = append(c.Interfaces, config.Interface{Name: "eth2", Role: config.RoleLAN, Enabled: true, Addressing: config.AddressingStatic,
 		Addresses: []config.Prefix{config.MustPrefix("10.0.0.1/24")}, DHCPServer: config.DHCPServer{Enabled: config.Bool(false)}})
+	opt := func(name string, s config.DHCPServer) config.Interface {
+		return config.Interface{Name: name, Role: config.RoleOpt, Enabled: true, Addressing: config.AddressingStatic,
+			Addresses: []config.Prefix{config.MustPrefix("10.3.0.1/24")}, DHCPServer: s}
+	}
+	c.Interfaces = append(c.Interfaces,
+		opt("eth3", config.DHCPServer{}),                                // opt as ever: not named
+		opt("eth4", config.DHCPServer{LeaseTime: config.Seconds(3600)}), // settings, never turned on
+		opt("eth5", config.DHCPServer{Enabled: config.Bool(false)}),
+		opt("eth6", config.DHCPServer{Enabled: config.Bool(true)})) // on: its server's absence is a fault, not a setting
 	b.Reset()
 	writeDHCPOff(&b, c, servers[:0])
-	if got, want := b.String(), "eth2: DHCP server turned off (interfaces.eth2.dhcp_server.enabled false)\n"; got != want {
-		t.Errorf("writeDHCPOff: %q, want %q (eth1 has no server running but is not turned off)", got, want)
+	want := "eth2: DHCP server turned off (interfaces.eth2.dhcp_server.enabled false)\n" +
+		"eth4: DHCP server not turned on (an opt interface serves only with interfaces.eth4.dhcp_server.enabled true)\n" +
+		"eth5: DHCP server turned off (interfaces.eth5.dhcp_server.enabled false)\n"
+	if got := b.String(); got != want {
+		t.Errorf("writeDHCPOff:\n%s\nwant:\n%s(eth1 has no server running but is not turned off; eth3 is an opt interface without settings; eth6 is on)", got, want)
 	}
 }
 
@@ -92,6 +104,26 @@ func TestSetDHCPServer(t *testing.T) {
 	term.send("show dhcp eth1\r")
 	if got := term.expect(prompt); !strings.Contains(got, "the DHCP server on eth1 is turned off") {
 		t.Errorf("show dhcp eth1:\n%s\nwant that it is turned off", got)
+	}
+
+	// The same port as an opt network, its settings kept but enabled left
+	// out: an opt interface serves only when turned on, and show dhcp says so.
+	for _, l := range []string{"set interfaces.eth1.role opt", "delete interfaces.eth1.dhcp_server.enabled", "commit eth1 becomes opt"} {
+		term.send(l + "\r")
+		if got := term.expect(prompt); strings.Contains(got, "rror") {
+			t.Fatalf("%s:\n%s", l, got)
+		}
+	}
+	if opt, _ := cd.store.Running(); opt.Interface("eth1").Role != config.RoleOpt || opt.Interface("eth1").DHCPServer.Enabled.IsSet() {
+		t.Fatalf("running eth1 %+v, want opt with enabled unset", opt.Interface("eth1"))
+	}
+	term.send("show dhcp\r")
+	if got := term.expect(prompt); !strings.Contains(got, "eth1: DHCP server not turned on (an opt interface serves only with interfaces.eth1.dhcp_server.enabled true)") {
+		t.Errorf("show dhcp:\n%s\nwant eth1's server reported not turned on", got)
+	}
+	term.send("show dhcp eth1\r")
+	if got := term.expect(prompt); !strings.Contains(got, "the DHCP server on eth1 is off: opt interfaces serve only when turned on") {
+		t.Errorf("show dhcp eth1:\n%s\nwant that an opt interface serves only when turned on", got)
 	}
 
 	// Completion knows the block's fields and that enabled is a switch.

@@ -13,7 +13,7 @@ import (
 )
 
 // netdClient reads netd's local API (GET /v1/status: links, leases and
-// the LAN DHCP servers' leases; GET /v1/firewall); netd has no Go client
+// the LAN and opt DHCP servers' leases; GET /v1/firewall); netd has no Go client
 // of its own.
 type netdClient struct {
 	hc *http.Client

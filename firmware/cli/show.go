@@ -26,7 +26,7 @@ var showTopics = []struct {
 	{"tunnels", "show tunnels", "every tunnel's state, SAs, counters", showTunnels},
 	{"tunnel", "show tunnel NAME", "one tunnel, why it is down, events", showTunnel},
 	{"firewall", "show firewall", "rules in force, hit counters", showFirewall},
-	{"dhcp", "show dhcp [INTERFACE]", "the LAN DHCP server's leases", showDHCP},
+	{"dhcp", "show dhcp [INTERFACE]", "the DHCP servers' leases (LAN and opt)", showDHCP},
 	{"clock", "show clock", "the time, its zone, NTP state", showClock},
 	{"config", "show config [running|candidate] [PATH]", "the configuration as set lines", showConfig},
 	{"diff", "show diff", "what commit would change", showDiff},

@@ -15,7 +15,8 @@ type Desired struct {
 	Routes     []Route
 	Forwarding bool // net.ipv4.ip_forward and net.ipv6.conf.all.forwarding
 	Firewall   Firewall
-	// DHCPServers are the DHCP servers to run, one per LAN link at most.
+	// DHCPServers are the DHCP servers to run, one per LAN or opt link at
+	// most.
 	DHCPServers []DHCPScope
 }
 
@@ -112,8 +113,8 @@ type Firewall struct {
 	Masquerade   []Masquerade
 	Exemptions   []Exemption
 	PortForwards []PortForward
-	// DHCPServers are the LAN links a DHCP server runs on: the firewall
-	// opens UDP 67 on each, and on no other.
+	// DHCPServers are the LAN and opt links a DHCP server runs on: the
+	// firewall opens UDP 67 on each, and on no other.
 	DHCPServers []string
 }
 

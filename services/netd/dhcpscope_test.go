@@ -2,6 +2,7 @@ package netd
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"slices"
@@ -22,7 +23,7 @@ func TestFromConfigDHCPScope(t *testing.T) {
 		name  string
 		edit  func(ifc *config.Interface)
 		want  []DHCPScope
-		rules bool // the firewall opens UDP 67 on the LAN
+		rules bool // the firewall opens UDP 67 on the link
 	}{
 		{"no block: the automatic pool, as before the block existed", func(*config.Interface) {},
 			[]DHCPScope{{Link: "lan0", Address: lan, First: netip.MustParseAddr("192.168.50.128"), Last: netip.MustParseAddr("192.168.50.254"),
@@ -32,6 +33,14 @@ func TestFromConfigDHCPScope(t *testing.T) {
 		{"/30 without a block: none, as before", func(ifc *config.Interface) {
 			ifc.Addresses = []config.Prefix{config.MustPrefix("192.168.50.1/30")}
 		}, nil, false},
+		{"opt without a block: none (only a LAN serves by default)", func(ifc *config.Interface) { ifc.Role = config.RoleOpt }, nil, false},
+		{"opt with settings but enabled unset: none", func(ifc *config.Interface) {
+			ifc.Role, ifc.DHCPServer = config.RoleOpt, config.DHCPServer{LeaseTime: config.Seconds(600)}
+		}, nil, false},
+		{"opt enabled: the automatic pool", func(ifc *config.Interface) {
+			ifc.Role, ifc.DHCPServer = config.RoleOpt, config.DHCPServer{Enabled: config.Bool(true)}
+		}, []DHCPScope{{Link: "lan0", Address: lan, First: netip.MustParseAddr("192.168.50.128"), Last: netip.MustParseAddr("192.168.50.254"),
+			LeaseTime: 12 * time.Hour, Path: path}}, true},
 		{"range, lease time and static leases", func(ifc *config.Interface) {
 			ifc.DHCPServer = config.DHCPServer{RangeStart: config.MustAddr("192.168.50.100"), RangeEnd: config.MustAddr("192.168.50.110"),
 				LeaseTime: config.Seconds(600), StaticLeases: []config.StaticLease{
@@ -291,6 +300,116 @@ func TestDaemonDHCPServerSettings(t *testing.T) {
 	}
 	if ack.YourIPAddr.String() != "192.168.50.128" {
 		t.Errorf("automatic pool: got %s, want 192.168.50.128", ack.YourIPAddr)
+	}
+}
+
+// TestDaemonDHCPServerOnOpt makes the lab's LAN link an opt network (a
+// guest Wi-Fi) and drives its DHCP server through the configuration with
+// a real client on the host there: without a block nothing serves and the
+// firewall keeps UDP 67 closed; enabled, the host gets a lease through the
+// opt-dhcp rule while its connections to the web UI stay dropped, as they
+// would not be from a LAN; turned off again, the port closes.
+func TestDaemonDHCPServerOnOpt(t *testing.T) {
+	l := newLab(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rtNS, err := netns.GetFromName(l.rt.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rtNS.Close()
+	d := NewDaemon(ctx, boards.Board{Name: "lab"}, &Reconciler{NFT: l.nft, Netlink: l.nl})
+	d.InNS = func(f func() error) error { return inNetNS(rtNS, f) }
+
+	apply := func(rev uint64, s config.DHCPServer) {
+		t.Helper()
+		c := labConfig()
+		wan := c.Interface("wan0") // static: no DHCP client looking for an ISP
+		wan.Addressing, wan.Addresses = config.AddressingStatic, []config.Prefix{config.MustPrefix("10.99.0.1/24")}
+		opt := c.Interface("lan0")
+		opt.Role, opt.DHCPServer = config.RoleOpt, s
+		if err := c.Validate(); err != nil {
+			t.Fatalf("revision %d is invalid for config: %v", rev, err)
+		}
+		if err := d.SetConfig(c, rev, "test"); err != nil {
+			t.Fatalf("revision %d: SetConfig: %v", rev, err)
+		}
+	}
+	// optDHCP is the firewall's opt-dhcp rule, if it has one.
+	optDHCP := func() (RuleCounter, bool) {
+		rs, err := l.nft.Rules()
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(rs, func(r RuleCounter) bool { return r.Comment == "builtin:opt-dhcp" })
+		if i < 0 {
+			return RuleCounter{}, false
+		}
+		return rs[i], true
+	}
+	// webUIDropped reports whether a connection from the opt host to the
+	// box's web UI port is dropped: nothing listens there, so a firewall
+	// that let the SYN in would have it refused at once instead.
+	webUIDropped := func() bool {
+		var err error
+		if e := do(l.lan, func() error {
+			var c net.Conn
+			if c, err = net.DialTimeout("tcp", netip.AddrPortFrom(rtLAN, 443).String(), time.Second); err == nil {
+				c.Close()
+			}
+			return nil
+		}); e != nil {
+			t.Fatal(e)
+		}
+		var ne net.Error
+		return errors.As(err, &ne) && ne.Timeout()
+	}
+
+	// 1. No block: an opt link does not serve, as before opt could.
+	apply(1, config.DHCPServer{})
+	if st := d.Status().DHCPServers; len(st) != 0 {
+		t.Errorf("opt without a dhcp_server block runs a server: %+v", st)
+	}
+	if r, ok := optDHCP(); ok {
+		t.Errorf("opt without a server, yet the firewall opens UDP 67: %+v", r)
+	}
+	if ack, err := lanRequest(l); err == nil {
+		t.Errorf("opt without a server, yet its host got %s", ack.YourIPAddr)
+	}
+
+	// 2. Enabled: a lease from the range, through the opt-dhcp rule only.
+	apply(2, config.DHCPServer{Enabled: config.Bool(true), RangeStart: config.MustAddr("192.168.50.40"),
+		RangeEnd: config.MustAddr("192.168.50.49"), LeaseTime: config.Seconds(900)})
+	ack, err := lanRequest(l)
+	if err != nil {
+		t.Fatalf("opt server enabled: the host got no lease: %v", err)
+	}
+	if ack.YourIPAddr.String() != "192.168.50.40" || ack.IPAddressLeaseTime(0) != 15*time.Minute ||
+		len(ack.Router()) != 1 || ack.Router()[0].String() != "192.168.50.1" {
+		t.Errorf("opt lease: got %s for %s via %v, want 192.168.50.40 for 15m via 192.168.50.1",
+			ack.YourIPAddr, ack.IPAddressLeaseTime(0), ack.Router())
+	}
+	if st := d.Status().DHCPServers; len(st) != 1 || st[0].Link != "lan0" || len(st[0].Leases) != 1 {
+		t.Errorf("status with the opt server: %+v", st)
+	}
+	if r, ok := optDHCP(); !ok || r.Packets == 0 {
+		t.Errorf("the host's requests did not pass the opt-dhcp rule (%+v, present %v)", r, ok)
+	}
+	if !webUIDropped() {
+		t.Errorf("the opt host's connection to the web UI port was not dropped: serving DHCP opened more than UDP 67")
+	}
+
+	// 3. Turned off: nothing answers, and the firewall closes the port.
+	apply(3, config.DHCPServer{Enabled: config.Bool(false), RangeStart: config.MustAddr("192.168.50.40"),
+		RangeEnd: config.MustAddr("192.168.50.49")})
+	if st := d.Status().DHCPServers; len(st) != 0 {
+		t.Errorf("status after turning the opt server off: %+v, want no server", st)
+	}
+	if r, ok := optDHCP(); ok {
+		t.Errorf("the opt server is off, yet the firewall still opens UDP 67: %+v", r)
+	}
+	if ack, err := lanRequest(l); err == nil {
+		t.Errorf("the opt server is off, yet its host got %s", ack.YourIPAddr)
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4/server4"
 )
 
-// DHCPServer hands out addresses on one LAN interface: a range of the
+// DHCPServer hands out addresses on one LAN or opt interface: a range of the
 // interface's subnet (without the box's own address and the addresses
 // reserved for static leases) to any client, each reserved address only to
 // its MAC, the box as router, and the WAN's DNS servers when there are

@@ -413,6 +413,17 @@ func (b *builder) input() {
 			b.add(Spec{Chain: c, Comment: "builtin:lan-dhcp", IIf: lan, Proto: protoUDP, DPort: PortRange{67, 67}, Verdict: VerdictAccept})
 		}
 	}
+	// An opt network (a guest Wi-Fi, a DMZ) gets nothing by default, and
+	// serving it DHCP opens only that: UDP 67 on its link, not the web UI
+	// or ping. The server's answers need no rule (the table has no output
+	// chain); the DNS servers it hands out are the WAN's upstream
+	// ones (the box runs no resolver), which opt hosts reach only through
+	// forward rules of the admin's, like everything else beyond the link.
+	for _, opt := range b.ifaces(RoleOpt) {
+		if slices.Contains(b.f.DHCPServers, opt) {
+			b.add(Spec{Chain: c, Comment: "builtin:opt-dhcp", IIf: opt, Proto: protoUDP, DPort: PortRange{67, 67}, Verdict: VerdictAccept})
+		}
+	}
 	b.add(Spec{Chain: c, Comment: "builtin:drop", Verdict: VerdictDrop})
 }
 

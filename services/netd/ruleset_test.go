@@ -186,6 +186,19 @@ func TestBuild(t *testing.T) {
 				`postrouting oifname "eth0" meta nfproto ipv4 counter masquerade comment "masquerade:lan-out-eth0"`,
 			},
 		},
+		{
+			name: "a DHCP server on an opt link opens port 67 there only: no web UI, no ping, no other opt link",
+			change: func(f *Firewall) {
+				f.Interfaces = append(f.Interfaces, Interface{"eth2", RoleOpt}, Interface{"eth3", RoleOpt})
+				f.DHCPServers = []string{"eth1", "eth2"}
+			},
+			want: []string{
+				`input iifname "eth1" meta l4proto udp th dport 67 counter accept comment "builtin:lan-dhcp"`,
+				`input iifname "eth2" meta l4proto udp th dport 67 counter accept comment "builtin:opt-dhcp"`,
+				`input counter drop comment "builtin:drop"`,
+			},
+			absent: []string{`iifname "eth3"`, `iifname "eth2" meta l4proto tcp`, `iifname "eth2" meta l4proto icmp`, `iifname "eth2" oifname`},
+		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
