@@ -13,6 +13,7 @@ import (
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
+	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/services/netd"
 )
 
@@ -115,7 +116,7 @@ func serveNetdDHCP(t *testing.T, dir string, srv *netd.DHCPServer) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, last, _ := netd.DHCPPool(srv.Address)
+	first, last, _ := config.DefaultDHCPRange(srv.Address)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 		st := netd.Status{Links: []netd.LinkStatus{}, Leases: []netd.Lease{}, DHCPServers: []netd.DHCPServerState{

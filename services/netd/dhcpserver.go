@@ -50,19 +50,11 @@ type ServerLease struct {
 	Static   bool       `json:"static,omitempty"` // the client's static lease
 }
 
-// DHCPPool returns the range the server gives out on a LAN with the
-// given address when the configuration names none: the upper half of the
-// subnet, minus the broadcast address and the box's own. Subnets smaller
-// than /29 get no automatic pool.
-func DHCPPool(p netip.Prefix) (first, last netip.Addr, ok bool) {
-	return config.DefaultDHCPRange(p)
-}
-
 // NewDHCPServer prepares a server with the automatic pool and the default
 // lease time for a LAN address; it fails if the subnet is too small for a
 // pool.
 func NewDHCPServer(link string, addr netip.Prefix) (*DHCPServer, error) {
-	first, last, ok := DHCPPool(addr)
+	first, last, ok := config.DefaultDHCPRange(addr)
 	if !ok {
 		return nil, fmt.Errorf("dhcp server on %s: %s leaves no room for a pool (IPv4, /8 to /29)", link, addr)
 	}

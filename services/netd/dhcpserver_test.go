@@ -6,28 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/config"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 )
-
-func TestDHCPPool(t *testing.T) {
-	cases := []struct {
-		lan         string
-		first, last string
-		ok          bool
-	}{
-		{"192.168.1.1/24", "192.168.1.128", "192.168.1.254", true},
-		{"10.0.0.1/16", "10.0.252.0", "10.0.255.254", true}, // capped at 1023 addresses
-		{"192.168.7.1/29", "192.168.7.4", "192.168.7.6", true},
-		{"192.168.7.1/30", "", "", false},
-		{"fd00::1/64", "", "", false},
-	}
-	for _, c := range cases {
-		first, last, ok := DHCPPool(netip.MustParsePrefix(c.lan))
-		if ok != c.ok || (ok && (first.String() != c.first || last.String() != c.last)) {
-			t.Errorf("DHCPPool(%s) = %s-%s %v, want %s-%s %v", c.lan, first, last, ok, c.first, c.last, c.ok)
-		}
-	}
-}
 
 func dhcpMsg(t *testing.T, mac string, typ dhcpv4.MessageType, mods ...dhcpv4.Modifier) *dhcpv4.DHCPv4 {
 	t.Helper()
@@ -125,7 +106,7 @@ func FuzzDHCPServerReply(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	first, last, _ := DHCPPool(s.Address)
+	first, last, _ := config.DefaultDHCPRange(s.Address)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := dhcpv4.FromBytes(b)
 		if err != nil {
