@@ -177,6 +177,45 @@ func (c *console) status() (pid, restarts int, mem pid1Memory) {
 	return pid, restarts, mem
 }
 
+// systemSettings goes from the expert shell back to the CLI, commits a
+// host name and a time zone, and checks from the shell that hostd applied
+// both: the kernel's host name, and /etc/localtime, a TZif file whose
+// footer is the zone's POSIX rule. It ends in the expert shell.
+func (c *console) systemSettings() {
+	c.t.Helper()
+	c.typeLine("exit")
+	c.expect(time.Minute, "admin@")
+	c.expect(time.Minute, "> ")
+	c.typeLine("set system.hostname vmgw")
+	c.expect(time.Minute, "> ")
+	c.typeLine("set system.timezone Europe/Berlin")
+	c.expect(time.Minute, "> ")
+	c.typeLine(`commit "vm test: hostd applies the host name and time zone"`)
+	c.expect(time.Minute, "Committed revision")
+	c.expect(time.Minute, "> ")
+	c.typeLine("shell")
+	c.expect(time.Minute, "Expert shell (")
+	c.expect(time.Minute, "$ ")
+	for _, check := range []struct{ cmd, want string }{
+		{"cat /proc/sys/kernel/hostname", "\nvmgw"},
+		{"cat /etc/localtime", "CET-1CEST,M3.5.0,M10.5.0/3"},
+	} {
+		var out string
+		for try := 0; try < 10; try++ {
+			from := c.at
+			c.typeLine(check.cmd)
+			c.expect(time.Minute, "$ ")
+			if out = strings.ReplaceAll(c.since(from), "\r", ""); strings.Contains(out, check.want) {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		if !strings.Contains(out, check.want) {
+			c.t.Errorf("10 s after the commit, %s shows %q; want %q (hostd applies it)", check.cmd, out, check.want)
+		}
+	}
+}
+
 // TestFirmwareInVM walks through the issue's VM checks on one boot chain:
 // kill a service and see it restarted and counted; stop the watchdog's
 // petting and see the VM reset; reboot back to a login prompt; power off
@@ -193,6 +232,10 @@ func TestFirmwareInVM(t *testing.T) {
 	if restarts != 0 {
 		t.Errorf("console restarted %d times before anything killed it", restarts)
 	}
+
+	// The box's own settings: committed at the CLI, applied by hostd
+	// (host name, time zone) without a reboot.
+	c.systemSettings()
 
 	// Kill the getty (and with it this shell): the supervisor restarts
 	// it and counts the restart.
