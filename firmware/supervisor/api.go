@@ -20,7 +20,7 @@ const SocketPath = "/run/flashgate/supervisor.sock"
 // System is the supervisor's view of itself, the answer to the system op.
 type System struct {
 	PID           int           `json:"pid"`
-	RSSKiB        int           `json:"rss_kib"`          // VmRSS of this process (PID 1 + supervisor)
+	RSSKiB        int           `json:"rss_kib"`          // RSS of this process (PID 1 + supervisor): smaps_rollup's, else VmRSS
 	Memory        *Memory       `json:"memory,omitempty"` // its PSS and private share, where the kernel says
 	Goroutines    int           `json:"goroutines"`
 	OrphansReaped uint64        `json:"orphans_reaped"`
@@ -59,6 +59,9 @@ func (s *Supervisor) SystemStatus() System {
 	sys := System{PID: os.Getpid(), RSSKiB: rss, OrphansReaped: s.orphansReaped, Goroutines: numGoroutine()}
 	if m, err := ReadMemory("/proc/self/smaps_rollup"); err == nil {
 		sys.Memory = &m
+		// smaps_rollup walks the page tables; VmRSS comes from counters
+		// each thread batches, which lag by up to 64 pages per thread.
+		sys.RSSKiB = m.RSS
 	}
 	if wd := s.cfg.Watchdog; wd != nil {
 		sys.Watchdog = WatchdogState{Open: true, Timeout: seconds(wd.Timeout), Petting: !s.stopPetting, Pets: s.pets}

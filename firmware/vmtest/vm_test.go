@@ -274,7 +274,7 @@ func TestFirmwareInVM(t *testing.T) {
 
 // BenchmarkPID1IdleQEMU boots the qemu image, logs in, leaves the box idle
 // for idleWait with all its services running, and reports PID 1 +
-// supervisor's memory from `flashgate status`: rss_KiB (VmRSS, what
+// supervisor's memory from `flashgate status`: rss_KiB (smaps_rollup's Rss, what
 // boot.qemu.rss_init_kb asks for), and pss_KiB and private_KiB, since most
 // of the RSS is the firmware binary's initramfs pages that every service
 // shares. One boot is one measurement: run it with -benchtime 1x.
