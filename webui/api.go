@@ -68,9 +68,7 @@ func (s *Server) apiRoutes(r *mux.Router) {
 	})
 	for _, k := range []*kind{kindTunnels, kindRules, kindForwards, kindMasquerade, kindExemptions, kindInterfaces, kindRoutes} {
 		api("/"+k.Name+"/{name}", "PUT", s.apiPutElement(k))
-		if !k.Fixed {
-			api("/"+k.Name+"/{name}", "DELETE", s.apiDeleteElement(k))
-		}
+		api("/"+k.Name+"/{name}", "DELETE", s.apiDeleteElement(k))
 	}
 	api("/firewall", "GET", func(w http.ResponseWriter, r *http.Request) {
 		cand, err := s.candidate(r.Context())
@@ -365,10 +363,6 @@ func (s *Server) apiPutElement(k *kind) http.HandlerFunc {
 				return
 			}
 			_, _, exists := lookupJSON(cand.Config, k.elementPath(name))
-			if !exists && k.Fixed {
-				writeAPIError(w, http.StatusNotFound, fmt.Sprintf("there is no %s called %q", k.Singular, name))
-				return
-			}
 			creating = !exists
 		}
 		ferrs, err := s.saveElement(r.Context(), k, name, vals, creating, true)
@@ -387,7 +381,13 @@ func (s *Server) apiPutElement(k *kind) http.HandlerFunc {
 
 func (s *Server) apiDeleteElement(k *kind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if err := s.deleteElement(r.Context(), k, mux.Vars(r)["name"]); err != nil {
+		err := s.deleteElement(r.Context(), k, mux.Vars(r)["name"])
+		var inUse *inUseError
+		switch {
+		case errors.As(err, &inUse):
+			writeAPIError(w, http.StatusConflict, err.Error())
+			return
+		case err != nil:
 			writeAPIError(w, http.StatusNotFound, err.Error())
 			return
 		}

@@ -107,15 +107,15 @@ func TestAPI(t *testing.T) {
 	if r, _ := b.api("DELETE", "/api/v1/tunnels/branch", ""); r.Code != http.StatusNotFound {
 		t.Errorf("second delete: %d, want 404", r.Code)
 	}
-	if r, _ := b.api("PUT", "/api/v1/interfaces/eth9", `{"mtu":1400}`); r.Code != http.StatusNotFound {
-		t.Errorf("PUT of an interface that does not exist: %d, want 404", r.Code)
+	if r, _ := b.api("PUT", "/api/v1/interfaces/eth9", `{"mtu":100}`); r.Code != http.StatusUnprocessableEntity {
+		t.Errorf("PUT creating an interface with MTU 100: %d, want 422", r.Code)
 	}
 	if r, _ := b.api("PUT", "/api/v1/system", `{"hostname":"gw-1","ntp_servers":["192.0.2.1"]}`); r.Code != http.StatusOK {
 		t.Errorf("PUT system: %d %s", r.Code, r.Body)
 	}
 	cand, _ := h.store.Candidate()
-	if cand.System.Hostname != "gw-1" || cand.Tunnel("branch") != nil {
-		t.Errorf("candidate after API edits: host %q, branch %v", cand.System.Hostname, cand.Tunnel("branch"))
+	if cand.System.Hostname != "gw-1" || cand.Tunnel("branch") != nil || cand.Interface("eth9") != nil {
+		t.Errorf("candidate after API edits: host %q, branch %v, refused eth9 %v", cand.System.Hostname, cand.Tunnel("branch"), cand.Interface("eth9"))
 	}
 	r, _ = b.api("GET", "/api/v1/history", "")
 	if r.Code != http.StatusOK {

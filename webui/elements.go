@@ -51,6 +51,9 @@ type formState struct {
 	Errors  formErrors
 	Action  string
 	Catalog *proposalCatalog
+	// Ports, on a new interface's form, are the kernel names of the
+	// box's NICs that the configuration lacks: hints for the name.
+	Ports []string
 }
 
 // fieldView is one field of one form, for the field template.
@@ -151,7 +154,11 @@ func (s *Server) elementNewPage(k *kind) http.HandlerFunc {
 		if k == kindTunnels {
 			vals["psk"] = []string{generatePSK()}
 		}
-		s.renderForm(w, r, http.StatusOK, s.newForm(k, "", true, vals, nil))
+		form := s.newForm(k, "", true, vals, nil)
+		if k == kindInterfaces {
+			form.Ports = unconfiguredPorts(s.opts.Root, cand.Config)
+		}
+		s.renderForm(w, r, http.StatusOK, form)
 	}
 }
 
@@ -196,7 +203,13 @@ func (s *Server) elementSubmit(w http.ResponseWriter, r *http.Request, k *kind, 
 		ferrs = formErrors{"": err.Error()}
 	}
 	if ferrs != nil {
-		s.renderForm(w, r, http.StatusUnprocessableEntity, s.newForm(k, name, creating, vals, ferrs))
+		form := s.newForm(k, name, creating, vals, ferrs)
+		if creating && k == kindInterfaces {
+			if cand, err := s.candidate(r.Context()); err == nil {
+				form.Ports = unconfiguredPorts(s.opts.Root, cand.Config)
+			}
+		}
+		s.renderForm(w, r, http.StatusUnprocessableEntity, form)
 		return
 	}
 	what := k.Singular + " " + name
@@ -218,12 +231,55 @@ func (s *Server) elementUpdate(k *kind) http.HandlerFunc {
 	}
 }
 
+// inUseError refuses a delete that would leave other elements naming the
+// deleted one (a route or a rule naming an interface): the candidate
+// would no longer commit, and the admin would learn why only then.
+type inUseError struct {
+	what string                  // "interface eth2"
+	uses config.ValidationErrors // the problems the delete would add
+}
+
+func (e *inUseError) Error() string {
+	uses := make([]string, len(e.uses))
+	for i, fe := range e.uses {
+		uses[i] = fe.Error()
+	}
+	return fmt.Sprintf("%s is still in use (%s); change or delete that first", e.what, strings.Join(uses, "; "))
+}
+
+// validationProblems is every problem config's validator finds in c.
+func validationProblems(c *config.Config) config.ValidationErrors {
+	var ve config.ValidationErrors
+	errors.As(c.Validate(), &ve)
+	return ve
+}
+
+// deleteElement removes element name of kind k from the candidate. The
+// validator, run before and after, tells what still refers to it: a delete
+// that adds problems is refused with them, each naming its element. The
+// problems the candidate already had are not this delete's.
 func (s *Server) deleteElement(ctx context.Context, k *kind, name string) error {
 	return s.editCandidate(ctx, func(c *config.Config) error {
 		if _, _, ok := lookupJSON(c, k.elementPath(name)); !ok {
 			return fmt.Errorf("there is no %s called %q", k.Singular, name)
 		}
-		return c.Delete(k.elementPath(name))
+		had := map[config.FieldError]bool{}
+		for _, fe := range validationProblems(c) {
+			had[fe] = true
+		}
+		if err := c.Delete(k.elementPath(name)); err != nil {
+			return err
+		}
+		refused := &inUseError{what: k.Singular + " " + name}
+		for _, fe := range validationProblems(c) {
+			if !had[fe] {
+				refused.uses = append(refused.uses, fe)
+			}
+		}
+		if len(refused.uses) > 0 {
+			return refused
+		}
+		return nil
 	})
 }
 

@@ -74,8 +74,12 @@ type kind struct {
 	Base     string // page URL of its forms
 	Back     string // page listing it
 	Single   bool   // one object (system settings), not a named list
-	Fixed    bool   // no create or delete (interfaces are the board's ports)
 	Fields   []field
+	// NameExample and NameHelp, when set, replace the new form's generic
+	// placeholder and help for the name: an interface's name is its
+	// kernel name, not one the admin makes up.
+	NameExample string
+	NameHelp    string
 }
 
 func (k *kind) elementPath(name string) string {

@@ -96,7 +96,8 @@ var kindExemptions = &kind{
 }
 
 var kindInterfaces = &kind{
-	Name: "interfaces", Singular: "interface", Path: "interfaces", Base: "/interfaces", Back: "/interfaces", Fixed: true,
+	Name: "interfaces", Singular: "interface", Path: "interfaces", Base: "/interfaces", Back: "/interfaces",
+	NameExample: "eth2", NameHelp: "The port's kernel name (eth2, or enx… for some USB NICs); it cannot be changed later.",
 	Fields: []field{
 		{Key: "description", Label: "Description"},
 		{Key: "enabled", Label: "Enabled", Kind: fCheck},

@@ -180,7 +180,8 @@ func (s *Server) pageRoutes(r *mux.Router) {
 	page("/tunnels", "GET", s.tunnelsPage)
 	page("/firewall", "GET", s.firewallPage)
 	page("/routes", "GET", s.routesPage)
-	for _, k := range []*kind{kindTunnels, kindRules, kindForwards, kindMasquerade, kindExemptions, kindRoutes} {
+	page("/interfaces", "GET", s.interfacesPage)
+	for _, k := range []*kind{kindTunnels, kindRules, kindForwards, kindMasquerade, kindExemptions, kindRoutes, kindInterfaces} {
 		page(k.Base+"/new", "GET", s.elementNewPage(k))
 		page(k.Base+"/new", "POST", s.elementCreate(k))
 		page(k.Base+"/{name}/edit", "GET", s.elementEditPage(k))
@@ -191,10 +192,6 @@ func (s *Server) pageRoutes(r *mux.Router) {
 	page("/tunnels/{name}/up", "POST", s.tunnelActionPage("up"))
 	page("/tunnels/{name}/down", "POST", s.tunnelActionPage("down"))
 	page("/firewall/rules/{name}/move", "POST", s.ruleMove)
-
-	page("/interfaces", "GET", s.interfacesPage)
-	page("/interfaces/{name}/edit", "GET", s.elementEditPage(kindInterfaces))
-	page("/interfaces/{name}/edit", "POST", s.elementUpdate(kindInterfaces))
 
 	page("/system", "GET", s.systemPage)
 	page("/system/settings", "POST", s.systemSettings)

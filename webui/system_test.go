@@ -235,7 +235,7 @@ func TestFirewallAndInterfaces(t *testing.T) {
 	}
 	page = b.get("/interfaces")
 	mustContain(t, "interfaces page", page.Body, "office LAN", "192.168.7.1/24", "eth0")
-	if r := b.post("/interfaces/new", nil); r.Code != http.StatusNotFound && r.Code != http.StatusMethodNotAllowed {
-		t.Errorf("creating an interface: %d, want no such route", r.Code)
+	if r := b.post("/interfaces/new", nil); r.Code != http.StatusUnprocessableEntity || fieldError(r.Body, "name") == "" {
+		t.Errorf("Add port without a name: %d, name error %q; want 422 with the error at the name", r.Code, fieldError(r.Body, "name"))
 	}
 }

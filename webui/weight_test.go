@@ -37,6 +37,7 @@ var weighedPages = []struct{ name, path string }{
 	{"route_new", "/routes/new"},
 	{"route_edit", "/routes/branch/edit"},
 	{"interfaces", "/interfaces"},
+	{"interface_new", "/interfaces/new"},
 	{"interface_edit", "/interfaces/eth0/edit"},
 	{"system", "/system"},
 	{"logs", "/logs"},
