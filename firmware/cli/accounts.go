@@ -40,8 +40,13 @@ func NewAccounts(socket string) *Accounts {
 }
 
 // running fetches the running configuration, retrying for up to wait.
+// At boot the console asks before configd serves, and the login prompt
+// waits for the answer: the retries start at 50 ms (a missing socket fails
+// at once, so they cost nothing) and back off to 500 ms, so the prompt
+// comes within 50–100 ms of configd instead of up to half a second later.
 func (a *Accounts) running(wait time.Duration) (*config.Config, error) {
 	deadline := time.Now().Add(wait)
+	pause := 50 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		c, _, err := a.c.Running(ctx)
@@ -52,7 +57,8 @@ func (a *Accounts) running(wait time.Duration) (*config.Config, error) {
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("accounts: %w", err)
 		}
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(pause)
+		pause = min(2*pause, 500*time.Millisecond)
 	}
 }
 
