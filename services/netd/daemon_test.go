@@ -11,10 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/config"
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
-	"github.com/vishvananda/netns"
 )
 
 // labConfig is the lab's router as an admin would configure it: WAN on
@@ -57,13 +55,7 @@ func TestDaemon(t *testing.T) {
 	isp.SetDNS([]netip.Addr{netip.MustParseAddr("10.99.0.53")})
 	go do(l.wan, func() error { return isp.Serve(ctx) })
 
-	rtNS, err := netns.GetFromName(l.rt.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rtNS.Close()
-	d := NewDaemon(ctx, boards.Board{Name: "lab"}, &Reconciler{NFT: l.nft, Netlink: l.nl})
-	d.InNS = func(f func() error) error { return inNetNS(rtNS, f) }
+	d := l.daemon(t, ctx)
 	if err := d.SetConfig(cfg, 1, "test"); err != nil {
 		t.Fatalf("SetConfig: %v", err)
 	}

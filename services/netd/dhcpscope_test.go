@@ -9,11 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/config"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
-	"github.com/vishvananda/netns"
 )
 
 func TestFromConfigDHCPScope(t *testing.T) {
@@ -214,13 +212,7 @@ func TestDaemonDHCPServerSettings(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	rtNS, err := netns.GetFromName(l.rt.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rtNS.Close()
-	d := NewDaemon(ctx, boards.Board{Name: "lab"}, &Reconciler{NFT: l.nft, Netlink: l.nl})
-	d.InNS = func(f func() error) error { return inNetNS(rtNS, f) }
+	d := l.daemon(t, ctx)
 
 	apply := func(rev uint64, edit func(s *config.DHCPServer)) {
 		t.Helper()
@@ -313,13 +305,7 @@ func TestDaemonDHCPServerOnOpt(t *testing.T) {
 	l := newLab(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	rtNS, err := netns.GetFromName(l.rt.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rtNS.Close()
-	d := NewDaemon(ctx, boards.Board{Name: "lab"}, &Reconciler{NFT: l.nft, Netlink: l.nl})
-	d.InNS = func(f func() error) error { return inNetNS(rtNS, f) }
+	d := l.daemon(t, ctx)
 
 	apply := func(rev uint64, s config.DHCPServer) {
 		t.Helper()

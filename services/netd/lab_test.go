@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/internal/testnet"
 	"github.com/flashgate/flashgate/ipsec"
 	"github.com/google/nftables"
@@ -387,4 +388,19 @@ func spray(t *testing.T, ns *testnet.NS, dst string) func() int {
 		done <- sent
 	}()
 	return func() int { close(stop); return <-done }
+}
+
+// daemon is a netd Daemon for the lab's router, boards.Board "lab", with
+// its netlink and nftables handles and its DHCP sockets in rt's namespace,
+// alive until ctx ends.
+func (l *lab) daemon(t *testing.T, ctx context.Context) *Daemon {
+	t.Helper()
+	rtNS, err := netns.GetFromName(l.rt.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rtNS.Close() })
+	d := NewDaemon(ctx, boards.Board{Name: "lab"}, &Reconciler{NFT: l.nft, Netlink: l.nl})
+	d.InNS = func(f func() error) error { return inNetNS(rtNS, f) }
+	return d
 }

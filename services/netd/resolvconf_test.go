@@ -11,12 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/config"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 	"github.com/insomniacslk/dhcp/rfc1035label"
-	"github.com/vishvananda/netns"
 )
 
 func addrs(s ...string) []netip.Addr {
@@ -130,13 +128,7 @@ func TestResolvConfFollowsLease(t *testing.T) {
 	isp.SetDNS(addrs("10.99.0.53", "10.99.0.54", "10.99.0.55", "10.99.0.56"))
 	go do(l.wan, func() error { return isp.Serve(ctx) })
 
-	rtNS, err := netns.GetFromName(l.rt.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rtNS.Close()
-	d := NewDaemon(ctx, boards.Board{Name: "lab"}, &Reconciler{NFT: l.nft, Netlink: l.nl})
-	d.InNS = func(f func() error) error { return inNetNS(rtNS, f) }
+	d := l.daemon(t, ctx)
 	d.ResolvConf = path
 	cfg := labConfig()
 	if err := d.SetConfig(cfg, 1, "test"); err != nil {
