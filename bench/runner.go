@@ -28,6 +28,7 @@ type Suite struct {
 var Suites = []Suite{
 	{Package: "./images", Pattern: "Image$", Benchtime: "1x", Timeout: 30 * time.Minute},
 	{Package: "./images", Pattern: "BootQEMU", Benchtime: "3x", Timeout: 10 * time.Minute},
+	{Package: "./images", Pattern: "BootBoards", Benchtime: "1x", Timeout: 60 * time.Minute},
 	{Package: "./e2e", Pattern: "ApplianceRSS", Benchtime: "1x", Timeout: 10 * time.Minute},
 	{Package: "./e2e", Pattern: "E2ETunnelUp", Benchtime: "1x", Timeout: 15 * time.Minute},
 	{Package: "./config", Pattern: "CommitSmallChange50Tunnels", Benchtime: "300x", Timeout: 5 * time.Minute},

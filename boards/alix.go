@@ -1,5 +1,7 @@
 package boards
 
+import "github.com/flashgate/flashgate/kernel"
+
 // PC Engines ALIX: AMD Geode LX800 (500 MHz, MMX and CMOV, no SSE), CS5536
 // companion, VIA VT6105M Ethernet, CompactFlash, tinyBIOS at 38400 baud
 // (later boards could be reflashed with coreboot, which fills in DMI).
@@ -20,19 +22,19 @@ func alix2d13() Board {
 		Name: "alix2d13",
 		// The 2C and 2D boards differ in USB, mini-PCI and RAM, not in
 		// the chips flashgate drives.
-		Aliases:       []string{"alix2", "alix2c0", "alix2c1", "alix2c2", "alix2c3", "alix2d0", "alix2d1", "alix2d2", "alix2d3"},
-		Family:        "alix",
-		Description:   "PC Engines ALIX.2C/2D (2D13, 2D3, ...): Geode LX800, 3x VT6105M, CompactFlash",
-		GOARCH:        "386",
-		GO386:         "softfloat", // Geode LX has no SSE2
-		KernelFlavour: "686",
-		Console:       alixConsole,
+		Aliases:     []string{"alix2", "alix2c0", "alix2c1", "alix2c2", "alix2c3", "alix2d0", "alix2d1", "alix2d2", "alix2d3"},
+		Family:      "alix",
+		Description: "PC Engines ALIX.2C/2D (2D13, 2D3, ...): Geode LX800, 3x VT6105M, CompactFlash",
+		GOARCH:      "386",
+		GO386:       "softfloat", // Geode LX has no SSE2
+		KernelClass: kernel.ClassI586,
+		EmulatedCPU: "pentium2",
+		Console:     alixConsole,
 		NICs: []NIC{
 			{Name: "eth0", Role: "wan", Driver: "via-rhine"},
 			{Name: "eth1", Role: "lan", Driver: "via-rhine"},
 			{Name: "eth2", Role: "opt", Driver: "via-rhine"},
 		},
-		Modules:   geodeLXModules("via-rhine", geodeLXLEDs()),
 		Watchdog:  "Geode GX/LX WDT",
 		LEDs:      []string{"alix:1", "alix:2", "alix:3"},
 		MinRAMMB:  256,
@@ -56,18 +58,18 @@ func alix2d13() Board {
 
 func alix3d() Board {
 	return Board{
-		Name:          "alix3d",
-		Aliases:       []string{"alix3", "alix3d1", "alix3d2", "alix3d3"},
-		Family:        "alix",
-		Description:   "PC Engines ALIX.3D: Geode LX800, 1x VT6105M, CompactFlash",
-		GOARCH:        "386",
-		GO386:         "softfloat",
-		KernelFlavour: "686",
-		Console:       alixConsole,
+		Name:        "alix3d",
+		Aliases:     []string{"alix3", "alix3d1", "alix3d2", "alix3d3"},
+		Family:      "alix",
+		Description: "PC Engines ALIX.3D: Geode LX800, 1x VT6105M, CompactFlash",
+		GOARCH:      "386",
+		GO386:       "softfloat",
+		KernelClass: kernel.ClassI586,
+		EmulatedCPU: "pentium2",
+		Console:     alixConsole,
 		NICs: []NIC{
 			{Name: "eth0", Role: "wan", Driver: "via-rhine"},
 		},
-		Modules:   geodeLXModules("via-rhine", geodeLXLEDs()),
 		Watchdog:  "Geode GX/LX WDT",
 		LEDs:      []string{"alix:1", "alix:2", "alix:3"},
 		MinRAMMB:  256,

@@ -1,5 +1,7 @@
 package boards
 
+import "github.com/flashgate/flashgate/kernel"
+
 // PC Engines APU2/3/4: AMD GX-412TC (x86-64, AES-NI), Intel i210/i211
 // Ethernet, coreboot with a serial console at 115200, booting from SD,
 // mSATA or USB. coreboot fills in DMI, which names the board.
@@ -9,29 +11,17 @@ func apu2() Board {
 		Name: "apu2",
 		// apu3 and apu4 use the same SoC, Ethernet chips and watchdog;
 		// pcengines-apuv2 drives the LEDs of all three.
-		Aliases:       []string{"apu2c0", "apu2c2", "apu2c4", "apu2d0", "apu2d2", "apu2d4", "apu2e2", "apu2e4", "apu3", "apu4"},
-		Family:        "apu",
-		Description:   "PC Engines APU2/3/4: AMD GX-412TC (x86-64, AES-NI), 3x i210/i211, SD/mSATA/USB",
-		GOARCH:        "amd64",
-		KernelFlavour: "amd64",
-		Console:       Console{Device: "ttyS0", Baud: 115200},
+		Aliases:     []string{"apu2c0", "apu2c2", "apu2c4", "apu2d0", "apu2d2", "apu2d4", "apu2e2", "apu2e4", "apu3", "apu4"},
+		Family:      "apu",
+		Description: "PC Engines APU2/3/4: AMD GX-412TC (x86-64, AES-NI), 3x i210/i211, SD/mSATA/USB",
+		GOARCH:      "amd64",
+		KernelClass: kernel.ClassX8664,
+		EmulatedCPU: "qemu64",
+		Console:     Console{Device: "ttyS0", Baud: 115200},
 		NICs: []NIC{
 			{Name: "eth0", Role: "wan", Driver: "igb"},
 			{Name: "eth1", Role: "lan", Driver: "igb"},
 			{Name: "eth2", Role: "opt", Driver: "igb"},
-		},
-		Modules: Modules{
-			// SD card (sdhci-pci), mSATA/SATA (ahci), USB stick.
-			Disk:     []string{"sdhci-pci", "mmc_block", "ahci", "sd_mod", "xhci-pci", "ehci-pci", "usb-storage"},
-			NIC:      []string{"igb"},
-			Watchdog: []string{"sp5100_tco"},
-			Crypto:   []string{"aesni-intel", "ghash-clmulni-intel"},
-			// pcengines-apuv2 declares these as softdeps (pre), which
-			// u-root's modprobe ignores: the GPIO controller and the
-			// LED and key drivers must be there before it registers
-			// its devices.
-			LED:   []string{"gpio-amd-fch", "leds-gpio", "gpio_keys_polled", "pcengines-apuv2"},
-			Extra: common(),
 		},
 		Watchdog:  "SP5100 TCO",
 		LEDs:      []string{"apu:green:1", "apu:green:2", "apu:green:3"},

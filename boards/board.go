@@ -8,6 +8,12 @@
 // visible at run time, not only in a comment.
 package boards
 
+import (
+	"fmt"
+
+	"github.com/flashgate/flashgate/kernel"
+)
+
 // Console is the serial console the BIOS, syslinux, the kernel and the getty
 // all use. They must agree, so it lives in one place.
 type Console struct {
@@ -22,20 +28,6 @@ type NIC struct {
 	Role   string // "wan", "lan" or "opt"
 	Label  string // what is printed on the case, if anything
 	Driver string // kernel module, e.g. "via-rhine"
-}
-
-// Modules are the kernel modules a board needs, grouped by purpose. Each
-// group is loaded in the order given: dependencies that modprobe would find
-// through softdeps (crc32c before ext4, realtek before r8169) are listed
-// explicitly before the module that needs them.
-type Modules struct {
-	Disk     []string
-	NIC      []string
-	Watchdog []string
-	Crypto   []string
-	RNG      []string
-	LED      []string
-	Extra    []string // everything else the board needs (filesystems, netfilter, xfrm)
 }
 
 // QEMU describes how to emulate a board, for boards that are emulators.
@@ -59,13 +51,17 @@ type Board struct {
 	// run flashgate. Lookup returns an error carrying it.
 	Unsupported string
 
-	GOARCH        string // "386" or "amd64"
-	GO386         string // "softfloat" where the CPU has no SSE2
-	KernelFlavour string // Debian kernel flavour: "686" or "amd64"
+	GOARCH      string       // "386" or "amd64"
+	GO386       string       // "softfloat" where the CPU has no SSE2
+	KernelClass kernel.Class // the CPU class its kernel is built for; kernel/config/board/<Name>.config adds its drivers
 
 	Console Console
 	NICs    []NIC
-	Modules Modules
+	// Modules are the loadable kernel modules of optional cards (a Hifn
+	// crypto card in a mini-PCI slot), loaded at boot whether the card is
+	// there or not. Everything else the board needs is built into its
+	// kernel: kernel/config/board/<Name>.config.
+	Modules []string
 
 	Watchdog string   // watchdog driver name as it appears in /sys/class/watchdog/*/identity, or ""
 	LEDs     []string // LED class device names, e.g. "alix:1"
@@ -79,26 +75,34 @@ type Board struct {
 
 	QEMU *QEMU // non-nil for emulated boards
 
+	// EmulatedCPU is the qemu -cpu model closest to the board's CPU, so
+	// that the board's own card boots in qemu in the tests: same CPU
+	// features the kernel and Go may use (CMOV, SSE, SSE2, 64-bit).
+	EmulatedCPU string
+
 	// Signs are the traces the board leaves on a running system; Probe
 	// looks for them. Boards that nothing sets apart (generic-x86_64) have
 	// none and are reached by Probe's fallback.
 	Signs Signs
 }
 
-// AllModules returns every module the board needs in load order: disk first
-// (so the config partition can be mounted), then NICs, watchdog, crypto, RNG,
-// LEDs and the rest. Duplicates are removed, first occurrence wins.
-func (b Board) AllModules() []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, group := range [][]string{b.Modules.Disk, b.Modules.NIC, b.Modules.Watchdog,
-		b.Modules.Crypto, b.Modules.RNG, b.Modules.LED, b.Modules.Extra} {
-		for _, m := range group {
-			if !seen[m] {
-				seen[m] = true
-				out = append(out, m)
-			}
-		}
+// Emulation is how qemu boots this board's card: the emulated boards' own
+// settings, or for real hardware a PC with EmulatedCPU, the board's smallest
+// RAM and an e1000 per NIC (qemu emulates none of the boards' NICs or disk
+// controllers; every flashgate kernel carries qemu's for that reason).
+func (b Board) Emulation() (*QEMU, error) {
+	if b.QEMU != nil {
+		return b.QEMU, nil
 	}
-	return out
+	if b.EmulatedCPU == "" {
+		return nil, fmt.Errorf("board %s has no qemu CPU model to boot its card with", b.Name)
+	}
+	q := &QEMU{Binary: "qemu-system-i386", CPU: b.EmulatedCPU, Machine: "pc", MemMB: b.MinRAMMB, NIC: "e1000"}
+	if b.GOARCH == "amd64" {
+		q.Binary = "qemu-system-x86_64"
+	}
+	if q.MemMB < 128 {
+		q.MemMB = 128
+	}
+	return q, nil
 }

@@ -3,9 +3,12 @@ package boards
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/flashgate/flashgate/kernel"
 )
 
 func mustLookup(t *testing.T, name string) Board {
@@ -21,28 +24,28 @@ func mustLookup(t *testing.T, name string) Board {
 type boardFacts struct {
 	name          string
 	goarch, go386 string
-	flavour       string
+	class         kernel.Class
 	baud          int
 	minCardMB     int
 	nics          int
-	modules       []string // must all be among AllModules
+	builtIn       []string // CONFIG_ symbols its kernel config must build in (=y)
 	watchdog      string
 }
 
 // The boards issue 2 asks for, and the facts the issue fixes for them.
 func TestBoardFacts(t *testing.T) {
 	tests := []boardFacts{
-		{"alix2d13", "386", "softfloat", "686", 38400, 32, 3, []string{"geode-aes", "geodewdt", "via-rhine", "pata_cs5536", "geode-rng", "leds-gpio"}, "Geode GX/LX WDT"},
-		{"alix3d", "386", "softfloat", "686", 38400, 32, 1, []string{"geode-aes", "geodewdt", "via-rhine", "pata_cs5536"}, "Geode GX/LX WDT"},
-		{"net4801", "386", "softfloat", "686", 19200, 32, 3, []string{"natsemi", "pata_sc1200", "scx200_wdt", "leds-net48xx"}, "NatSemi SCx200 Watchdog"},
-		{"net5501", "386", "softfloat", "686", 19200, 32, 4, []string{"geode-aes", "geodewdt", "via-rhine", "pata_cs5536"}, "Geode GX/LX WDT"},
-		{"net6501", "386", "sse2", "686", 19200, 32, 4, []string{"e1000e", "lpc_sch", "ie6xx_wdt", "ahci"}, "Intel Atom E6xx Watchdog"},
-		{"epia-c3", "386", "softfloat", "686", 115200, 32, 1, []string{"padlock-aes", "via-rhine", "via-rng", "pata_via"}, ""},
-		{"epia-c7", "386", "sse2", "686", 115200, 32, 1, []string{"padlock-aes", "padlock-sha", "via-rhine", "via-rng"}, ""},
-		{"apu2", "amd64", "", "amd64", 115200, 64, 3, []string{"igb", "sp5100_tco", "aesni-intel", "pcengines-apuv2"}, "SP5100 TCO"},
-		{"generic-x86_64", "amd64", "", "amd64", 115200, 64, 2, []string{"e1000e", "ahci", "sd_mod"}, ""},
-		{"qemu", "386", "softfloat", "686", 115200, 32, 2, []string{"e1000", "ata_piix", "i6300esb"}, "i6300ESB timer"},
-		{"qemu-x86_64", "amd64", "", "amd64", 115200, 64, 2, []string{"e1000", "ata_piix", "i6300esb"}, "i6300ESB timer"},
+		{"alix2d13", "386", "softfloat", "i586", 38400, 32, 3, []string{"CONFIG_CRYPTO_DEV_GEODE", "CONFIG_GEODE_WDT", "CONFIG_VIA_RHINE", "CONFIG_PATA_CS5536", "CONFIG_HW_RANDOM_GEODE", "CONFIG_LEDS_GPIO"}, "Geode GX/LX WDT"},
+		{"alix3d", "386", "softfloat", "i586", 38400, 32, 1, []string{"CONFIG_CRYPTO_DEV_GEODE", "CONFIG_GEODE_WDT", "CONFIG_VIA_RHINE", "CONFIG_PATA_CS5536"}, "Geode GX/LX WDT"},
+		{"net4801", "386", "softfloat", "i586", 19200, 32, 3, []string{"CONFIG_NATSEMI", "CONFIG_PATA_SC1200", "CONFIG_SCx200_WDT", "CONFIG_LEDS_NET48XX"}, "NatSemi SCx200 Watchdog"},
+		{"net5501", "386", "softfloat", "i586", 19200, 32, 4, []string{"CONFIG_CRYPTO_DEV_GEODE", "CONFIG_GEODE_WDT", "CONFIG_VIA_RHINE", "CONFIG_PATA_CS5536"}, "Geode GX/LX WDT"},
+		{"net6501", "386", "sse2", "i586", 19200, 32, 4, []string{"CONFIG_E1000E", "CONFIG_LPC_SCH", "CONFIG_IE6XX_WDT", "CONFIG_SATA_AHCI"}, "Intel Atom E6xx Watchdog"},
+		{"epia-c3", "386", "softfloat", "i586", 115200, 32, 1, []string{"CONFIG_CRYPTO_DEV_PADLOCK_AES", "CONFIG_VIA_RHINE", "CONFIG_HW_RANDOM_VIA", "CONFIG_PATA_VIA"}, ""},
+		{"epia-c7", "386", "sse2", "i586", 115200, 32, 1, []string{"CONFIG_CRYPTO_DEV_PADLOCK_AES", "CONFIG_CRYPTO_DEV_PADLOCK_SHA", "CONFIG_VIA_RHINE", "CONFIG_HW_RANDOM_VIA"}, ""},
+		{"apu2", "amd64", "", "x86_64", 115200, 64, 3, []string{"CONFIG_IGB", "CONFIG_SP5100_TCO", "CONFIG_CRYPTO_AES_NI_INTEL", "CONFIG_PCENGINES_APU2"}, "SP5100 TCO"},
+		{"generic-x86_64", "amd64", "", "x86_64", 115200, 64, 2, []string{"CONFIG_E1000E", "CONFIG_SATA_AHCI", "CONFIG_BLK_DEV_SD"}, ""},
+		{"qemu", "386", "softfloat", "i586", 115200, 32, 2, []string{"CONFIG_E1000", "CONFIG_ATA_PIIX", "CONFIG_I6300ESB_WDT"}, "i6300ESB timer"},
+		{"qemu-x86_64", "amd64", "", "x86_64", 115200, 64, 2, []string{"CONFIG_E1000", "CONFIG_ATA_PIIX", "CONFIG_I6300ESB_WDT"}, "i6300ESB timer"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -54,17 +57,28 @@ func TestBoardFacts(t *testing.T) {
 			}
 			check("GOARCH", b.GOARCH, tc.goarch)
 			check("GO386", b.GO386, tc.go386)
-			check("KernelFlavour", b.KernelFlavour, tc.flavour)
+			check("KernelClass", b.KernelClass, tc.class)
 			check("console device", b.Console.Device, "ttyS0")
 			check("console baud", b.Console.Baud, tc.baud)
 			check("MinCardMB", b.MinCardMB, tc.minCardMB)
 			check("number of NICs", len(b.NICs), tc.nics)
 			check("watchdog identity", b.Watchdog, tc.watchdog)
-			all := b.AllModules()
-			for _, m := range tc.modules {
-				if !slices.Contains(all, m) {
-					t.Errorf("%s: module %s missing from AllModules %v", tc.name, m, all)
+			frags, err := kernel.Fragments(b.KernelClass, b.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			set, err := kernel.ParseSettings(frags...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, sym := range tc.builtIn {
+				if set[sym] != "y" {
+					t.Errorf("%s: kernel config builds %s as %q, want y", tc.name, sym, set[sym])
 				}
+			}
+			q, err := b.Emulation()
+			if err != nil || q.CPU == "" {
+				t.Errorf("%s: no qemu CPU model to boot its card with: %v", tc.name, err)
 			}
 		})
 	}
@@ -99,19 +113,27 @@ func TestDefinitionsAreConsistent(t *testing.T) {
 			t.Errorf("board %s: MinRAMMB %d, MinCardMB %d: both must be positive", b.Name, b.MinRAMMB, b.MinCardMB)
 		}
 		if b.Unsupported != "" {
-			if len(b.AllModules()) != 0 {
-				t.Errorf("unsupported board %s lists modules %v; nothing will load them", b.Name, b.AllModules())
+			if len(b.Modules) != 0 {
+				t.Errorf("unsupported board %s lists modules %v; nothing will load them", b.Name, b.Modules)
 			}
 			continue
 		}
 		switch {
-		case b.GOARCH == "386" && (b.GO386 == "softfloat" || b.GO386 == "sse2") && b.KernelFlavour == "686":
-		case b.GOARCH == "amd64" && b.GO386 == "" && b.KernelFlavour == "amd64":
+		case b.GOARCH == "386" && (b.GO386 == "softfloat" || b.GO386 == "sse2") && b.KernelClass == kernel.ClassI586:
+		case b.GOARCH == "amd64" && b.GO386 == "" && b.KernelClass == kernel.ClassX8664:
 		default:
-			t.Errorf("board %s: GOARCH %q, GO386 %q, kernel flavour %q do not go together", b.Name, b.GOARCH, b.GO386, b.KernelFlavour)
+			t.Errorf("board %s: GOARCH %q, GO386 %q, kernel class %q do not go together", b.Name, b.GOARCH, b.GO386, b.KernelClass)
 		}
 		if b.Console.Device != "ttyS0" || b.Console.Baud <= 0 {
 			t.Errorf("board %s: console %+v", b.Name, b.Console)
+		}
+		frags, err := kernel.Fragments(b.KernelClass, b.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		set, err := kernel.ParseSettings(frags...)
+		if err != nil {
+			t.Fatal(err)
 		}
 		for i, nic := range b.NICs {
 			if want := fmt.Sprintf("eth%d", i); nic.Name != want {
@@ -127,28 +149,16 @@ func TestDefinitionsAreConsistent(t *testing.T) {
 			if nic.Role != want {
 				t.Errorf("board %s: %s has role %q, want %q (first wan, second lan, rest opt)", b.Name, nic.Name, nic.Role, want)
 			}
-			if nic.Driver != "" && !slices.Contains(b.Modules.NIC, nic.Driver) {
-				t.Errorf("board %s: %s driver %s is not in Modules.NIC %v", b.Name, nic.Name, nic.Driver, b.Modules.NIC)
+			if sym, ok := nicDriverConfig[nic.Driver]; nic.Driver == "" {
+				// Any NIC the kernel drives (generic-x86_64).
+			} else if !ok {
+				t.Errorf("board %s: %s driver %q has no row in nicDriverConfig", b.Name, nic.Name, nic.Driver)
+			} else if set[sym] != "y" {
+				t.Errorf("board %s: %s driver %s: kernel config has %s=%q, want y", b.Name, nic.Name, nic.Driver, sym, set[sym])
 			}
 		}
-		if len(b.Modules.Disk) == 0 || len(b.Modules.NIC) == 0 {
-			t.Errorf("board %s: no disk (%v) or NIC (%v) modules: it could not boot or network", b.Name, b.Modules.Disk, b.Modules.NIC)
-		}
-		if (b.Watchdog == "") != (len(b.Modules.Watchdog) == 0) {
-			t.Errorf("board %s: watchdog identity %q but watchdog modules %v", b.Name, b.Watchdog, b.Modules.Watchdog)
-		}
-		all := b.AllModules()
-		for _, m := range commonModules {
-			if !slices.Contains(all, m) {
-				t.Errorf("board %s: common module %s missing", b.Name, m)
-			}
-		}
-		// Softdeps u-root's modprobe ignores: order is up to us.
-		for _, pair := range [][2]string{{"crc32c_generic", "ext4"}, {"realtek", "r8169"}, {"cs5535-mfd", "cs5535-mfgpt"}, {"cs5535-mfd", "gpio-cs5535"}, {"lpc_sch", "ie6xx_wdt"}, {"gpio-amd-fch", "pcengines-apuv2"}} {
-			i, j := slices.Index(all, pair[0]), slices.Index(all, pair[1])
-			if j >= 0 && (i < 0 || i > j) {
-				t.Errorf("board %s: %s must load before %s; AllModules = %v", b.Name, pair[0], pair[1], all)
-			}
+		if sym, ok := watchdogConfig[b.Watchdog]; b.Watchdog != "" && (!ok || set[sym] != "y") {
+			t.Errorf("board %s: watchdog %q: kernel config symbol %q = %q, want y", b.Name, b.Watchdog, sym, set[sym])
 		}
 		if (b.QEMU != nil) != (b.Family == "qemu") {
 			t.Errorf("board %s: family %q but QEMU settings %v", b.Name, b.Family, b.QEMU)
@@ -159,14 +169,28 @@ func TestDefinitionsAreConsistent(t *testing.T) {
 // Boards hand out fresh slices: changing one board's modules changes no
 // other board and no later All().
 func TestAllReturnsIndependentCopies(t *testing.T) {
-	a := mustLookup(t, "alix2d13")
-	a.Modules.Extra[0] = "changed"
-	a.Modules.Disk[0] = "changed"
+	a := mustLookup(t, "net5501")
+	a.Modules[0] = "changed"
+	a.NICs[0].Driver = "changed"
 	for _, b := range All() {
-		if slices.Contains(b.AllModules(), "changed") {
+		if slices.Contains(b.Modules, "changed") || slices.ContainsFunc(b.NICs, func(n NIC) bool { return n.Driver == "changed" }) {
 			t.Errorf("board %s sees a change made to another board's copy", b.Name)
 		}
 	}
+}
+
+// nicDriverConfig and watchdogConfig name the kernel symbol of each driver
+// a board definition names, so a board cannot name a driver its kernel
+// does not build in.
+var nicDriverConfig = map[string]string{
+	"natsemi": "CONFIG_NATSEMI", "via-rhine": "CONFIG_VIA_RHINE", "e1000": "CONFIG_E1000",
+	"e1000e": "CONFIG_E1000E", "igb": "CONFIG_IGB",
+}
+
+var watchdogConfig = map[string]string{
+	"Geode GX/LX WDT": "CONFIG_GEODE_WDT", "NatSemi SCx200 Watchdog": "CONFIG_SCx200_WDT",
+	"Intel Atom E6xx Watchdog": "CONFIG_IE6XX_WDT", "SP5100 TCO": "CONFIG_SP5100_TCO",
+	"i6300ESB timer": "CONFIG_I6300ESB_WDT",
 }
 
 func TestLookup(t *testing.T) {
@@ -213,5 +237,40 @@ func TestLookup(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), ". ") {
 		t.Errorf("Lookup(nope) error %q is more than one sentence", err)
+	}
+}
+
+// Every supported board has its kernel fragment, every fragment a board, and
+// the fragments parse.
+func TestKernelFragments(t *testing.T) {
+	have, err := kernel.BoardFragments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var supported []string
+	for _, b := range All() {
+		if b.Unsupported != "" {
+			continue
+		}
+		supported = append(supported, b.Name)
+		frags, err := kernel.Fragments(b.KernelClass, b.Name)
+		if err != nil {
+			t.Errorf("board %s: %v", b.Name, err)
+			continue
+		}
+		set, err := kernel.ParseSettings(frags...)
+		if err != nil {
+			t.Errorf("board %s: %v", b.Name, err)
+		}
+		for _, m := range b.Modules {
+			if !slices.Contains(slices.Collect(maps.Values(set)), "m") {
+				t.Errorf("board %s loads module %s but its kernel config builds no module", b.Name, m)
+			}
+		}
+	}
+	for _, f := range have {
+		if !slices.Contains(supported, f) {
+			t.Errorf("kernel/config/board/%s.config belongs to no supported board", f)
+		}
 	}
 }

@@ -1,5 +1,7 @@
 package boards
 
+import "github.com/flashgate/flashgate/kernel"
+
 // VIA EPIA mini-ITX boards with a VIA C3 (Nehemiah) or C7 (Esther) CPU and
 // the PadLock crypto engine in the CPU. EPIA boards vary a lot; what is
 // fixed here is what the CPU and VIA south bridge imply. The boards take a
@@ -18,9 +20,6 @@ var epiaUnconfirmed = []string{
 	"no watchdog driver known for these boards",
 }
 
-// epiaNICModules covers both VIA Ethernet chips found on EPIA boards.
-func epiaNICModules() []string { return []string{"via-rhine", "via-velocity"} }
-
 func epiaC3() Board {
 	return Board{
 		Name:        "epia-c3",
@@ -28,20 +27,14 @@ func epiaC3() Board {
 		Family:      "epia",
 		Description: "VIA EPIA with a C3 Nehemiah: PadLock ACE (AES) and RNG, VT6102 Ethernet",
 		// The C3 has SSE but no SSE2.
-		GOARCH:        "386",
-		GO386:         "softfloat",
-		KernelFlavour: "686",
-		Console:       epiaConsole,
-		NICs:          []NIC{{Name: "eth0", Role: "wan", Driver: "via-rhine"}},
-		Modules: Modules{
-			Disk:   []string{"pata_via", "sd_mod"},
-			NIC:    epiaNICModules(),
-			Crypto: []string{"padlock-aes"}, // cpuinfo ace + ace_en
-			RNG:    []string{"via-rng"},     // cpuinfo rng + rng_en
-			Extra:  common(),
-		},
-		MinRAMMB:  128,
-		MinCardMB: 32,
+		GOARCH:      "386",
+		GO386:       "softfloat",
+		KernelClass: kernel.ClassI586,
+		EmulatedCPU: "pentium3",
+		Console:     epiaConsole,
+		NICs:        []NIC{{Name: "eth0", Role: "wan", Driver: "via-rhine"}},
+		MinRAMMB:    128,
+		MinCardMB:   32,
 		Unconfirmed: append([]string{
 			"only the Nehemiah (family 6 model 9) is supported: the older Samuel 2 and Ezra C3s lack CMOV, which Debian's 686 kernel needs; early Nehemiah steppings have the RNG but not ACE",
 		}, epiaUnconfirmed...),
@@ -61,20 +54,14 @@ func epiaC7() Board {
 		Description: "VIA EPIA with a C7 Esther: PadLock ACE (AES), PHE (SHA-1/256) and RNG",
 		// The C7 has SSE2 and SSE3 but no x86-64 (that came with the
 		// Nano), so 386 with Go's default SSE2 floating point.
-		GOARCH:        "386",
-		GO386:         "sse2",
-		KernelFlavour: "686",
-		Console:       epiaConsole,
-		NICs:          []NIC{{Name: "eth0", Role: "wan", Driver: "via-rhine"}},
-		Modules: Modules{
-			Disk:   []string{"pata_via", "sata_via", "sd_mod"},
-			NIC:    epiaNICModules(),
-			Crypto: []string{"padlock-aes", "padlock-sha"}, // ace/ace_en, phe/phe_en
-			RNG:    []string{"via-rng"},
-			Extra:  common(),
-		},
-		MinRAMMB:  128,
-		MinCardMB: 32,
+		GOARCH:      "386",
+		GO386:       "sse2",
+		KernelClass: kernel.ClassI586,
+		EmulatedCPU: "coreduo",
+		Console:     epiaConsole,
+		NICs:        []NIC{{Name: "eth0", Role: "wan", Driver: "via-rhine"}},
+		MinRAMMB:    128,
+		MinCardMB:   32,
 		Unconfirmed: append([]string{
 			"the on-board Ethernet chip of C7 boards varies (VT6102/VT6105/VT6122) (?)",
 		}, epiaUnconfirmed...),

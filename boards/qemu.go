@@ -1,20 +1,11 @@
 package boards
 
+import "github.com/flashgate/flashgate/kernel"
+
 // qemu boards are the test boards: the same firmware, booted in qemu under
 // software emulation. The i386 one resembles a Geode LX (MMX and CMOV, no
 // SSE), so a binary built for the ALIX is exercised as the ALIX would run
 // it. qemu cannot emulate via-rhine or natsemi, so the NICs are e1000.
-
-// qemuModules are the module groups both qemu boards share: PIIX IDE,
-// e1000 and the i6300esb watchdog.
-func qemuModules() Modules {
-	return Modules{
-		Disk:     []string{"ata_piix", "sd_mod"},
-		NIC:      []string{"e1000"},
-		Watchdog: []string{"i6300esb"},
-		Extra:    common(),
-	}
-}
 
 func qemuNICs() []NIC {
 	return []NIC{
@@ -25,19 +16,18 @@ func qemuNICs() []NIC {
 
 func qemuI386() Board {
 	return Board{
-		Name:          "qemu",
-		Aliases:       []string{"qemu-i386", "qemu-geode"},
-		Family:        "qemu",
-		Description:   "qemu-system-i386 -cpu pentium2: an emulated Geode-like board for tests and make run",
-		GOARCH:        "386",
-		GO386:         "softfloat", // pentium2 has no SSE, like the Geode LX
-		KernelFlavour: "686",
-		Console:       Console{Device: "ttyS0", Baud: 115200},
-		NICs:          qemuNICs(),
-		Modules:       qemuModules(),
-		Watchdog:      "i6300ESB timer",
-		MinRAMMB:      256,
-		MinCardMB:     32, // as the ALIX, so make run shows what fits there
+		Name:        "qemu",
+		Aliases:     []string{"qemu-i386", "qemu-geode"},
+		Family:      "qemu",
+		Description: "qemu-system-i386 -cpu pentium2: an emulated Geode-like board for tests and make run",
+		GOARCH:      "386",
+		GO386:       "softfloat", // pentium2 has no SSE, like the Geode LX
+		KernelClass: kernel.ClassI586,
+		Console:     Console{Device: "ttyS0", Baud: 115200},
+		NICs:        qemuNICs(),
+		Watchdog:    "i6300ESB timer",
+		MinRAMMB:    256,
+		MinCardMB:   32, // as the ALIX, so make run shows what fits there
 		QEMU: &QEMU{
 			Binary:  "qemu-system-i386",
 			CPU:     "pentium2",
@@ -55,18 +45,17 @@ func qemuI386() Board {
 
 func qemuX8664() Board {
 	return Board{
-		Name:          "qemu-x86_64",
-		Aliases:       []string{"qemu64", "qemu-amd64"},
-		Family:        "qemu",
-		Description:   "qemu-system-x86_64: an emulated 64-bit board for tests",
-		GOARCH:        "amd64",
-		KernelFlavour: "amd64",
-		Console:       Console{Device: "ttyS0", Baud: 115200},
-		NICs:          qemuNICs(),
-		Modules:       qemuModules(),
-		Watchdog:      "i6300ESB timer",
-		MinRAMMB:      256,
-		MinCardMB:     64,
+		Name:        "qemu-x86_64",
+		Aliases:     []string{"qemu64", "qemu-amd64"},
+		Family:      "qemu",
+		Description: "qemu-system-x86_64: an emulated 64-bit board for tests",
+		GOARCH:      "amd64",
+		KernelClass: kernel.ClassX8664,
+		Console:     Console{Device: "ttyS0", Baud: 115200},
+		NICs:        qemuNICs(),
+		Watchdog:    "i6300ESB timer",
+		MinRAMMB:    256,
+		MinCardMB:   64,
 		QEMU: &QEMU{
 			Binary:  "qemu-system-x86_64",
 			CPU:     "qemu64",

@@ -1,5 +1,7 @@
 package boards
 
+import "github.com/flashgate/flashgate/kernel"
+
 // Soekris Engineering net45xx/48xx/55xx/65xx: comBIOS, serial console at
 // 19200 baud, CompactFlash (net6501: SATA). comBIOS fills in no DMI, so the
 // board is recognised by the "comBIOS" banner and the model name in its ROM.
@@ -43,38 +45,28 @@ func net4501() Board {
 
 func net4801() Board {
 	return Board{
-		Name:          "net4801",
-		Aliases:       []string{"net48xx", "net4801-48", "net4801-50"},
-		Family:        "soekris",
-		Description:   "Soekris net4801: NSC SC1100 266 MHz, 3x DP83816, CompactFlash",
-		GOARCH:        "386",
-		GO386:         "softfloat", // SC1100 (Geode GX1 core) has MMX, no SSE
-		KernelFlavour: "686",
-		Console:       soekrisConsole,
+		Name:        "net4801",
+		Aliases:     []string{"net48xx", "net4801-48", "net4801-50"},
+		Family:      "soekris",
+		Description: "Soekris net4801: NSC SC1100 266 MHz, 3x DP83816, CompactFlash",
+		GOARCH:      "386",
+		GO386:       "softfloat", // SC1100 (Geode GX1 core) has MMX, no SSE
+		KernelClass: kernel.ClassI586,
+		EmulatedCPU: "pentium,+mmx",
+		Console:     soekrisConsole,
 		NICs: []NIC{
 			{Name: "eth0", Role: "wan", Driver: "natsemi"},
 			{Name: "eth1", Role: "lan", Driver: "natsemi"},
 			{Name: "eth2", Role: "opt", Driver: "natsemi"},
 		},
-		Modules: Modules{
-			Disk: []string{"pata_sc1200", "sd_mod"}, // SC1100 IDE 100b:0502
-			NIC:  []string{"natsemi"},
-			// scx200_wdt needs the scx200 core module, a symbol
-			// dependency the image builder's closure brings along.
-			Watchdog: []string{"scx200_wdt"},
-			// No engine on the board; a Hifn 7955/7956 card (vpn1401/
-			// vpn1411) in the PCI or mini-PCI slot is driven by
-			// hifn_795x, which binds nothing when no card is fitted.
-			Crypto: []string{"hifn_795x"},
-			LED:    []string{"leds-net48xx"},
-			Extra:  common(),
-		},
+		// The vpn1401/vpn1411 mini-PCI card is optional.
+		Modules:   []string{"hifn_795x"},
 		Watchdog:  "NatSemi SCx200 Watchdog",
 		LEDs:      []string{"net48xx::error"},
 		MinRAMMB:  128,
 		MinCardMB: 32,
 		Unconfirmed: []string{
-			"Debian's 686 kernel is built for the Geode LX and uses CMOV; that the SC1100 (GX1 core) runs it is not checked on hardware",
+			"the i586 kernel (no CMOV) boots in qemu -cpu pentium,+mmx; that a real SC1100 runs it, and its IDE, NICs, watchdog and LED drivers, are not checked on hardware",
 			"RAM: 128 MB on the smallest net4801 (?)",
 			"comBIOS ROM strings \"comBIOS\" and \"net4801\" are assumed as on the net5501",
 			"the Hifn card models (vpn1401/vpn1411 = 7955/7956) are from the reference notes, not checked",
@@ -90,26 +82,24 @@ func net4801() Board {
 }
 
 func net5501() Board {
-	m := geodeLXModules("via-rhine", geodeLXLEDs())
-	// A vpn1411 in the mini-PCI slot (Hifn 7956) adds 3DES and AES-256,
-	// which the Geode's own engine lacks.
-	m.Crypto = append(m.Crypto, "hifn_795x")
 	return Board{
-		Name:          "net5501",
-		Aliases:       []string{"net5501-60", "net5501-70"},
-		Family:        "soekris",
-		Description:   "Soekris net5501: Geode LX 433/500 MHz, 4x VT6105M, CompactFlash",
-		GOARCH:        "386",
-		GO386:         "softfloat", // Geode LX has no SSE2
-		KernelFlavour: "686",
-		Console:       soekrisConsole,
+		Name:        "net5501",
+		Aliases:     []string{"net5501-60", "net5501-70"},
+		Family:      "soekris",
+		Description: "Soekris net5501: Geode LX 433/500 MHz, 4x VT6105M, CompactFlash",
+		GOARCH:      "386",
+		GO386:       "softfloat", // Geode LX has no SSE2
+		KernelClass: kernel.ClassI586,
+		EmulatedCPU: "pentium2",
+		Console:     soekrisConsole,
 		NICs: []NIC{
 			{Name: "eth0", Role: "wan", Driver: "via-rhine"},
 			{Name: "eth1", Role: "lan", Driver: "via-rhine"},
 			{Name: "eth2", Role: "opt", Driver: "via-rhine"},
 			{Name: "eth3", Role: "opt", Driver: "via-rhine"},
 		},
-		Modules: m,
+		// The vpn1411 mini-PCI card is optional.
+		Modules: []string{"hifn_795x"},
 		// The kernel's platform code (arch/x86/platform/geode/net5501.c)
 		// registers the error LED on GPIO 6 as "net5501:1".
 		Watchdog:  "Geode GX/LX WDT",
@@ -137,24 +127,16 @@ func net6501() Board {
 		// 32-bit code runs whether or not the E6xx has Intel 64, and the
 		// 686 kernel carries every driver the board needs. The CPU has
 		// SSE2, so Go's default 386 floating point is fine.
-		GOARCH:        "386",
-		GO386:         "sse2",
-		KernelFlavour: "686",
-		Console:       soekrisConsole,
+		GOARCH:      "386",
+		GO386:       "sse2",
+		KernelClass: kernel.ClassI586,
+		EmulatedCPU: "n270",
+		Console:     soekrisConsole,
 		NICs: []NIC{
 			{Name: "eth0", Role: "wan", Driver: "e1000e"},
 			{Name: "eth1", Role: "lan", Driver: "e1000e"},
 			{Name: "eth2", Role: "opt", Driver: "e1000e"},
 			{Name: "eth3", Role: "opt", Driver: "e1000e"},
-		},
-		Modules: Modules{
-			// No CF socket: SATA or mSATA through AHCI, or a USB stick.
-			Disk: []string{"ahci", "sd_mod", "ehci-pci", "usb-storage"},
-			NIC:  []string{"e1000e"},
-			// lpc_sch binds the E6xx LPC bridge and creates the
-			// ie6xx_wdt platform device; no symbol ties them.
-			Watchdog: []string{"lpc_sch", "ie6xx_wdt"},
-			Extra:    common(),
 		},
 		Watchdog:  "Intel Atom E6xx Watchdog",
 		MinRAMMB:  512,

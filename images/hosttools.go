@@ -22,7 +22,6 @@ var (
 	toolAptCache = hostTool{"apt-cache", "apt"}
 	toolAptGet   = hostTool{"apt-get", "apt"}
 	toolDpkgDeb  = hostTool{"dpkg-deb", "dpkg"}
-	toolDpkg     = hostTool{"dpkg", "dpkg"}
 	toolDepmod   = hostTool{"depmod", "kmod"}
 	toolModprobe = hostTool{"modprobe", "kmod"}
 	toolZstd     = hostTool{"zstd", "zstd"}
@@ -37,12 +36,20 @@ var (
 	toolMke2fs   = hostTool{"mke2fs", "e2fsprogs"}
 	toolGo       = hostTool{"go", "golang-go (or Go from go.dev)"}
 	toolTimeout  = hostTool{"timeout", "coreutils"}
+	// the kernel build
+	toolMake    = hostTool{"make", "make"}
+	toolGCC     = hostTool{"gcc", "gcc"}
+	toolFlex    = hostTool{"flex", "flex"}
+	toolBison   = hostTool{"bison", "bison"}
+	toolBc      = hostTool{"bc", "bc"}
+	toolLibelf  = hostTool{"/usr/include/libelf.h", "libelf-dev"}
+	toolOpenSSL = hostTool{"/usr/include/openssl/ssl.h", "libssl-dev"}
 )
 
 // buildTools are the tools Build needs.
 var buildTools = []hostTool{toolAptCache, toolAptGet, toolDpkgDeb, toolDepmod, toolModprobe,
 	toolZstd, toolSfdisk, toolMkfsVfat, toolMcopy, toolMmd, toolMdir, toolSyslinux, toolMBR,
-	toolMke2fs, toolGo}
+	toolMke2fs, toolGo, toolMake, toolGCC, toolFlex, toolBison, toolBc, toolLibelf, toolOpenSSL}
 
 // sbinDirs are searched after $PATH: depmod, sfdisk and mke2fs live in
 // /usr/sbin, which is not on an ordinary user's $PATH on Debian.

@@ -17,12 +17,15 @@ import (
 
 // Builder builds card images.
 type Builder struct {
-	RepoRoot string    // root of the flashgate module (go.mod, firmware/)
-	OutDir   string    // images are written here
-	CacheDir string    // kernel packages and tools; default OutDir/cache
-	AptOpts  []string  // extra apt "-o" settings (tests point apt at a dead proxy)
-	Epoch    time.Time // every timestamp in the image; see SourceDateEpoch
-	Log      io.Writer // progress, or nil
+	RepoRoot string // root of the flashgate module (go.mod, firmware/)
+	OutDir   string // images are written here
+	CacheDir string // u-root and tools; default OutDir/cache
+	// KernelCacheDir holds the kernel source and built kernels, shared by
+	// every checkout; DefaultKernelCache when empty.
+	KernelCacheDir string
+	AptOpts        []string  // extra apt "-o" settings (tests point apt at a dead proxy)
+	Epoch          time.Time // every timestamp in the image; see SourceDateEpoch
+	Log            io.Writer // progress, or nil
 }
 
 // ImagePath is where Build writes the image of board at version.
@@ -83,14 +86,21 @@ func (b *Builder) Build(ctx context.Context, board boards.Board, version string)
 		return nil, err
 	}
 
-	src := &KernelSource{CacheDir: cache, AptOpts: b.AptOpts, Log: b.Log}
-	kernel, err := src.Fetch(ctx, board.KernelFlavour)
+	kb := &KernelBuild{CacheDir: b.KernelCacheDir, AptOpts: b.AptOpts, Log: b.Log}
+	kernelStart := time.Now()
+	kern, err := kb.Build(ctx, board)
 	if err != nil {
 		return nil, err
 	}
-	closure, err := kernel.Closure(ctx, board.AllModules())
-	if err != nil {
-		return nil, fmt.Errorf("board %s: %w", board.Name, err)
+	kernelStep := time.Since(kernelStart)
+	closure := &ModuleClosure{}
+	if len(board.Modules) > 0 {
+		if !kern.Modules {
+			return nil, fmt.Errorf("board %s lists modules %v, but its kernel config builds none (=m)", board.Name, board.Modules)
+		}
+		if closure, err = kern.Closure(ctx, board.Modules); err != nil {
+			return nil, fmt.Errorf("board %s: %w", board.Name, err)
+		}
 	}
 
 	work, err := os.MkdirTemp(outDir, ".build-"+board.Name+"-")
@@ -99,10 +109,13 @@ func (b *Builder) Build(ctx context.Context, board boards.Board, version string)
 	}
 	defer os.RemoveAll(work)
 
-	modRoot := filepath.Join(work, "modroot")
-	modBytes, err := kernel.Stage(ctx, closure, modRoot)
-	if err != nil {
-		return nil, err
+	var modRoot string
+	var modBytes int64
+	if len(closure.Modules) > 0 {
+		modRoot = filepath.Join(work, "modroot")
+		if modBytes, err = kern.Stage(ctx, closure, modRoot); err != nil {
+			return nil, err
+		}
 	}
 	initrd := filepath.Join(work, "initrd.img")
 	ir := &Initramfs{RepoRoot: b.RepoRoot, CacheDir: cache, GOARCH: board.GOARCH, GO386: board.GO386,
@@ -111,13 +124,13 @@ func (b *Builder) Build(ctx context.Context, board boards.Board, version string)
 	if err != nil {
 		return nil, err
 	}
-	kfi, err := os.Stat(kernel.Vmlinuz)
+	kfi, err := os.Stat(kern.Vmlinuz)
 	if err != nil {
 		return nil, err
 	}
 	rep := &Report{
 		Board: board.Name, Version: version, Image: b.ImagePath(board.Name, version),
-		Kernel:      fmt.Sprintf("%s %s", kernel.Package, kernel.Version),
+		Kernel: fmt.Sprintf("%s from %s", kern.Release, kern.Package), KernelBuilt: kern.Built, KernelBuildTime: kern.BuildTime, KernelStepTime: kernelStep,
 		KernelBytes: kfi.Size(), Modules: closure.Modules, ModulesBytes: modBytes, InitBytes: ir.InitBytes,
 		CPIOBytes: cpioBytes, InitramfsBytes: initrdBytes,
 		BootBytes: layout.BootBytes, ConfigBytes: layout.ConfigBytes, CardBytes: layout.CardBytes,
@@ -136,7 +149,7 @@ func (b *Builder) Build(ctx context.Context, board boards.Board, version string)
 	b.logf("laying out the card (%d MiB)", layout.CardBytes/mib)
 	if err := card.create(ctx, []bootFile{
 		{Src: cfgFile, Dst: "/syslinux.cfg"},
-		{Src: kernel.Vmlinuz, Dst: slotAKernel},
+		{Src: kern.Vmlinuz, Dst: slotAKernel},
 		{Src: initrd, Dst: slotAInitramfs},
 	}); err != nil {
 		return nil, err

@@ -9,23 +9,39 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/flashgate/flashgate/boards"
+	"github.com/flashgate/flashgate/kernel"
 )
 
-// Kernel is a Debian kernel package extracted into the cache, with
-// modules.dep generated for its full module tree.
+// Kernel is a flashgate kernel built from the pinned Debian source package
+// for one board, as the kernel cache holds it.
 type Kernel struct {
-	Metapackage string // what was resolved: "linux-image-686:i386"
-	Package     string // the ABI package it named: "linux-image-6.1.0-50-686:i386"
-	Version     string // Debian version of Package: "6.1.176-1"
-	Release     string // uname -r, the directory under lib/modules: "6.1.0-50-686"
-	Root        string // extracted package tree
-	Vmlinuz     string // path of the kernel image in Root
+	Board   string       // the board it was configured for
+	Class   kernel.Class // CPU class: the build tree it came from
+	Key     string       // cache key: source version, class, fragments, compiler
+	Package string       // "linux-source-6.1 6.1.172-1", what it was built from
+	Release string       // uname -r: "6.1.172-flashgate"
+	Root    string       // this build's directory in the cache
+	Vmlinuz string       // the bzImage
+	// Modules is true when the board has loadable modules (optional
+	// cards such as hifn_795x), installed under Root/lib/modules/Release.
+	Modules bool
+	// Built is true when this call compiled it; false when it came from
+	// the cache as it was.
+	Built     bool
+	BuildTime time.Duration
 }
 
 // ModulesDir is the kernel's lib/modules/<release> directory.
@@ -33,75 +49,51 @@ func (k *Kernel) ModulesDir() string {
 	return filepath.Join(k.Root, "lib", "modules", k.Release)
 }
 
-// KernelSource resolves and fetches kernel packages with apt. The zero value
-// uses the host's apt configuration.
-type KernelSource struct {
-	CacheDir string   // downloaded .deb files and extracted trees live here
+// KernelBuild fetches the pinned kernel source and builds a board's kernel
+// from it, once per input: a kernel is rebuilt only when the source
+// version, a configuration fragment or the compiler changes. Boards of one
+// CPU class share one build tree, so moving between them recompiles only
+// the drivers that differ (kbuild tracks each object's CONFIG_ symbols).
+type KernelBuild struct {
+	// CacheDir holds the source, the build trees and the built kernels;
+	// DefaultKernelCache when empty. It is meant to outlive a checkout.
+	CacheDir string
 	AptOpts  []string // extra "-o Key=Value" settings for apt-get and apt-cache
+	Jobs     int      // make -j; NumCPU+1 when 0
 	Log      io.Writer
 }
 
-// metapackage returns the Debian metapackage that always depends on the
-// current kernel ABI package of flavour.
-func metapackage(flavour string) (name, arch string, err error) {
-	switch flavour {
-	case "686", "686-pae":
-		return "linux-image-" + flavour + ":i386", "i386", nil
-	case "amd64":
-		return "linux-image-amd64:amd64", "amd64", nil
+// DefaultKernelCache is $FLASHGATE_KERNEL_CACHE, else flashgate/kernel in
+// the user's cache directory (/root/.cache/flashgate/kernel as root), so
+// that a fresh clone of the tree reuses the kernels built before.
+func DefaultKernelCache() string {
+	if d := os.Getenv("FLASHGATE_KERNEL_CACHE"); d != "" {
+		return d
 	}
-	return "", "", fmt.Errorf("kernel flavour %q: flashgate knows how to fetch 686, 686-pae and amd64", flavour)
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "flashgate", "kernel")
+	}
+	return filepath.Join(os.TempDir(), "flashgate-kernel-cache")
 }
 
-// Fetch resolves the kernel of flavour through its metapackage, downloads the
-// package into the cache (once: a cached file is checked against the
-// archive's SHA256) and extracts it.
-func (s *KernelSource) Fetch(ctx context.Context, flavour string) (*Kernel, error) {
-	meta, arch, err := metapackage(flavour)
-	if err != nil {
-		return nil, err
+// kernelBuilderRevision changes when the way a kernel is built changes in a
+// way the fragments do not show, so cached kernels are built anew.
+const kernelBuilderRevision = "1"
+
+func (s *KernelBuild) cacheDir() string {
+	if s.CacheDir != "" {
+		return s.CacheDir
 	}
-	pkg, err := s.resolve(ctx, meta, arch)
-	if err != nil {
-		return nil, err
-	}
-	out, err := command{}.run(ctx, tool(toolAptCache), s.aptArgs("show", "--no-all-versions", pkg)...)
-	if err != nil {
-		return nil, fmt.Errorf("read package record of %s: %w", pkg, err)
-	}
-	rec := parseStanza(out)
-	filename, sum, version := rec["Filename"], rec["SHA256"], rec["Version"]
-	if filename == "" || sum == "" || version == "" {
-		return nil, fmt.Errorf("package record of %s lacks Filename, SHA256 or Version", pkg)
-	}
-	deb := filepath.Join(s.CacheDir, "debs", path.Base(filename))
-	if err := s.download(ctx, pkg, deb, sum); err != nil {
-		return nil, err
-	}
-	k := &Kernel{Metapackage: meta, Package: pkg, Version: version}
-	k.Root = filepath.Join(s.CacheDir, "kernels", strings.TrimSuffix(path.Base(filename), ".deb"))
-	if err := s.extract(ctx, deb, k.Root); err != nil {
-		return nil, err
-	}
-	rels, err := os.ReadDir(filepath.Join(k.Root, "lib", "modules"))
-	if err != nil || len(rels) != 1 {
-		return nil, fmt.Errorf("%s: expected exactly one lib/modules/<release> directory in %s", pkg, k.Root)
-	}
-	k.Release = rels[0].Name()
-	k.Vmlinuz = filepath.Join(k.Root, "boot", "vmlinuz-"+k.Release)
-	if _, err := os.Stat(k.Vmlinuz); err != nil {
-		return nil, fmt.Errorf("%s has no kernel image: %w", pkg, err)
-	}
-	// Debian does not ship modules.dep: it is generated at install time.
-	if _, err := os.Stat(filepath.Join(k.ModulesDir(), "modules.dep")); err != nil {
-		if _, err := (command{}).run(ctx, tool(toolDepmod), "-b", k.Root, k.Release); err != nil {
-			return nil, fmt.Errorf("generate modules.dep for %s: %w", k.Release, err)
-		}
-	}
-	return k, nil
+	return DefaultKernelCache()
 }
 
-func (s *KernelSource) aptArgs(args ...string) []string {
+func (s *KernelBuild) logf(format string, args ...any) {
+	if s.Log != nil {
+		fmt.Fprintf(s.Log, format+"\n", args...)
+	}
+}
+
+func (s *KernelBuild) aptArgs(args ...string) []string {
 	var out []string
 	for _, o := range s.AptOpts {
 		out = append(out, "-o", o)
@@ -109,72 +101,323 @@ func (s *KernelSource) aptArgs(args ...string) []string {
 	return append(out, args...)
 }
 
-func (s *KernelSource) logf(format string, args ...any) {
-	if s.Log != nil {
-		fmt.Fprintf(s.Log, format+"\n", args...)
-	}
-}
-
-// resolve names the ABI package meta depends on. When the package lists do
-// not know meta, it says what to run: add the architecture, or update the
-// lists (which it does itself when it is root).
-func (s *KernelSource) resolve(ctx context.Context, meta, arch string) (string, error) {
-	if pkg, err := s.dependsOf(ctx, meta); err == nil {
-		return pkg, nil
-	}
-	if arch == "i386" && runtime.GOARCH != "386" {
-		out, err := command{}.run(ctx, tool(toolDpkg), "--print-foreign-architectures")
-		if err == nil && !containsLine(out, "i386") {
-			return "", fmt.Errorf("the %s kernel package needs the i386 architecture in dpkg: run `dpkg --add-architecture i386 && apt-get update` as root", meta)
-		}
-	}
-	if os.Geteuid() == 0 {
-		s.logf("%s is not in the package lists; running apt-get update", meta)
-		// apt-get update exits 100 when any index fails, and Debian's
-		// i386 security index is often mid-sync. What matters is whether
-		// meta resolves afterwards, so the exit status is only logged.
-		if _, err := (command{}).run(ctx, tool(toolAptGet), s.aptArgs("update")...); err != nil {
-			s.logf("apt-get update reported a problem (checking whether %s resolves anyway): %v", meta, err)
-		}
-		if pkg, err := s.dependsOf(ctx, meta); err == nil {
-			return pkg, nil
-		}
-		return "", fmt.Errorf("cannot resolve %s even after apt-get update: the Debian package source is unreachable or does not carry it (check /etc/apt/sources.list*)", meta)
-	}
-	return "", fmt.Errorf("%s is not in the package lists: run `apt-get update` as root (and check that the Debian package source is reachable)", meta)
-}
-
-func (s *KernelSource) dependsOf(ctx context.Context, meta string) (string, error) {
-	out, err := command{}.run(ctx, tool(toolAptCache), s.aptArgs("depends", meta)...)
+// Build returns the kernel of board, from the cache when its inputs are
+// unchanged, else built now. Concurrent builds (two test packages) are
+// serialised per class by a lock file.
+func (s *KernelBuild) Build(ctx context.Context, board boards.Board) (*Kernel, error) {
+	frags, err := kernel.Fragments(board.KernelClass, board.Name)
 	if err != nil {
+		return nil, fmt.Errorf("board %s: %w", board.Name, err)
+	}
+	want, err := kernel.ParseSettings(frags...)
+	if err != nil {
+		return nil, err
+	}
+	arch, err := board.KernelClass.Arch()
+	if err != nil {
+		return nil, err
+	}
+	cc, err := compilerVersion(ctx)
+	if err != nil {
+		return nil, err
+	}
+	key := kernel.Key(board.KernelClass, frags, cc, kernelBuilderRevision)
+	k := &Kernel{Board: board.Name, Class: board.KernelClass, Key: key,
+		Package: kernel.SourcePackage + " " + kernel.SourceVersion,
+		Root:    filepath.Join(s.cacheDir(), "built", board.Name+"-"+key)}
+	if s.load(k) {
+		return k, nil
+	}
+	unlock, err := lockFile(ctx, filepath.Join(s.cacheDir(), "build-"+string(board.KernelClass)+".lock"))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if s.load(k) { // another process built it while we waited
+		return k, nil
+	}
+	src, err := s.source(ctx)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	tree := filepath.Join(s.cacheDir(), "tree", string(board.KernelClass)+"-"+kernel.SourceVersion)
+	if err := os.MkdirAll(tree, 0o755); err != nil {
+		return nil, fmt.Errorf("kernel cache: %w", err)
+	}
+	logPath := filepath.Join(tree, "build-"+board.Name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("kernel cache: %w", err)
+	}
+	defer logFile.Close()
+	mk := func(args ...string) error {
+		args = append([]string{"-C", src, "O=" + tree, "ARCH=" + arch}, args...)
+		if cc := ccacheCC(); cc != "" {
+			args = append(args, "CC="+cc)
+		}
+		cmd := exec.CommandContext(ctx, "make", args...)
+		cmd.Env = append(os.Environ(), "KBUILD_BUILD_USER=flashgate", "KBUILD_BUILD_HOST=flashgate",
+			"KBUILD_BUILD_TIMESTAMP="+kernelTimestamp(), "CCACHE_DIR="+filepath.Join(s.cacheDir(), "ccache"),
+			"CCACHE_BASEDIR="+s.cacheDir(), "LC_ALL=C")
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+		fmt.Fprintf(logFile, "+ make %s\n", strings.Join(args, " "))
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("make %s for %s: %w (log: %s)\n%s", args[len(args)-1], board.Name, err, logPath, tailFile(logPath, 25))
+		}
+		return nil
+	}
+	s.logf("kernel for %s: configuring %s (%s) from %s", board.Name, arch, board.KernelClass, k.Package)
+	if err := mk("tinyconfig"); err != nil {
+		return nil, err
+	}
+	if err := appendFragments(filepath.Join(tree, ".config"), frags); err != nil {
+		return nil, err
+	}
+	if err := mk("olddefconfig"); err != nil {
+		return nil, err
+	}
+	dot, err := os.ReadFile(filepath.Join(tree, ".config"))
+	if err != nil {
+		return nil, err
+	}
+	got, err := kernel.ParseSettings(kernel.Fragment{Name: ".config", Text: dot})
+	if err != nil {
+		return nil, err
+	}
+	if miss := want.Missing(got); len(miss) > 0 {
+		return nil, fmt.Errorf("kernel config of %s: kconfig did not keep %d setting(s) of the fragments:\n  %s",
+			board.Name, len(miss), strings.Join(miss, "\n  "))
+	}
+	k.Modules = slices.Contains(slices.Collect(maps.Values(got)), "m")
+	s.logf("kernel for %s: building (log: %s)", board.Name, logPath)
+	targets := []string{"bzImage"}
+	if k.Modules {
+		targets = append(targets, "modules")
+	}
+	if err := mk(append([]string{fmt.Sprintf("-j%d", s.jobs())}, targets...)...); err != nil {
+		return nil, err
+	}
+	rel, err := exec.CommandContext(ctx, "make", "-s", "-C", src, "O="+tree, "ARCH="+arch, "kernelrelease").Output()
+	if err != nil {
+		return nil, fmt.Errorf("kernel release of %s: %w", board.Name, err)
+	}
+	k.Release = strings.TrimSpace(string(rel))
+	// Into a temporary directory, then renamed: an interrupted build
+	// leaves nothing a later run would trust.
+	if err := os.MkdirAll(filepath.Dir(k.Root), 0o755); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(k.Root), ".new-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	if _, err := copyFile(filepath.Join(tree, "arch", "x86", "boot", "bzImage"), filepath.Join(tmp, "vmlinuz")); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "config"), dot, 0o644); err != nil {
+		return nil, err
+	}
+	if k.Modules {
+		if err := mk("INSTALL_MOD_PATH="+tmp, "INSTALL_MOD_STRIP=1", "modules_install"); err != nil {
+			return nil, err
+		}
+	}
+	k.BuildTime = time.Since(start)
+	meta := fmt.Sprintf("release %s\nmodules %t\nbuild_seconds %.1f\n", k.Release, k.Modules, k.BuildTime.Seconds())
+	if err := os.WriteFile(filepath.Join(tmp, "kernel.meta"), []byte(meta), 0o644); err != nil {
+		return nil, err
+	}
+	os.RemoveAll(k.Root)
+	if err := os.Rename(tmp, k.Root); err != nil {
+		return nil, fmt.Errorf("kernel cache: %w", err)
+	}
+	k.Vmlinuz = filepath.Join(k.Root, "vmlinuz")
+	k.Built = true
+	s.logf("kernel for %s: %s built in %s", board.Name, k.Release, k.BuildTime.Round(time.Second))
+	return k, nil
+}
+
+// load fills k from the cache and reports whether it was there.
+func (s *KernelBuild) load(k *Kernel) bool {
+	meta, err := os.ReadFile(filepath.Join(k.Root, "kernel.meta"))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(meta), "\n") {
+		f, v, _ := strings.Cut(line, " ")
+		switch f {
+		case "release":
+			k.Release = v
+		case "modules":
+			k.Modules = v == "true"
+		case "build_seconds":
+			if secs, err := strconv.ParseFloat(v, 64); err == nil {
+				k.BuildTime = time.Duration(secs * float64(time.Second))
+			}
+		}
+	}
+	k.Vmlinuz = filepath.Join(k.Root, "vmlinuz")
+	_, err = os.Stat(k.Vmlinuz)
+	return err == nil && k.Release != ""
+}
+
+func (s *KernelBuild) jobs() int {
+	if s.Jobs > 0 {
+		return s.Jobs
+	}
+	return runtime.NumCPU() + 1
+}
+
+// appendFragments appends the fragments to a .config: kconfig reads the
+// file in order and the last setting of a symbol wins, so this is the
+// merge that scripts/kconfig/merge_config.sh does.
+func appendFragments(dotConfig string, frags []kernel.Fragment) error {
+	f, err := os.OpenFile(dotConfig, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("kernel config: %w", err)
+	}
+	for _, fr := range frags {
+		fmt.Fprintf(f, "\n# --- flashgate %s\n", fr.Name)
+		for _, line := range strings.Split(string(fr.Text), "\n") {
+			if k, ok := strings.CutSuffix(line, "=n"); ok && strings.HasPrefix(k, "CONFIG_") {
+				line = "# " + k + " is not set"
+			}
+			fmt.Fprintln(f, line)
+		}
+	}
+	fmt.Fprintf(f, "CONFIG_LOCALVERSION=%q\n", kernel.LocalVersion())
+	return f.Close()
+}
+
+// source returns the extracted kernel source tree of the pinned package,
+// downloading and unpacking it once.
+func (s *KernelBuild) source(ctx context.Context) (string, error) {
+	root := filepath.Join(s.cacheDir(), "src", kernel.SourcePackage+"_"+kernel.SourceVersion)
+	if _, err := os.Stat(filepath.Join(root, ".flashgate-extracted")); err == nil {
+		return root, nil
+	}
+	pkg := kernel.SourcePackage + "=" + kernel.SourceVersion
+	out, err := command{}.run(ctx, tool(toolAptCache), s.aptArgs("show", pkg)...)
+	if err != nil && os.Geteuid() == 0 {
+		s.logf("%s is not in the package lists; running apt-get update", pkg)
+		if _, uerr := (command{}).run(ctx, tool(toolAptGet), s.aptArgs("update")...); uerr != nil {
+			s.logf("apt-get update reported a problem (checking whether %s resolves anyway): %v", pkg, uerr)
+		}
+		out, err = command{}.run(ctx, tool(toolAptCache), s.aptArgs("show", pkg)...)
+	}
+	if err != nil {
+		return "", fmt.Errorf("the pinned kernel source %s %s is not in the package lists (run `apt-get update` as root; if Debian dropped that version, set kernel.SourceVersion to one `apt-cache policy %s` lists): %w",
+			kernel.SourcePackage, kernel.SourceVersion, kernel.SourcePackage, err)
+	}
+	rec := parseStanza(out)
+	filename, sum := rec["Filename"], rec["SHA256"]
+	if filename == "" || sum == "" {
+		return "", fmt.Errorf("package record of %s lacks Filename or SHA256", pkg)
+	}
+	deb := filepath.Join(s.cacheDir(), "debs", path.Base(filename))
+	if err := s.download(ctx, pkg, deb, sum); err != nil {
 		return "", err
 	}
-	pkg := parseKernelDepends(out)
-	if pkg == "" {
-		return "", fmt.Errorf("%s depends on no linux-image package", meta)
+	s.logf("unpacking %s", path.Base(filename))
+	tmp, err := os.MkdirTemp(s.cacheDir(), ".src-")
+	if err != nil {
+		return "", fmt.Errorf("kernel cache: %w", err)
 	}
-	return pkg, nil
+	defer os.RemoveAll(tmp)
+	if _, err := (command{}).run(ctx, tool(toolDpkgDeb), "-x", deb, filepath.Join(tmp, "deb")); err != nil {
+		return "", fmt.Errorf("extract %s: %w", path.Base(deb), err)
+	}
+	tarballs, _ := filepath.Glob(filepath.Join(tmp, "deb", "usr", "src", "linux-source-*.tar.xz"))
+	if len(tarballs) != 1 {
+		return "", fmt.Errorf("%s holds %d source tarballs, want 1", path.Base(deb), len(tarballs))
+	}
+	if _, err := (command{Dir: tmp}).run(ctx, "tar", "-xJf", tarballs[0]); err != nil {
+		return "", fmt.Errorf("unpack %s: %w", filepath.Base(tarballs[0]), err)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(tmp, "linux-source-*"))
+	if len(dirs) != 1 {
+		return "", fmt.Errorf("%s unpacked into %d directories, want 1", filepath.Base(tarballs[0]), len(dirs))
+	}
+	if err := os.WriteFile(filepath.Join(dirs[0], ".flashgate-extracted"), []byte(kernel.SourceVersion+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	os.RemoveAll(root)
+	if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
+		return "", err
+	}
+	if err := os.Rename(dirs[0], root); err != nil {
+		return "", fmt.Errorf("kernel cache: %w", err)
+	}
+	os.Remove(deb) // 139 MB the tree now holds
+	return root, nil
 }
 
-// parseKernelDepends returns the linux-image package named by a "Depends:"
-// line of `apt-cache depends` output, or "".
-func parseKernelDepends(out []byte) string {
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		// Alternatives are printed as "|Depends: x"; the first
-		// alternative is what apt would install.
-		line = strings.TrimPrefix(line, "|")
-		dep, ok := strings.CutPrefix(line, "Depends:")
-		if !ok {
-			continue
-		}
-		dep = strings.TrimSpace(dep)
-		if strings.HasPrefix(dep, "linux-image-") && !strings.ContainsAny(dep, " <>()") {
-			return dep
-		}
+// compilerVersion is part of the cache key: a new gcc may build another
+// kernel from the same source.
+func compilerVersion(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "gcc", "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("building a kernel needs gcc (apt-get install build-essential): %w", err)
+	}
+	line, _, _ := strings.Cut(string(out), "\n")
+	return line, nil
+}
+
+// ccacheCC is "ccache gcc" when ccache is installed: switching a class's
+// tree between boards and back then recompiles from the cache.
+func ccacheCC() string {
+	if _, err := exec.LookPath("ccache"); err == nil {
+		return "ccache gcc"
 	}
 	return ""
+}
+
+// kernelTimestamp is the build date the kernel prints (uname -v), fixed so
+// that two builds of one input are the same bytes.
+func kernelTimestamp() string {
+	return time.Unix(0, 0).UTC().Add(10 * 365 * 24 * time.Hour).Format("Mon Jan 2 15:04:05 UTC 2006")
+}
+
+// lockFile takes an exclusive flock on name, waiting for it.
+func lockFile(ctx context.Context, name string) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("kernel cache lock: %w", err)
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("kernel cache lock %s: %w", name, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("waiting for the kernel build lock %s: %w", name, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// tailFile returns the last n lines of a file, for an error message.
+func tailFile(name string, n int) string {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // parseStanza parses the first stanza of a Debian control-format record into
@@ -211,7 +454,7 @@ func parseStanza(out []byte) map[string]string {
 
 // download fetches pkg into deb unless a file with the expected SHA256 is
 // already there.
-func (s *KernelSource) download(ctx context.Context, pkg, deb, want string) error {
+func (s *KernelBuild) download(ctx context.Context, pkg, deb, want string) error {
 	if got, err := fileSHA256(deb); err == nil && got == want {
 		return nil
 	}
@@ -267,30 +510,6 @@ func retryTransient(ctx context.Context, tries int, first time.Duration, logf fu
 	}
 }
 
-// extract unpacks deb into root unless it is there already. It extracts into
-// a temporary directory first so that an interrupted run leaves no
-// half-extracted tree that a later run would trust.
-func (s *KernelSource) extract(ctx context.Context, deb, root string) error {
-	if _, err := os.Stat(root); err == nil {
-		return nil
-	}
-	if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
-		return fmt.Errorf("kernel cache: %w", err)
-	}
-	tmp, err := os.MkdirTemp(filepath.Dir(root), ".extract-")
-	if err != nil {
-		return fmt.Errorf("kernel cache: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	if _, err := (command{}).run(ctx, tool(toolDpkgDeb), "-x", deb, tmp); err != nil {
-		return fmt.Errorf("extract %s: %w", filepath.Base(deb), err)
-	}
-	if err := os.Rename(tmp, root); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("kernel cache: %w", err)
-	}
-	return nil
-}
-
 func fileSHA256(name string) (string, error) {
 	f, err := os.Open(name)
 	if err != nil {
@@ -302,13 +521,4 @@ func fileSHA256(name string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-func containsLine(out []byte, want string) bool {
-	for _, l := range strings.Split(string(out), "\n") {
-		if strings.TrimSpace(l) == want {
-			return true
-		}
-	}
-	return false
 }

@@ -58,6 +58,10 @@ type QEMUConfig struct {
 	// `ip netns add`), where its TAP devices are created.
 	Netns string
 
+	// Emulate boots a real board's card on the qemu CPU model closest to
+	// the board's (boards.Board.Emulation), as the boot tests do.
+	Emulate bool
+
 	// MACSeed tells apart the NICs of appliances on one network: the MAC
 	// of NIC i is 52:54:00:fa:<seed>:<i+1>.
 	MACSeed byte
@@ -69,6 +73,12 @@ type QEMUConfig struct {
 // port forward), the others an isolated user network each.
 func (c QEMUConfig) Args() ([]string, error) {
 	q := c.Board.QEMU
+	if q == nil && c.Emulate {
+		var err error
+		if q, err = c.Board.Emulation(); err != nil {
+			return nil, err
+		}
+	}
 	if q == nil {
 		return nil, fmt.Errorf("board %s is real hardware, not an emulator: use a qemu board (see `flashgate boards`)", c.Board.Name)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 )
 
 // Report is what a build put on the card, in bytes.
@@ -12,8 +13,16 @@ type Report struct {
 	Version string
 	Image   string // path of the card image
 
-	Kernel         string // kernel package and release
-	KernelBytes    int64  // vmlinuz (already compressed by the kernel build)
+	Kernel string // kernel release and the source package it came from
+	// KernelBuilt is true when this build compiled the kernel, false when
+	// it came from the kernel cache; KernelBuildTime is what compiling it
+	// took either way.
+	KernelBuilt     bool
+	KernelBuildTime time.Duration
+	// KernelStepTime is what this build spent getting its kernel (about
+	// nothing when it was cached).
+	KernelStepTime time.Duration
+	KernelBytes    int64 // vmlinuz (already compressed by the kernel build)
 	Modules        []Module
 	ModulesBytes   int64 // module files, uncompressed, inside the initramfs
 	InitBytes      int64 // PID 1's binary (firmware/init), uncompressed, inside the initramfs

@@ -19,22 +19,11 @@ const (
 
 // KernelCommandLine is what syslinux passes to the kernel: the console the
 // board's BIOS uses, and the board and version for PID 1 (which reads them
-// from /proc/cmdline: dotted arguments are not passed to init as env).
-//
-// On 32-bit kernels it also turns off the ISA Plug and Play scan, which
-// Debian's 686 kernel builds in and runs on every boot (0.4 s in qemu,
-// probing I/O ports with delays). The scan only finds ISA PnP cards; the
-// boards' own devices are PCI or fixed legacy ports (described by ACPI's or
-// the BIOS's PnP tables, which pnpacpi and pnpbios still read), and no board
-// loads a driver for an ISA PnP card. The 64-bit kernel has no ISA PnP, and
-// would hand the unknown word to PID 1 as an argument, so it gets none.
+// from /proc/cmdline: dotted arguments are not passed to init as env), and
+// a reboot 10 s after a panic.
 func KernelCommandLine(b boards.Board, version string) string {
-	s := fmt.Sprintf("console=%s,%d flashgate.board=%s flashgate.version=%s panic=10",
+	return fmt.Sprintf("console=%s,%d flashgate.board=%s flashgate.version=%s panic=10",
 		b.Console.Device, b.Console.Baud, b.Name, version)
-	if b.KernelFlavour == "686" {
-		s += " noisapnp"
-	}
-	return s
 }
 
 // serialPort returns the syslinux SERIAL port number of a ttyS device.

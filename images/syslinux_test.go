@@ -8,7 +8,7 @@ import (
 )
 
 func TestSyslinuxConfig(t *testing.T) {
-	b := boards.Board{Name: "alix2d13", KernelFlavour: "686", Console: boards.Console{Device: "ttyS0", Baud: 38400}}
+	b := boards.Board{Name: "alix2d13", Console: boards.Console{Device: "ttyS0", Baud: 38400}}
 	cfg, err := SyslinuxConfig(b, "1.2.3")
 	if err != nil {
 		t.Fatal(err)
@@ -20,7 +20,7 @@ func TestSyslinuxConfig(t *testing.T) {
 		"LABEL flashgate\n",
 		"  KERNEL /a/vmlinuz\n",
 		"  INITRD /a/initrd.img\n",
-		"  APPEND console=ttyS0,38400 flashgate.board=alix2d13 flashgate.version=1.2.3 panic=10 noisapnp\n",
+		"  APPEND console=ttyS0,38400 flashgate.board=alix2d13 flashgate.version=1.2.3 panic=10\n",
 	} {
 		if !strings.Contains(cfg, want) {
 			t.Errorf("syslinux.cfg lacks %q; got:\n%s", want, cfg)
@@ -50,22 +50,5 @@ func TestSyslinuxConfigRejectsConsoles(t *testing.T) {
 	cfg, err := SyslinuxConfig(boards.Board{Name: "x", Console: boards.Console{Device: "ttyS1", Baud: 19200}}, "v")
 	if err != nil || !strings.HasPrefix(cfg, "SERIAL 1 19200\n") {
 		t.Errorf("ttyS1: got %q, %v; want SERIAL 1 19200 first", cfg, err)
-	}
-}
-
-func TestKernelCommandLineISAPnP(t *testing.T) {
-	for _, tc := range []struct {
-		flavour string
-		want    string
-	}{
-		// Debian's 686 kernel scans for ISA PnP cards unless told not to.
-		{"686", "console=ttyS0,115200 flashgate.board=b flashgate.version=v panic=10 noisapnp"},
-		// The amd64 kernel has no ISA PnP; an unknown word would reach PID 1's argv.
-		{"amd64", "console=ttyS0,115200 flashgate.board=b flashgate.version=v panic=10"},
-	} {
-		b := boards.Board{Name: "b", KernelFlavour: tc.flavour, Console: boards.Console{Device: "ttyS0", Baud: 115200}}
-		if got := KernelCommandLine(b, "v"); got != tc.want {
-			t.Errorf("%s kernel: command line %q, want %q", tc.flavour, got, tc.want)
-		}
 	}
 }

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # setup.sh: make this Debian 12 machine able to build, run and test flashgate.
 #
-# Run as root it installs what is missing (apt packages, the i386 architecture
-# for the 686 kernel package). Run as a user it installs nothing and prints
+# Run as root it installs what is missing (apt packages). Run as a user it installs nothing and prints
 # exactly what is missing and the command that would install it. It is
 # idempotent and fast when everything is already there, so `make run` and
 # `make test` call it every time.
@@ -32,6 +31,14 @@ declare -A need=(
 	[chromedriver]=chromium-driver
 	[wg]=wireguard-tools
 	[script]=bsdutils
+	# building the kernels from Debian's source package
+	[make]=make
+	[gcc]=gcc
+	[flex]=flex
+	[bison]=bison
+	[bc]=bc
+	[ccache]=ccache
+	[tar]=tar
 )
 # files -> package (things that are not commands)
 declare -A needfile=(
@@ -40,6 +47,9 @@ declare -A needfile=(
 	[/usr/lib/ipsec/plugins/libstrongswan-kernel-libipsec.so]=libcharon-extra-plugins
 	[/usr/lib/ipsec/plugins/libstrongswan-curve25519.so]=libstrongswan-extra-plugins
 	[/usr/lib/ipsec/plugins/libstrongswan-openssl.so]=libstrongswan-standard-plugins
+	# the kernel's objtool and resolve_btfids link libelf
+	[/usr/include/libelf.h]=libelf-dev
+	[/usr/include/openssl/ssl.h]=libssl-dev
 )
 
 missing=()
@@ -52,35 +62,29 @@ done
 # de-duplicate, stable order
 mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sed '/^$/d' | sort -u)
 
-i386=yes
-dpkg --print-foreign-architectures 2>/dev/null | grep -qx i386 || i386=no
 
 if ! command -v go >/dev/null 2>&1; then
 	echo "setup: Go is not on PATH: install Go 1.26 (https://go.dev/dl) to /usr/local/go and add /usr/local/go/bin to PATH." >&2
 	exit 1
 fi
 
-if [ ${#missing[@]} -eq 0 ] && [ $i386 = yes ]; then
+if [ ${#missing[@]} -eq 0 ]; then
 	exit 0
 fi
 
 if [ "$(id -u)" != 0 ]; then
 	echo "setup: missing on this machine:" >&2
-	[ $i386 = no ] && echo "  - the i386 package architecture (for the 686 kernel): dpkg --add-architecture i386 && apt-get update" >&2
 	[ ${#missing[@]} -gt 0 ] && echo "  - packages: apt-get install --no-install-recommends ${missing[*]}" >&2
 	echo "setup: run 'make setup' as root (or the commands above with sudo), then try again." >&2
 	exit 1
 fi
 
 export DEBIAN_FRONTEND=noninteractive
-if [ $i386 = no ]; then
-	echo "setup: adding the i386 architecture (the 686 kernel package is i386)"
-	dpkg --add-architecture i386
-fi
 echo "setup: apt-get update"
-# The i386 index of the security suite is sometimes out of sync and makes
-# apt-get update exit 100 while the main suite's index loaded fine; what matters
-# is that the packages below resolve, which apt-get install checks.
+# An index of the security suite is sometimes out of sync and makes apt-get
+# update exit 100 while the main suite's index loaded fine; what matters is
+# that the packages below resolve, which apt-get install checks. The kernel
+# source package (kernel.SourceVersion) is fetched by the image builder.
 apt-get update -q >/tmp/flashgate-apt-update.log 2>&1 || echo "setup: apt-get update reported errors (see /tmp/flashgate-apt-update.log); going on"
 if [ ${#missing[@]} -gt 0 ]; then
 	echo "setup: installing ${missing[*]}"
@@ -89,9 +93,5 @@ if [ ${#missing[@]} -gt 0 ]; then
 		echo "setup: apt-get install failed: see /tmp/flashgate-apt-install.log" >&2
 		exit 1
 	fi
-fi
-if ! apt-cache policy linux-image-686:i386 2>/dev/null | grep -q 'Candidate: [0-9]'; then
-	echo "setup: the package linux-image-686:i386 does not resolve: check /etc/apt/sources.list and apt-get update" >&2
-	exit 1
 fi
 echo "setup: done"

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -55,6 +56,11 @@ func run(ctx context.Context, args []string) int {
 
 	params, _ := bootparam.Read()
 	board := BoardInfo{Name: params.Board, Version: params.Version}
+	// The release names the Debian source it was built from:
+	// 6.1.192-3-flashgate is linux-source-6.1 6.1.192-3.
+	if rel, err := os.ReadFile(filepath.Join(*root, "proc/sys/kernel/osrelease")); err == nil {
+		board.Kernel = strings.TrimSpace(string(rel))
+	}
 	if board.Name != "" {
 		if b, err := boards.Lookup(board.Name); err == nil {
 			board.Description = b.Description

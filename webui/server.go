@@ -32,6 +32,7 @@ type BoardInfo struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
 	Version     string `json:"version"`
+	Kernel      string `json:"kernel"` // uname -r, e.g. 6.1.192-3-flashgate
 }
 
 // Options configure a Server. Config is required; the others may be nil

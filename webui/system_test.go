@@ -239,3 +239,15 @@ func TestFirewallAndInterfaces(t *testing.T) {
 		t.Errorf("Add port without a name: %d, name error %q; want 422 with the error at the name", r.Code, fieldError(r.Body, "name"))
 	}
 }
+
+// The System page names the running kernel, whose release says which
+// Debian source it was built from.
+func TestSystemShowsKernel(t *testing.T) {
+	h := newHarness(t, true, func(o *Options) { o.Board.Kernel = "6.1.192-3-flashgate" })
+	b := h.browser()
+	b.login()
+	r := b.get("/system")
+	if r.Code != http.StatusOK || !strings.Contains(r.Body, "Linux 6.1.192-3-flashgate") {
+		t.Errorf("System page (%d) does not name the kernel", r.Code)
+	}
+}

@@ -30,7 +30,7 @@ func runBoards(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if len(b.Aliases) > 0 {
 			desc += " (also: " + strings.Join(b.Aliases, ", ") + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s %d\t%d MB\t%s\n", b.Name, arch, b.KernelFlavour,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s %d\t%d MB\t%s\n", b.Name, arch, b.KernelClass,
 			b.Console.Device, b.Console.Baud, b.MinCardMB, desc)
 	}
 	return tw.Flush()

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"golang.org/x/sys/unix"
+
 	"context"
 	"errors"
 	"fmt"
@@ -406,15 +408,15 @@ func showBoard(ctx context.Context, s *session, b *strings.Builder, args []strin
 		return err
 	}
 	fmt.Fprintf(b, "%s: %s\n", bd.Name, bd.Description)
-	fmt.Fprintf(b, "  console %s at %d baud; %s, GOARCH %s\n", bd.Console.Device, bd.Console.Baud, bd.KernelFlavour, bd.GOARCH)
+	fmt.Fprintf(b, "  console %s at %d baud; kernel %s (%s class), GOARCH %s\n", bd.Console.Device, bd.Console.Baud, kernelRelease(), bd.KernelClass, bd.GOARCH)
 	for _, n := range bd.NICs {
 		fmt.Fprintf(b, "  %s %-4s %-10s %s\n", n.Name, n.Role, n.Driver, n.Label)
 	}
 	if bd.Watchdog != "" {
 		fmt.Fprintf(b, "  watchdog %s\n", bd.Watchdog)
 	}
-	if len(bd.Modules.Crypto) > 0 {
-		fmt.Fprintf(b, "  crypto modules %s\n", strings.Join(bd.Modules.Crypto, " "))
+	if len(bd.Modules) > 0 {
+		fmt.Fprintf(b, "  modules for optional cards %s\n", strings.Join(bd.Modules, " "))
 	}
 	for _, u := range bd.Unconfirmed {
 		fmt.Fprintf(b, "  unconfirmed: %s\n", u)
@@ -441,4 +443,14 @@ func unreachable(service string, err error) error {
 		return fmt.Errorf("%s is not answering (%s)", service, op.Err)
 	}
 	return err
+}
+
+// kernelRelease is the running kernel's release (uname -r), which names the
+// Debian source version it was built from: "6.1.192-3-flashgate".
+func kernelRelease() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return "?"
+	}
+	return unix.ByteSliceToString(u.Release[:])
 }

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/flashgate/flashgate/boards"
 )
 
 // moduleIndex is what depmod wrote for one kernel: for each module, its
@@ -238,39 +236,19 @@ func loadModules(dir, what string, groups [][]string, insert func(string) error,
 	return loaded
 }
 
-// configFSModules are what mounting the config partition needs (ext2
-// through ext4, whose crc32c softdep comes first); a board lists them among
-// its common modules.
-var configFSModules = []string{"crc32c_generic", "ext4"}
-
 // moduleStages splits a board's modules into what PID 1 loads before it
-// starts any service (the disk and the config partition's file system, so
-// configd can open the store and the console can ask it for accounts; the
-// watchdog, so a hang from here on resets the board) and the rest, loaded
-// while configd, the web UI and the console start. The rest (NICs,
-// netfilter, XFRM, crypto) is what netd and iked need, and they wait for it
-// (the modulesLoaded condition). Loading everything first kept the login
-// prompt waiting about 2 s under emulation for modules it never uses.
-func moduleStages(m boards.Modules) (early, late [][]string) {
-	var all []string
-	for _, g := range [][]string{m.Disk, m.NIC, m.Watchdog, m.Crypto, m.RNG, m.LED, m.Extra} {
-		all = append(all, g...)
+// starts any service and what it loads while configd, the web UI and the
+// console start. Every driver the card, the config partition, the watchdog,
+// the NICs, the firewall and IPsec need is built into the board's kernel
+// (kernel/config), so nothing is early; what is left are the modules of
+// optional cards (a Hifn crypto card), loaded beside the services, which
+// iked waits for (the modulesLoaded condition) so that it ranks the card's
+// engine from its first SA.
+func moduleStages(optional []string) (early, late [][]string) {
+	if len(optional) == 0 {
+		return nil, nil
 	}
-	var fs []string
-	for _, mod := range configFSModules {
-		if slices.Contains(all, mod) {
-			fs = append(fs, mod)
-		}
-	}
-	without := func(g []string) []string {
-		return slices.DeleteFunc(slices.Clone(g), func(mod string) bool { return slices.Contains(fs, mod) })
-	}
-	nonEmpty := func(gs ...[]string) [][]string {
-		return slices.DeleteFunc(gs, func(g []string) bool { return len(g) == 0 })
-	}
-	early = nonEmpty(m.Disk, fs, m.Watchdog)
-	late = nonEmpty(m.NIC, m.Crypto, m.RNG, m.LED, without(m.Extra))
-	return early, late
+	return nil, [][]string{slices.Clone(optional)}
 }
 
 // moduleLoad is one module file's insertion; done is closed when err is set.

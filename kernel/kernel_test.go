@@ -1,0 +1,101 @@
+package kernel
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseSettings(t *testing.T) {
+	s, err := ParseSettings(
+		Fragment{Name: "a", Text: []byte("# comment\nCONFIG_A=y\nCONFIG_B=m\n\nCONFIG_S=\"x y\"\n")},
+		Fragment{Name: "b", Text: []byte("# CONFIG_A is not set\nCONFIG_N=16\n")},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{"CONFIG_A": "n", "CONFIG_B": "m", "CONFIG_S": `"x y"`, "CONFIG_N": "16"} {
+		if s[k] != want {
+			t.Errorf("%s = %q, want %q (later fragments win)", k, s[k], want)
+		}
+	}
+	_, err = ParseSettings(Fragment{Name: "board/x.config", Text: []byte("CONFIG_A=y\nGEODE=y\n")})
+	if err == nil || !strings.Contains(err.Error(), "board/x.config:2") {
+		t.Errorf("a stray line: %v; want the fragment and line named", err)
+	}
+}
+
+func TestMissing(t *testing.T) {
+	want := Settings{"CONFIG_A": "y", "CONFIG_B": "n", "CONFIG_C": "y", "CONFIG_D": "m"}
+	got := Settings{"CONFIG_A": "y", "CONFIG_C": "m", "CONFIG_D": "m"}
+	miss := want.Missing(got)
+	if len(miss) != 1 || !strings.HasPrefix(miss[0], "CONFIG_C=y asked, got m") {
+		t.Errorf("Missing = %q", miss)
+	}
+	got["CONFIG_B"] = "y"
+	delete(got, "CONFIG_A")
+	miss = want.Missing(got)
+	if len(miss) != 3 || !strings.Contains(miss[0], "CONFIG_A=y asked, got unset") || !strings.Contains(miss[1], "CONFIG_B should be off") {
+		t.Errorf("Missing = %q", miss)
+	}
+}
+
+func TestFragmentsAndKey(t *testing.T) {
+	alix, err := Fragments(ClassI586, "alix2d13")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(alix) != 3 || alix[0].Name != "common.config" || alix[1].Name != "cpu/i586.config" || alix[2].Name != "board/alix2d13.config" {
+		t.Fatalf("fragments %v", alix)
+	}
+	if _, err := Fragments("i686", "alix2d13"); err == nil {
+		t.Error("an unknown class was accepted")
+	}
+	if _, err := Fragments(ClassI586, "nosuchboard"); err == nil {
+		t.Error("a board without a fragment was accepted")
+	}
+	k1 := Key(ClassI586, alix, "gcc 12")
+	if k1 != Key(ClassI586, alix, "gcc 12") {
+		t.Error("Key is not stable")
+	}
+	changed := append([]Fragment(nil), alix...)
+	changed[2] = Fragment{Name: changed[2].Name, Text: append([]byte("CONFIG_X=y\n"), changed[2].Text...)}
+	for what, k := range map[string]string{
+		"a fragment's bytes": Key(ClassI586, changed, "gcc 12"),
+		"the compiler":       Key(ClassI586, alix, "gcc 13"),
+		"the class":          Key(ClassX8664, alix, "gcc 12"),
+	} {
+		if k == k1 {
+			t.Errorf("changing %s keeps the cache key", what)
+		}
+	}
+}
+
+// The class the net4801 (Geode GX1, no CMOV) boots with must not ask for a
+// processor type that implies CMOV.
+func TestI586AssumesNoCMOV(t *testing.T) {
+	frags, err := Fragments(ClassI586, "net4801")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ParseSettings(frags...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Linux's X86_CMOV list (arch/x86/Kconfig.cpu, 6.1).
+	for _, cmov := range []string{"CONFIG_MK8", "CONFIG_MK7", "CONFIG_MCORE2", "CONFIG_MPENTIUM4", "CONFIG_MPENTIUMM",
+		"CONFIG_MPENTIUMIII", "CONFIG_MPENTIUMII", "CONFIG_M686", "CONFIG_MVIAC3_2", "CONFIG_MVIAC7", "CONFIG_MCRUSOE",
+		"CONFIG_MEFFICEON", "CONFIG_X86_64", "CONFIG_MATOM", "CONFIG_MGEODE_LX", "CONFIG_64BIT"} {
+		if v := s[cmov]; v != "" && v != "n" {
+			t.Errorf("%s=%s implies CMOV", cmov, v)
+		}
+	}
+	if s["CONFIG_M586MMX"] != "y" {
+		t.Errorf("CONFIG_M586MMX = %q, want y", s["CONFIG_M586MMX"])
+	}
+}
+
+func TestLocalVersion(t *testing.T) {
+	if lv := LocalVersion(); !strings.HasPrefix(lv, "-") || !strings.HasSuffix(lv, "-flashgate") || strings.Count(lv, "-") != 2 {
+		t.Errorf("LocalVersion %q, want -<debian revision>-flashgate", lv)
+	}
+}
