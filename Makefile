@@ -34,7 +34,8 @@ flash:
 ## test: everything: unit, fuzz seeds, namespace, VM and browser tests (as root)
 test: setup
 	$(GO) vet ./...
-	FLASHGATE_VERSION=$(VERSION) $(GO) test -count=1 -timeout 30m -p 2 ./...
+	$(FLASHGATE) kernels
+	FLASHGATE_VERSION=$(VERSION) $(GO) test -count=1 -timeout 60m -p 2 ./...
 
 ## test-unit: the fast tests only (no qemu, no namespaces)
 test-unit:

@@ -36,7 +36,7 @@ func epiaC3() Board {
 		MinRAMMB:    128,
 		MinCardMB:   32,
 		Unconfirmed: append([]string{
-			"only the Nehemiah (family 6 model 9) is supported: the older Samuel 2 and Ezra C3s lack CMOV, which Debian's 686 kernel needs; early Nehemiah steppings have the RNG but not ACE",
+			"defined for the Nehemiah (family 6 model 9); the older Samuel 2 and Ezra C3s lack CMOV, which the i586 kernel does not need, but have no board definition; early Nehemiah steppings have the RNG but not ACE",
 		}, epiaUnconfirmed...),
 		Signs: Signs{
 			DMIVendor: "VIA",

@@ -24,8 +24,8 @@ func net4501() Board {
 		Name:        "net4501",
 		Family:      "soekris",
 		Description: "Soekris net4501: AMD Elan SC520 133 MHz (486 class), 3x DP83815, CompactFlash",
-		// The Elan SC520 also lacks CMOV, which Debian's 686 kernel
-		// needs; either alone rules the board out.
+		// flashgate's i586 kernel would boot on it (no CMOV needed), but
+		// Go's runtime would not start.
 		Unsupported: net4501Reason,
 		GOARCH:      "386",
 		Console:     soekrisConsole,
@@ -124,9 +124,8 @@ func net6501() Board {
 		Aliases:     []string{"net6501-30", "net6501-50", "net6501-70"},
 		Family:      "soekris",
 		Description: "Soekris net6501: Intel Atom E6xx 0.6-1.6 GHz, 4x 82574L, SATA/mSATA",
-		// 32-bit code runs whether or not the E6xx has Intel 64, and the
-		// 686 kernel carries every driver the board needs. The CPU has
-		// SSE2, so Go's default 386 floating point is fine.
+		// 32-bit code runs whether or not the E6xx has Intel 64. The CPU
+		// has SSE2, so Go's default 386 floating point is fine.
 		GOARCH:      "386",
 		GO386:       "sse2",
 		KernelClass: kernel.ClassI586,

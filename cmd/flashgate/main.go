@@ -1,5 +1,5 @@
 // Command flashgate is the host tool: it builds card images for the boards
-// (image), boots the qemu board (run), writes an image to a card (flash) and
+// (image) and their kernels (kernels), boots the qemu board (run), writes an image to a card (flash) and
 // lists the boards (boards) and runs the measurements (bench). The Makefile calls it; every failure is one
 // sentence on stderr and a non-zero exit status.
 package main
@@ -26,11 +26,12 @@ type subcommand struct {
 }
 
 var subcommands = map[string]subcommand{
-	"image":  {"build out/flashgate-<board>-<version>.img", runImage},
-	"run":    {"build the qemu board's image and boot it in qemu", runRun},
-	"flash":  {"write an image to a card, with checks", runFlash},
-	"boards": {"list the boards", runBoards},
-	"bench":  {"run the measurements of make bench (out/bench/results.json)", runBench},
+	"image":   {"build out/flashgate-<board>-<version>.img", runImage},
+	"run":     {"build the qemu board's image and boot it in qemu", runRun},
+	"flash":   {"write an image to a card, with checks", runFlash},
+	"boards":  {"list the boards", runBoards},
+	"kernels": {"build (or find cached) every board's kernel", runKernels},
+	"bench":   {"run the measurements of make bench (out/bench/results.json)", runBench},
 }
 
 // errUsage is returned after a flag set printed its own usage.
