@@ -41,6 +41,7 @@ func TestBoardFacts(t *testing.T) {
 		{"net5501", "386", "softfloat", "i586", 19200, 32, 4, []string{"CONFIG_CRYPTO_DEV_GEODE", "CONFIG_GEODE_WDT", "CONFIG_VIA_RHINE", "CONFIG_PATA_CS5536"}, "Geode GX/LX WDT"},
 		{"net6501", "386", "sse2", "i586", 19200, 32, 4, []string{"CONFIG_E1000E", "CONFIG_LPC_SCH", "CONFIG_IE6XX_WDT", "CONFIG_SATA_AHCI"}, "Intel Atom E6xx Watchdog"},
 		{"epia-c3", "386", "softfloat", "i586", 115200, 32, 1, []string{"CONFIG_CRYPTO_DEV_PADLOCK_AES", "CONFIG_VIA_RHINE", "CONFIG_HW_RANDOM_VIA", "CONFIG_PATA_VIA"}, ""},
+		{"epia-c3-ezra", "386", "softfloat", "i586", 115200, 32, 1, []string{"CONFIG_VIA_RHINE", "CONFIG_PATA_VIA"}, ""},
 		{"epia-c7", "386", "sse2", "i586", 115200, 32, 1, []string{"CONFIG_CRYPTO_DEV_PADLOCK_AES", "CONFIG_CRYPTO_DEV_PADLOCK_SHA", "CONFIG_VIA_RHINE", "CONFIG_HW_RANDOM_VIA"}, ""},
 		{"apu2", "amd64", "", "x86_64", 115200, 64, 3, []string{"CONFIG_IGB", "CONFIG_SP5100_TCO", "CONFIG_CRYPTO_AES_NI_INTEL", "CONFIG_PCENGINES_APU2"}, "SP5100 TCO"},
 		{"generic-x86_64", "amd64", "", "x86_64", 115200, 64, 2, []string{"CONFIG_E1000E", "CONFIG_SATA_AHCI", "CONFIG_BLK_DEV_SD"}, ""},
@@ -206,7 +207,7 @@ func TestLookup(t *testing.T) {
 		{in: "apu4", want: "apu2"},
 		{in: "qemu", want: "qemu"},
 		{in: "net4501", want: "net4501", wantError: "board net4501 is not supported: AMD Elan SC520 has no MMX"},
-		{in: "wrt54g", wantError: `unknown board "wrt54g": valid boards are alix2d13, alix3d, net4801, net5501, net6501, epia-c3, epia-c7, apu2, generic-x86_64, qemu, qemu-x86_64`},
+		{in: "wrt54g", wantError: `unknown board "wrt54g": valid boards are alix2d13, alix3d, net4801, net5501, net6501, epia-c3, epia-c3-ezra, epia-c7, apu2, generic-x86_64, qemu, qemu-x86_64`},
 		{in: "", wantError: `unknown board ""`},
 	}
 	for _, tc := range tests {

@@ -36,12 +36,43 @@ func epiaC3() Board {
 		MinRAMMB:    128,
 		MinCardMB:   32,
 		Unconfirmed: append([]string{
-			"defined for the Nehemiah (family 6 model 9); the older Samuel 2 and Ezra C3s lack CMOV, which the i586 kernel does not need, but have no board definition; early Nehemiah steppings have the RNG but not ACE",
+			"defined for the Nehemiah (family 6 model 9; the Samuel 2 and Ezra are epia-c3-ezra); early Nehemiah steppings have the RNG but not ACE",
 		}, epiaUnconfirmed...),
 		Signs: Signs{
 			DMIVendor: "VIA",
 			DMINames:  []string{"EPIA"},
 			CPU:       CPUSigns{Alone: true, Vendor: "CentaurHauls", Family: 6, Models: []int{9}, NoFlags: []string{"sse2"}},
+		},
+	}
+}
+
+// epiaC3Ezra is an EPIA with an older C3: Samuel 2 (family 6 model 7) or
+// Ezra/Ezra-T (model 8). They have MMX and 3DNow! but no CMOV, no SSE and
+// neither PadLock nor the RNG (both came with the Nehemiah). Debian dropped
+// them in 2016 with CMOV; flashgate's i586 kernel does not need CMOV and
+// Go's 386 runtime needs only MMX.
+func epiaC3Ezra() Board {
+	return Board{
+		Name:        "epia-c3-ezra",
+		Aliases:     []string{"epia-ezra", "epia-samuel2", "epia-5000", "epia-800"},
+		Family:      "epia",
+		Description: "VIA EPIA with a C3 Samuel 2 or Ezra (no CMOV, no SSE, no PadLock), VT6102 Ethernet",
+		GOARCH:      "386",
+		GO386:       "softfloat",
+		KernelClass: kernel.ClassI586,
+		EmulatedCPU: "pentium,+mmx",
+		Console:     epiaConsole,
+		NICs:        []NIC{{Name: "eth0", Role: "wan", Driver: "via-rhine"}},
+		MinRAMMB:    128,
+		MinCardMB:   32,
+		Unconfirmed: append([]string{
+			"not run on a real Samuel 2 or Ezra: its kernel and firmware boot in qemu -cpu pentium,+mmx (MMX, no CMOV, no SSE), which proves the code needs nothing these CPUs lack, not the board's drivers",
+			"the VT8231/VT8235 IDE (pata_via) and on-board VT6102 (via-rhine) of the EPIA 5000/800/M boards",
+		}, epiaUnconfirmed...),
+		Signs: Signs{
+			DMIVendor: "VIA",
+			DMINames:  []string{"EPIA"},
+			CPU:       CPUSigns{Alone: true, Vendor: "CentaurHauls", Family: 6, Models: []int{7, 8}, NoFlags: []string{"sse"}},
 		},
 	}
 }

@@ -12,7 +12,7 @@ import (
 var definitions = []func() Board{
 	alix2d13, alix3d,
 	net4501, net4801, net5501, net6501,
-	epiaC3, epiaC7,
+	epiaC3, epiaC3Ezra, epiaC7,
 	apu2,
 	genericX8664,
 	qemuI386, qemuX8664,

@@ -37,6 +37,8 @@ func TestProbeFixtures(t *testing.T) {
 			evidence: []string{`"net6501"`, "8086:8186 (Intel Atom E6xx LPC bridge)"}},
 		{fixture: "epia-c3", want: "epia-c3", confidence: Certain,
 			evidence: []string{"board_name=EPIA-M", "vendor_id=CentaurHauls", "model 9", "no sse2"}},
+		{fixture: "epia-c3-ezra", want: "epia-c3-ezra", confidence: Certain,
+			evidence: []string{"board_name=EPIA-M", "vendor_id=CentaurHauls", "model 8", "no sse"}},
 		{fixture: "epia-c7", want: "epia-c7", confidence: Weak,
 			evidence: []string{"vendor_id=CentaurHauls", "model 13", "flag sse2"}},
 		{fixture: "apu2", want: "apu2", confidence: Certain,
