@@ -152,6 +152,7 @@ func (s *KernelBuild) Build(ctx context.Context, board boards.Board) (*Kernel, e
 	}
 	defer logFile.Close()
 	mk := func(args ...string) error {
+		what := args[len(args)-1]
 		args = append([]string{"-C", src, "O=" + tree, "ARCH=" + arch}, args...)
 		if cc := ccacheCC(); cc != "" {
 			args = append(args, "CC="+cc)
@@ -161,9 +162,14 @@ func (s *KernelBuild) Build(ctx context.Context, board boards.Board) (*Kernel, e
 			"KBUILD_BUILD_TIMESTAMP="+kernelTimestamp(), "CCACHE_DIR="+filepath.Join(s.cacheDir(), "ccache"),
 			"CCACHE_BASEDIR="+s.cacheDir(), "LC_ALL=C")
 		cmd.Stdout, cmd.Stderr = logFile, logFile
+		// make and its children in a group of their own, killed together
+		// when ctx ends: a sub-make left running would go on writing into
+		// the tree under the next build.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 		fmt.Fprintf(logFile, "+ make %s\n", strings.Join(args, " "))
 		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("make %s for %s: %w (log: %s)\n%s", args[len(args)-1], board.Name, err, logPath, tailFile(logPath, 25))
+			return fmt.Errorf("make %s for %s: %w (log: %s)\n%s", what, board.Name, err, logPath, tailFile(logPath, 25))
 		}
 		return nil
 	}
