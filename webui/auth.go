@@ -41,16 +41,18 @@ const maxPasswordLen = 1024
 
 // authenticate checks a user name and password against the running
 // configuration, under the per-address rate limit.
-func (s *Server) authenticate(ctx context.Context, addr, user, password string) (loginResult, time.Duration, error) {
+// On success it also returns the account's key for the session.
+func (s *Server) authenticate(ctx context.Context, addr, user, password string) (loginResult, time.Duration, [32]byte, error) {
+	var account [32]byte
 	if ok, wait := s.limiter.allow(addr); !ok {
-		return loginLimited, wait, nil
+		return loginLimited, wait, account, nil
 	}
 	running, _, err := s.running(ctx)
 	if err != nil {
-		return loginUnavailable, 0, err
+		return loginUnavailable, 0, account, err
 	}
 	if len(running.System.Admins) == 0 {
-		return loginNoAdmin, 0, nil
+		return loginNoAdmin, 0, account, nil
 	}
 	admin := running.Admin(user)
 	known := admin != nil && len(password) <= maxPasswordLen
@@ -61,18 +63,18 @@ func (s *Server) authenticate(ctx context.Context, addr, user, password string) 
 	select {
 	case s.verifySem <- struct{}{}:
 	case <-ctx.Done():
-		return loginUnavailable, 0, ctx.Err()
+		return loginUnavailable, 0, account, ctx.Err()
 	}
 	ok := admin.VerifyPassword(password)
 	<-s.verifySem
 	if !ok || !known {
 		if wait := s.limiter.failure(addr); wait > 0 {
-			return loginLimited, wait, nil
+			return loginLimited, wait, account, nil
 		}
-		return loginWrong, 0, nil
+		return loginWrong, 0, account, nil
 	}
 	s.limiter.success(addr)
-	return loginOK, 0, nil
+	return loginOK, 0, accountKey(user, admin.PasswordHash), nil
 }
 
 type loginView struct {
@@ -125,10 +127,10 @@ func (s *Server) loginSubmit(w http.ResponseWriter, r *http.Request) {
 		s.renderLogin(w, r, http.StatusForbidden, v)
 		return
 	}
-	res, wait, err := s.authenticate(r.Context(), clientIP(r), v.User, r.PostFormValue("password"))
+	res, wait, account, err := s.authenticate(r.Context(), clientIP(r), v.User, r.PostFormValue("password"))
 	switch res {
 	case loginOK:
-		id, _ := s.sessions.create(v.User)
+		id, _ := s.sessions.create(v.User, account)
 		setCookie(w, sessionCookie, id, 0)
 		setCookie(w, loginCookie, "", -1)
 		http.Redirect(w, r, v.Next, http.StatusSeeOther)
@@ -185,10 +187,10 @@ func (s *Server) apiLogin(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusBadRequest, "login body: "+err.Error())
 		return
 	}
-	res, wait, err := s.authenticate(r.Context(), clientIP(r), req.User, req.Password)
+	res, wait, account, err := s.authenticate(r.Context(), clientIP(r), req.User, req.Password)
 	switch res {
 	case loginOK:
-		id, sess := s.sessions.create(req.User)
+		id, sess := s.sessions.create(req.User, account)
 		setCookie(w, sessionCookie, id, 0)
 		writeJSON(w, http.StatusOK, s.sessionInfo(sess))
 	case loginNoAdmin:
@@ -273,6 +275,15 @@ func (s *Server) changePassword(ctx context.Context, user, current, next, repeat
 	req.Etag = tag
 	if _, err := s.opts.Config.Commit(ctx, req); err != nil {
 		return "The new password is in the pending changes (" + err.Error() + "); commit them to use it.", nil
+	}
+	// This session stays (the caller ends the account's others); it now
+	// belongs to the new password.
+	if fresh, _, err := s.opts.Config.Running(ctx); err == nil {
+		if k, ok := accountOf(fresh, user); ok {
+			if a, isAuthed := ctx.Value(sessionKey).(authed); isAuthed {
+				s.sessions.rebind(a.id, k)
+			}
+		}
 	}
 	return "Password changed.", nil
 }
