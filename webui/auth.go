@@ -228,9 +228,27 @@ func (s *Server) apiLogout(w http.ResponseWriter, r *http.Request) {
 
 // safeNext accepts only local paths as the place to return to after
 // login, so the login page cannot be used as an open redirect.
+// Browsers parse a Location with the WHATWG URL rules, which drop TAB, CR
+// and LF anywhere and take a backslash for a slash: "/\t/evil.example" is
+// "//evil.example", another host. So p must be plain printable ASCII
+// (anything else arrives percent-encoded from a real link), parse with
+// net/url as a path alone (no scheme, no host, no user), and start with
+// exactly one slash.
 func safeNext(p string) bool {
-	return strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "//") && !strings.Contains(p, `\`) &&
-		!strings.HasPrefix(p, "/login") && !strings.HasPrefix(p, "/api/") && !strings.HasPrefix(p, "/live/")
+	if len(p) == 0 || len(p) > 2048 || p[0] != '/' || strings.HasPrefix(p, "//") {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c <= ' ' || c >= 0x7f || c == '\\' {
+			return false
+		}
+	}
+	u, err := url.Parse(p)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" ||
+		!strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") {
+		return false
+	}
+	return !strings.HasPrefix(u.Path, "/login") && !strings.HasPrefix(u.Path, "/api/") && !strings.HasPrefix(u.Path, "/live/")
 }
 
 func urlQueryEscape(s string) string { return url.QueryEscape(s) }

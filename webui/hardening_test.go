@@ -3,6 +3,7 @@ package webui
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
@@ -154,5 +155,39 @@ func TestSessionEndedByChangeItDidNotSee(t *testing.T) {
 	}
 	if stolen.loggedIn() {
 		t.Error("the session is back after the rollback restored its password")
+	}
+}
+
+// safeNext accepts only a local path that every URL parser reads as one:
+// browsers drop TAB, CR and LF and read a backslash as a slash, so
+// "/\t/evil.example" is another host to them.
+func TestSafeNextRefusesWhatBrowsersReadAsAnotherHost(t *testing.T) {
+	for _, p := range []string{
+		"/\t/evil.example/x", "/\n/evil.example", "/\r/evil.example", "/ /evil.example", "\t//evil.example",
+		"//evil.example", "///evil.example", `/\evil.example`, `/x\..\\evil`, "/\x00", "/\x7f/evil",
+		"https://evil.example/", "evil.example", "", "/login", "/login?next=//evil", "/api/v1/commit",
+		"/live/dashboard", "/caf\xc3\xa9",
+	} {
+		if safeNext(p) {
+			t.Errorf("safeNext(%q) = true, want false", p)
+		}
+	}
+	for _, p := range []string{"/", "/tunnels", "/tunnels/site%20b", "/logs/netd", "/firewall?x=1", "/%09/x"} {
+		if !safeNext(p) {
+			t.Errorf("safeNext(%q) = false, want true", p)
+		}
+	}
+
+	// And the whole way: a login with such a next goes to /.
+	h := newHarness(t, true)
+	b := h.browser()
+	page := b.get("/login?next=" + url.QueryEscape("/\t/evil.example/x"))
+	m := loginTokRE.FindStringSubmatch(page.Body)
+	if m == nil {
+		t.Fatalf("no login form: %s", page.Body)
+	}
+	r := b.post("/login", url.Values{"csrf": {m[1]}, "user": {testAdmin}, "password": {testPassword}, "next": {"/\t/evil.example/x"}})
+	if r.Location != "/" {
+		t.Errorf("login with a TAB in next redirected to %q, want /", r.Location)
 	}
 }

@@ -309,8 +309,8 @@ func (s *Server) requireSession(class routeClass) mux.MiddlewareFunc {
 			if !ok {
 				if class == classPage {
 					next := "/"
-					if r.Method == http.MethodGet && safeNext(r.URL.Path) {
-						next = r.URL.Path
+					if p := r.URL.EscapedPath(); r.Method == http.MethodGet && safeNext(p) {
+						next = p
 					}
 					http.Redirect(w, r, "/login?next="+urlQueryEscape(next), http.StatusSeeOther)
 					return
