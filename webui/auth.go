@@ -45,6 +45,8 @@ const maxPasswordLen = 1024
 func (s *Server) authenticate(ctx context.Context, addr, user, password string) (loginResult, time.Duration, [32]byte, error) {
 	var account [32]byte
 	if ok, wait := s.limiter.allow(addr); !ok {
+		// Not logged: the lockout's start was, and a client hammering
+		// during it would flush the log ring.
 		return loginLimited, wait, account, nil
 	}
 	running, _, err := s.running(ctx)
@@ -55,7 +57,8 @@ func (s *Server) authenticate(ctx context.Context, addr, user, password string) 
 		return loginNoAdmin, 0, account, nil
 	}
 	admin := running.Admin(user)
-	known := admin != nil && len(password) <= maxPasswordLen
+	isUser := admin != nil
+	known := isUser && len(password) <= maxPasswordLen
 	if !known {
 		// Same work as a real check: timing does not tell.
 		admin = &config.Admin{PasswordHash: decoyHash(running.System.Admins[0].PasswordHash)}
@@ -65,15 +68,35 @@ func (s *Server) authenticate(ctx context.Context, addr, user, password string) 
 	case <-ctx.Done():
 		return loginUnavailable, 0, account, ctx.Err()
 	}
+	if d := s.limiter.slowdown(); d > 0 {
+		// Failures from many clients: one check at a time, and slowly.
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			<-s.verifySem
+			return loginUnavailable, 0, account, ctx.Err()
+		}
+	}
 	ok := admin.VerifyPassword(password)
 	<-s.verifySem
+	// The user name is logged only when it names an account: an unknown
+	// one may be a password typed into the wrong field.
+	who := fmt.Sprintf("%q", user)
+	if !isUser {
+		who = "an unknown user"
+	}
 	if !ok || !known {
 		if wait := s.limiter.failure(addr); wait > 0 {
+			s.opts.Logf("login of %s from %s failed; the address is locked out for %s", who, addr, wait.Round(time.Second))
 			return loginLimited, wait, account, nil
 		}
+		s.opts.Logf("login of %s from %s failed: wrong password", who, addr)
 		return loginWrong, 0, account, nil
 	}
 	s.limiter.success(addr)
+	s.opts.Logf("login of %s from %s", who, addr)
 	return loginOK, 0, accountKey(user, admin.PasswordHash), nil
 }
 

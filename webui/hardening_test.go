@@ -2,8 +2,11 @@ package webui
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -189,5 +192,117 @@ func TestSafeNextRefusesWhatBrowsersReadAsAnotherHost(t *testing.T) {
 	r := b.post("/login", url.Values{"csrf": {m[1]}, "user": {testAdmin}, "password": {testPassword}, "next": {"/\t/evil.example/x"}})
 	if r.Location != "/" {
 		t.Errorf("login with a TAB in next redirected to %q, want /", r.Location)
+	}
+}
+
+// Every address of one IPv6 /64 is one client: a host picks as many
+// addresses in its /64 as it likes (link-local ones cost nothing).
+func TestLimiterKeysIPv6ByPrefix(t *testing.T) {
+	clock := &testClock{t: time.Unix(1e9, 0)}
+	l := newLoginLimiter(clock.Now)
+	for i := 1; i <= freeFailures; i++ {
+		l.failure(fmt.Sprintf("fe80::%x", i))
+	}
+	for _, a := range []string{"fe80::1234:5678", "fe80::99%eth0", "fe80::ffff:ffff:ffff:ffff"} {
+		if ok, _ := l.allow(a); ok {
+			t.Errorf("%s may guess after %d failures from other addresses of its /64", a, freeFailures)
+		}
+	}
+	if ok, _ := l.allow("fe80:0:0:1::1"); !ok {
+		t.Error("another /64 is locked out too")
+	}
+	for i := 1; i <= freeFailures; i++ {
+		l.failure("::ffff:192.0.2.7")
+	}
+	if ok, _ := l.allow("192.0.2.7"); ok {
+		t.Error("an IPv4-mapped address and its IPv4 address are counted apart")
+	}
+}
+
+// A flood of new addresses must not wipe a lockout: the limiter used to
+// clear() every record at 4096.
+func TestLimiterNeverEvictsLockedClients(t *testing.T) {
+	clock := &testClock{t: time.Unix(1e9, 0)}
+	l := newLoginLimiter(clock.Now)
+	for i := 0; i < freeFailures; i++ {
+		l.failure("192.0.2.1")
+	}
+	for i := 0; i < 2*maxClients; i++ {
+		l.failure(fmt.Sprintf("10.%d.%d.1", i>>8, i&0xff))
+	}
+	if ok, _ := l.allow("192.0.2.1"); ok {
+		t.Error("the victim's lockout was wiped by failures from new addresses")
+	}
+	if n := len(l.clients); n > maxClients {
+		t.Errorf("%d records, over the bound of %d", n, maxClients)
+	}
+}
+
+// Failures from many clients at once slow every password check, and only
+// slow: when the minute is quiet again, checks are immediate.
+func TestLimiterGlobalBudgetSlowsEveryone(t *testing.T) {
+	clock := &testClock{t: time.Unix(1e9, 0)}
+	l := newLoginLimiter(clock.Now)
+	for i := 0; i < globalFreeFailures; i++ {
+		l.failure(fmt.Sprintf("198.51.100.%d", i))
+	}
+	if d := l.slowdown(); d != 0 {
+		t.Errorf("slowed by %v within the budget", d)
+	}
+	l.failure("198.51.100.200")
+	if d := l.slowdown(); d != globalDelay {
+		t.Errorf("slowdown %v past the budget, want %v", d, globalDelay)
+	}
+	if ok, _ := l.allow("203.0.113.9"); !ok {
+		t.Error("the global budget locked out a client that never failed")
+	}
+	clock.Advance(2*time.Minute + time.Second)
+	if d := l.slowdown(); d != 0 {
+		t.Errorf("still slowed by %v after a quiet minute", d)
+	}
+}
+
+// Web logins are logged with the user and the address; a user name that
+// names no account is not (it may be a password typed in the wrong
+// field), and no password ever is.
+func TestLoginEventsAreLogged(t *testing.T) {
+	var mu sync.Mutex
+	var lines []string
+	logf := func(format string, args ...any) {
+		mu.Lock()
+		lines = append(lines, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	h := newHarness(t, true, func(o *Options) { o.Logf = logf })
+	b := h.browser()
+	b.tryLogin(testAdmin, "wrong guess 1")
+	b.tryLogin("Tr0ub4dor&3", "wrong guess 2")
+	b.tryLogin(testAdmin, testPassword)
+	mu.Lock()
+	all := strings.Join(lines, "\n")
+	mu.Unlock()
+	for _, want := range []string{
+		`login of "admin" from 127.0.0.1 failed: wrong password`,
+		`login of an unknown user from 127.0.0.1 failed`,
+		`login of "admin" from 127.0.0.1` + "\n",
+	} {
+		if !strings.Contains(all+"\n", want) {
+			t.Errorf("log lacks %q:\n%s", want, all)
+		}
+	}
+	for _, secret := range []string{"Tr0ub4dor&3", "wrong guess", testPassword} {
+		if strings.Contains(all, secret) {
+			t.Errorf("log contains %q:\n%s", secret, all)
+		}
+	}
+	b = h.browser()
+	for i := 0; i < freeFailures; i++ {
+		b.tryLogin(testAdmin, "wrong guess")
+	}
+	mu.Lock()
+	all = strings.Join(lines, "\n")
+	mu.Unlock()
+	if !strings.Contains(all, "locked out for 30s") {
+		t.Errorf("the lockout is not logged:\n%s", all)
 	}
 }
