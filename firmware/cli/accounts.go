@@ -93,6 +93,13 @@ func (a *Accounts) Verify(user string, pass []byte) bool {
 	return subtle.ConstantTimeByteEq(b2u(ok), 1)&subtle.ConstantTimeByteEq(b2u(known), 1) == 1
 }
 
+// IsUser reports whether user is an admin of the running configuration
+// (false when configd does not answer: the name is then not logged).
+func (a *Accounts) IsUser(user string) bool {
+	c, err := a.running(0)
+	return err == nil && c.Admin(user) != nil
+}
+
 func b2u(b bool) uint8 {
 	if b {
 		return 1
