@@ -109,7 +109,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.router = s.routes()
-	s.handler = securityHeaders(http.NewCrossOriginProtection().Handler(withSnapshot(s.router)))
+	s.handler = securityHeaders(http.NewCrossOriginProtection().Handler(withSnapshot(s.checkHost(s.router))))
 	return s, nil
 }
 
