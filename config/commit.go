@@ -289,6 +289,13 @@ func (s *Store) rollbackLocked(rev uint64, who, reason, message string) (Revisio
 // FactoryReset replaces the running configuration with the defaults and
 // erases the history (it holds secrets). The revision number keeps
 // counting so that subscribers see a new revision.
+//
+// Deleting the history inside the database would not erase it: bbolt
+// does not zero the pages it frees, and an old revision with its keys and
+// password hashes could be inflated out of the file. So the defaults go
+// into a new file, the old file and every set-aside database are
+// overwritten with zeros where they lie, and the new file is renamed into
+// place (see eraseAndWriteFresh).
 func (s *Store) FactoryReset(who string) (RevisionInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -301,23 +308,16 @@ func (s *Store) FactoryReset(who string) (RevisionInfo, error) {
 	if who == "" {
 		who = "unknown"
 	}
-	var info RevisionInfo
-	err := s.update(func(tx *bolt.Tx) error {
-		meta := tx.Bucket(bucketMeta)
-		if err := tx.DeleteBucket(bucketRevisions); err != nil {
-			return err
-		}
-		if _, err := tx.CreateBucket(bucketRevisions); err != nil {
-			return err
-		}
-		if err := meta.Delete(keyPending); err != nil {
-			return err
-		}
-		info = RevisionInfo{Revision: getUint(meta, keyNext), Who: who, When: s.opts.Clock.Now().UTC(),
-			Message: "factory reset", Sections: sections, Reason: "factory-reset", Schema: SchemaVersion}
-		return s.writeRevision(tx, meta, info, cfg)
-	})
-	if err != nil {
+	var next uint64
+	if err := s.view(func(tx *bolt.Tx) error {
+		next = getUint(tx.Bucket(bucketMeta), keyNext)
+		return nil
+	}); err != nil {
+		return RevisionInfo{}, fmt.Errorf("factory reset: %w", err)
+	}
+	info := RevisionInfo{Revision: next, Who: who, When: s.opts.Clock.Now().UTC(),
+		Message: "factory reset", Sections: sections, Reason: "factory-reset", Schema: SchemaVersion}
+	if err := s.eraseAndWriteFresh(info, cfg); err != nil {
 		return RevisionInfo{}, fmt.Errorf("factory reset: %w", err)
 	}
 	s.running, s.runningRev = cfg, info.Revision
