@@ -297,12 +297,43 @@ func (s *Store) rollbackLocked(rev uint64, who, reason, message string) (Revisio
 // overwritten with zeros where they lie, and the new file is renamed into
 // place (see eraseAndWriteFresh).
 func (s *Store) FactoryReset(who string) (RevisionInfo, error) {
+	return s.factoryReset(who, false)
+}
+
+// EraseSecrets is a factory reset that keeps what is not secret: the
+// running configuration without its admin accounts and without its
+// tunnels (a tunnel is not valid without its pre-shared key) becomes the
+// only revision, and everything else is erased as by FactoryReset. The
+// console's recovery uses it: whoever sets a new password at the serial
+// port must not get the old secrets with it.
+func (s *Store) EraseSecrets(who string) (RevisionInfo, error) {
+	return s.factoryReset(who, true)
+}
+
+// WithoutSecrets is c without admin accounts and tunnels, the parts of a
+// configuration that hold secrets.
+func WithoutSecrets(c *Config) *Config {
+	out := c.Clone()
+	out.System.Admins = nil
+	out.Tunnels = nil
+	return out
+}
+
+func (s *Store) factoryReset(who string, keepSettings bool) (RevisionInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return RevisionInfo{}, ErrClosed
 	}
 	cfg := s.opts.Defaults()
+	message := "factory reset"
+	if keepSettings {
+		cfg = WithoutSecrets(s.running)
+		if err := cfg.Validate(); err != nil {
+			return RevisionInfo{}, fmt.Errorf("erase secrets: the configuration without its accounts and tunnels is not valid, so only a full factory reset can erase them:\n%w", err)
+		}
+		message = "secrets erased (accounts, tunnels, history and stored files); the other settings kept"
+	}
 	cfg.normalize()
 	sections := ChangedSections(s.running, cfg)
 	if who == "" {
@@ -316,7 +347,7 @@ func (s *Store) FactoryReset(who string) (RevisionInfo, error) {
 		return RevisionInfo{}, fmt.Errorf("factory reset: %w", err)
 	}
 	info := RevisionInfo{Revision: next, Who: who, When: s.opts.Clock.Now().UTC(),
-		Message: "factory reset", Sections: sections, Reason: "factory-reset", Schema: SchemaVersion}
+		Message: message, Sections: sections, Reason: "factory-reset", Schema: SchemaVersion}
 	if err := s.eraseAndWriteFresh(info, cfg); err != nil {
 		return RevisionInfo{}, fmt.Errorf("factory reset: %w", err)
 	}

@@ -133,6 +133,10 @@ type ImportRequest struct {
 type FactoryResetRequest struct {
 	Who     string `json:"who"`
 	Confirm string `json:"confirm"`
+	// KeepSettings erases only the secrets: the admin accounts, the
+	// tunnels, the history and the stored files; the other settings
+	// stay (config.Store.EraseSecrets).
+	KeepSettings bool `json:"keep_settings,omitempty"`
 }
 
 // FileInfo answers PUT /v1/files/{name}. Storage is "ram" when there is
@@ -612,7 +616,11 @@ func (s *Server) factoryReset(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errors.New(`confirm must be "factory-reset"`))
 		return
 	}
-	info, err := s.store.FactoryReset(who(r, req.Who))
+	reset := s.store.FactoryReset
+	if req.KeepSettings {
+		reset = s.store.EraseSecrets
+	}
+	info, err := reset(who(r, req.Who))
 	if err != nil {
 		s.fail(w, r, storeErr(err))
 		return
