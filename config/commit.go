@@ -52,6 +52,9 @@ func (s *Store) EditCandidate(etag string, fn func(*Config) error) (string, erro
 	if err := fn(c); err != nil {
 		return "", err
 	}
+	if err := checkSize(c); err != nil {
+		return "", err
+	}
 	return s.replaceCandidateLocked(c), nil
 }
 
@@ -130,6 +133,9 @@ func (s *Store) CommitWith(o CommitOptions) (RevisionInfo, error) {
 		return RevisionInfo{}, fmt.Errorf("confirm timeout %v out of range (up to %v)", o.ConfirmWithin, MaxConfirmWindow)
 	}
 	if err := s.candidate.Validate(); err != nil {
+		return RevisionInfo{}, err
+	}
+	if err := checkSize(s.candidate); err != nil {
 		return RevisionInfo{}, err
 	}
 	sections := ChangedSections(s.running, s.candidate)

@@ -35,14 +35,20 @@ const (
 
 const wrongLogin = "Wrong user name or password."
 
-// maxPasswordLen bounds what is hashed: argon2id's cost does not depend
-// on the length, but nobody types more, and the check costs nothing.
-const maxPasswordLen = 1024
+// maxPasswordLen bounds what is checked: the one limit of every place a
+// password is set, so a longer one can never be right.
+const maxPasswordLen = config.MaxPasswordLen
 
-// authenticate checks a user name and password against the running
-// configuration, under the per-address rate limit.
-// On success it also returns the account's key for the session.
+// authenticate checks a user name and password for a login.
 func (s *Server) authenticate(ctx context.Context, addr, user, password string) (loginResult, time.Duration, [32]byte, error) {
+	return s.checkPassword(ctx, "login", addr, user, password)
+}
+
+// checkPassword checks a user name and password against the running
+// configuration, under the per-client rate limit and the one-at-a-time
+// argon2 section, and logs the outcome as what ("login", "password
+// change"). On success it also returns the account's key for the session.
+func (s *Server) checkPassword(ctx context.Context, what, addr, user, password string) (loginResult, time.Duration, [32]byte, error) {
 	var account [32]byte
 	if ok, wait := s.limiter.allow(addr); !ok {
 		// Not logged: the lockout's start was, and a client hammering
@@ -89,14 +95,14 @@ func (s *Server) authenticate(ctx context.Context, addr, user, password string) 
 	}
 	if !ok || !known {
 		if wait := s.limiter.failure(addr); wait > 0 {
-			s.opts.Logf("login of %s from %s failed; the address is locked out for %s", who, addr, wait.Round(time.Second))
+			s.opts.Logf("%s of %s from %s failed; the address is locked out for %s", what, who, addr, wait.Round(time.Second))
 			return loginLimited, wait, account, nil
 		}
-		s.opts.Logf("login of %s from %s failed: wrong password", who, addr)
+		s.opts.Logf("%s of %s from %s failed: wrong password", what, who, addr)
 		return loginWrong, 0, account, nil
 	}
 	s.limiter.success(addr)
-	s.opts.Logf("login of %s from %s", who, addr)
+	s.opts.Logf("%s of %s from %s", what, who, addr)
 	return loginOK, 0, accountKey(user, admin.PasswordHash), nil
 }
 
@@ -282,16 +288,27 @@ func urlQueryEscape(s string) string { return url.QueryEscape(s) }
 // password that waits in the candidate surprises people).
 func (s *Server) changePassword(ctx context.Context, user, current, next, repeat string) (string, map[string]string) {
 	errs := map[string]string{}
-	running, _, err := s.running(ctx)
-	if err != nil {
-		return "", map[string]string{"": err.Error()}
+	// The current password is checked like a login: rate limited per
+	// client and one argon2 at a time, or a stolen session could guess
+	// it at the speed of the CPU and run the box out of memory.
+	var addr string
+	if a, ok := ctx.Value(sessionKey).(authed); ok {
+		addr = a.addr
 	}
-	admin := running.Admin(user)
-	if admin == nil || !admin.VerifyPassword(current) {
+	switch res, wait, _, err := s.checkPassword(ctx, "password change", addr, user, current); res {
+	case loginOK:
+	case loginLimited:
+		return "", map[string]string{"current": fmt.Sprintf("Too many wrong passwords from your address. Try again in %s.", roundWait(wait))}
+	case loginUnavailable:
+		return "", map[string]string{"": "The configuration service is not answering: " + err.Error()}
+	default:
 		errs["current"] = "This is not your current password."
 	}
-	if len(next) < config.MinPasswordLen {
+	switch {
+	case len(next) < config.MinPasswordLen:
 		errs["new"] = fmt.Sprintf("At least %d characters.", config.MinPasswordLen)
+	case len(next) > config.MaxPasswordLen:
+		errs["new"] = fmt.Sprintf("At most %d bytes.", config.MaxPasswordLen)
 	}
 	if next != repeat {
 		errs["repeat"] = "The two new passwords differ."

@@ -306,3 +306,30 @@ func TestLoginEventsAreLogged(t *testing.T) {
 		t.Errorf("the lockout is not logged:\n%s", all)
 	}
 }
+
+// The current password of a password change is checked like a login:
+// under the rate limit, so a stolen session cannot guess it at full speed.
+func TestPasswordChangeIsRateLimited(t *testing.T) {
+	h := newHarness(t, true)
+	b := h.loginAs(testPassword)
+	change := func(current string) response {
+		r, _ := b.api("POST", "/api/v1/system/password", `{"current":"`+current+`","new":"another password 9"}`)
+		return r
+	}
+	for i := 1; i < freeFailures; i++ {
+		if r := change("guess " + fmt.Sprint(i)); r.Code != http.StatusUnprocessableEntity || !strings.Contains(r.Body, "not your current password") {
+			t.Fatalf("wrong current password %d: %d %s", i, r.Code, r.Body)
+		}
+	}
+	change("guess 5")
+	if r := change(testPassword); !strings.Contains(r.Body, "Too many wrong passwords") {
+		t.Errorf("the right current password after %d wrong ones: %d %s, want the lockout", freeFailures, r.Code, r.Body)
+	}
+	// One maximum length: a new password the console could not take is
+	// refused here too.
+	h.clock.Advance(baseLockout + time.Second)
+	r, _ := b.api("POST", "/api/v1/system/password", `{"current":"`+testPassword+`","new":"`+strings.Repeat("p", config.MaxPasswordLen+1)+`"}`)
+	if r.Code != http.StatusUnprocessableEntity || !strings.Contains(r.Body, "At most") {
+		t.Errorf("a new password of %d bytes: %d %s, want it refused", config.MaxPasswordLen+1, r.Code, r.Body)
+	}
+}

@@ -256,6 +256,7 @@ const sessionKey ctxKey = iota
 type authed struct {
 	id   string
 	sess *session
+	addr string // the client's address (clientIP)
 }
 
 func sessionOf(r *http.Request) *session {
@@ -318,7 +319,7 @@ func (s *Server) requireSession(class routeClass) mux.MiddlewareFunc {
 				writeAPIError(w, http.StatusUnauthorized, "not logged in, or the session expired")
 				return
 			}
-			ctx := context.WithValue(r.Context(), sessionKey, authed{id: c.Value, sess: sess})
+			ctx := context.WithValue(r.Context(), sessionKey, authed{id: c.Value, sess: sess, addr: clientIP(r)})
 			next.ServeHTTP(w, r.WithContext(ctx))
 		})
 	}
