@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"io"
 	"log"
 	"net"
@@ -136,11 +137,17 @@ func listen(path string) (net.Listener, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("remove stale socket: %w", err)
 	}
+	// Root only: the API hands out PSKs and changes the firewall. The
+	// socket is created 0600 by the umask, so that there is no moment in
+	// which another user could connect to it; the chmod after is for a
+	// file system that ignores the umask for sockets. configd creates no
+	// other file while it starts listening.
+	old := unix.Umask(0o177)
 	ln, err := net.Listen("unix", path)
+	unix.Umask(old)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
-	// Root only: the API hands out PSKs and changes the firewall.
 	if err := os.Chmod(path, 0o600); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("chmod %s: %w", path, err)
