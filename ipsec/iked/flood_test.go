@@ -1,0 +1,169 @@
+package iked
+
+import (
+	"crypto/ecdh"
+	"crypto/rand"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/internal/testnet"
+	"github.com/flashgate/flashgate/ipsec"
+	"github.com/flashgate/flashgate/ipsec/ike"
+)
+
+// cookieEchoer is an attacker on its own link to gwA with one address of
+// its own (10.99.0.2): it sends IKE_SA_INIT requests and answers every
+// COOKIE, as a real attacker who is not spoofing does, so that each
+// request becomes a half-open SA on gwA.
+type cookieEchoer struct {
+	conn     *net.UDPConn
+	dst      *net.UDPAddr
+	mu       sync.Mutex
+	pending  map[uint64][]byte // by SPIi: the request, for the COOKIE echo
+	sent     atomic.Int64
+	answered atomic.Int64 // IKE_SA_INIT answered with an SA (a half-open SA on gwA)
+}
+
+func newCookieEchoer(t *testing.T, s *testnet.SiteToSite) *cookieEchoer {
+	t.Helper()
+	ns := testnet.NewNS(t, testnet.Prefix()+"-ce")
+	testnet.Link(t, s.GwA, "echo0", "10.99.0.1/24", ns, "echo0", "10.99.0.2/24")
+	e := &cookieEchoer{pending: map[uint64][]byte{}, dst: &net.UDPAddr{IP: net.IPv4(10, 99, 0, 1), Port: 500}}
+	err := ns.Do(func() error {
+		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(10, 99, 0, 2), Port: 500})
+		e.conn = c
+		return err
+	})
+	if err != nil {
+		t.Fatalf("attacker socket: %v", err)
+	}
+	t.Cleanup(func() { e.conn.Close() })
+	return e
+}
+
+// read answers COOKIEs until the socket closes.
+func (e *cookieEchoer) read() {
+	buf := make([]byte, 65536)
+	for {
+		n, err := e.conn.Read(buf)
+		if err != nil {
+			return
+		}
+		m, err := ike.DecodeMessage(buf[:n])
+		if err != nil || len(m.Payloads) == 0 {
+			continue
+		}
+		e.mu.Lock()
+		req := e.pending[m.SPIi]
+		delete(e.pending, m.SPIi)
+		e.mu.Unlock()
+		if c, ok := m.Payloads[0].(*ike.Notify); ok && c.NotifyType == ike.COOKIE && req != nil {
+			rm, err := ike.DecodeMessage(req)
+			if err != nil {
+				continue
+			}
+			rm.Payloads = append([]ike.Payload{&ike.Notify{NotifyType: ike.COOKIE, Data: c.Data}}, rm.Payloads...)
+			e.conn.WriteToUDP(rm.Encode(), e.dst)
+			continue
+		}
+		if m.Find(ike.PayloadSA) != nil {
+			e.answered.Add(1)
+		}
+	}
+}
+
+// flood sends up to count requests, about rate a second, until stop closes.
+func (e *cookieEchoer) flood(t *testing.T, pub []byte, count, rate int, stop <-chan struct{}) {
+	tick := time.NewTicker(time.Second / time.Duration(rate/10))
+	defer tick.Stop()
+	for i := 0; i < count; {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		for range 10 {
+			req := initRequest(t, pub)
+			m, _ := ike.DecodeMessage(req)
+			e.mu.Lock()
+			e.pending[m.SPIi] = req
+			e.mu.Unlock()
+			e.conn.WriteToUDP(req, e.dst)
+			e.sent.Add(1)
+			i++
+		}
+	}
+}
+
+// TestCookieEchoFloodLeavesConfiguredPeerIn: one attacker address that
+// answers COOKIEs floods gwA's IKE port while gwA has a tunnel that
+// accepts any peer (so each request is a candidate half-open SA).
+// Meanwhile strongSwan, the peer gwA's s2s tunnel is configured for,
+// brings that tunnel up. The attacker must hold at most the per-source
+// limit of half-open SAs, and the configured peer must get in within a
+// few seconds. Before the limits, one address filled all 4096 half-open
+// places in about 1.5 s, and strongSwan gave up.
+func TestCookieEchoFloodLeavesConfiguredPeerIn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("namespace test")
+	}
+	s := testnet.NewSiteToSite(t)
+	charon := testnet.StartCharon(t, s.GwB, charonConn(s, lifecycleIKE, lifecycleESP, "none"))
+	s2s := tunnelConfig(s.GwAWAN, s.GwBWAN, "gwA", "gwB", s.LANA, s.LANB, lifecycleIKE, lifecycleESP, config.StartRespond)
+	rw := config.NewTunnel("roadwarrior")
+	rw.LocalID = "gwA"
+	rw.PSK = config.NewSecret(testPSK)
+	rw.IKEProposals, rw.ESPProposals = []string{lifecycleIKE}, []string{lifecycleESP}
+	rw.LocalSubnets = []config.Prefix{config.MustPrefix(s.LANA.String())}
+	rw.RemoteSubnets = []config.Prefix{config.MustPrefix("10.98.0.0/16")}
+	rw.StartAction = config.StartRespond
+	validTunnels(t, s2s, rw)
+	d := startIked(t, s.GwA, s2s, rw)
+
+	e := newCookieEchoer(t, s)
+	go e.read()
+	priv, err := ecdh.P256().GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := priv.PublicKey().Bytes()[1:]
+	stop := make(chan struct{})
+	flooded := make(chan struct{})
+	go func() { e.flood(t, pub, 12000, 3000, stop); close(flooded) }()
+	defer func() { close(stop); <-flooded }()
+
+	// Until the attacker has what it can get: all 4096 places (without
+	// the per-source limit) or a stream of refusals (with it).
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		st := d.Stats()
+		if st.HalfOpen >= 4096 || st.IKE.SourceLimited >= 500 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	st := d.Stats()
+	t.Logf("after %d requests (%d answered): half-open %d, %+v", e.sent.Load(), e.answered.Load(), st.HalfOpen, st.IKE)
+	if st.HalfOpen > 5 {
+		t.Errorf("one attacker address holds %d half-open SAs, want at most 5", st.HalfOpen)
+	}
+
+	// The configured peer brings its tunnel up during the flood.
+	start := time.Now()
+	if err := charon.Initiate("s2s-net"); err != nil {
+		t.Fatalf("strongSwan initiate during the flood: %v", err)
+	}
+	waitState(t, d, "s2s", ipsec.StateUp, 10*time.Second)
+	took := time.Since(start)
+	t.Logf("the configured peer's tunnel came up in %v during the flood", took.Round(time.Millisecond))
+	if took > 5*time.Second {
+		t.Errorf("the configured peer took %v to bring its tunnel up during the flood, want a few seconds at most", took)
+	}
+	if err := testnet.Ping(s.HostA, s.HostBIP, 2); err != nil {
+		t.Errorf("ping through the tunnel during the flood: %v", err)
+	}
+}
