@@ -311,6 +311,14 @@ func (c *Client) FactoryReset(ctx context.Context, who string) (config.RevisionI
 	return info, err
 }
 
+// VerifyPassword asks configd whether password is user's (the web UI
+// gets no password hashes). An unknown user reads as a wrong password.
+func (c *Client) VerifyPassword(ctx context.Context, user, password string) (bool, error) {
+	var resp configd.VerifyPasswordResponse
+	_, err := c.do(ctx, "POST", "/v1/verify-password", nil, configd.VerifyPasswordRequest{User: user, Password: password}, &resp)
+	return resp.OK, err
+}
+
 // EraseSecrets is a factory reset that keeps the settings that are not
 // secret: admin accounts, tunnels, the history and the stored files are
 // erased, the interfaces, routes, firewall and system settings stay.
