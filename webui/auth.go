@@ -2,8 +2,6 @@ package webui
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"mime"
@@ -35,10 +33,6 @@ const (
 
 const wrongLogin = "Wrong user name or password."
 
-// maxPasswordLen bounds what is checked: the one limit of every place a
-// password is set, so a longer one can never be right.
-const maxPasswordLen = config.MaxPasswordLen
-
 // authenticate checks a user name and password for a login.
 func (s *Server) authenticate(ctx context.Context, addr, user, password string) (loginResult, time.Duration, [32]byte, error) {
 	return s.checkPassword(ctx, "login", addr, user, password)
@@ -64,11 +58,6 @@ func (s *Server) checkPassword(ctx context.Context, what, addr, user, password s
 	}
 	admin := running.Admin(user)
 	isUser := admin != nil
-	known := isUser && len(password) <= maxPasswordLen
-	if !known {
-		// Same work as a real check: timing does not tell.
-		admin = &config.Admin{PasswordHash: decoyHash(running.System.Admins[0].PasswordHash)}
-	}
 	select {
 	case s.verifySem <- struct{}{}:
 	case <-ctx.Done():
@@ -85,8 +74,15 @@ func (s *Server) checkPassword(ctx context.Context, what, addr, user, password s
 			return loginUnavailable, 0, account, ctx.Err()
 		}
 	}
-	ok := admin.VerifyPassword(password)
+	// configd checks the password: the web UI gets no password hashes
+	// (its configd socket shows them redacted), and configd does the
+	// same work for an unknown user as for a known one.
+	ok, err := s.opts.Config.VerifyPassword(ctx, user, password)
 	<-s.verifySem
+	if err != nil {
+		return loginUnavailable, 0, account, err
+	}
+	known := isUser
 	// The user name is logged only when it names an account: an unknown
 	// one may be a password typed into the wrong field.
 	who := fmt.Sprintf("%q", user)
@@ -344,26 +340,4 @@ func (s *Server) changePassword(ctx context.Context, user, current, next, repeat
 		}
 	}
 	return "Password changed.", nil
-}
-
-// decoyHash returns a password hash that costs what checking against h
-// costs and that no password matches: h's algorithm and parameters
-// ($argon2id$v=19$m=19456,t=2,p=1$) with a random salt and key of the
-// same lengths. Unknown user names are checked against it, so a failed
-// login takes the same time whether the name exists or not. A malformed h
-// stays malformed, failing as fast as the real check would. Making one
-// costs no hashing: the web UI used to hash a random password when it
-// started, most of a second of a slow board's CPU in the middle of boot.
-func decoyHash(h config.Secret) config.Secret {
-	f := strings.Split(h.Reveal(), "$")
-	if len(f) == 6 {
-		enc := base64.RawStdEncoding
-		for _, i := range []int{4, 5} {
-			if b, err := enc.DecodeString(f[i]); err == nil {
-				rand.Read(b)
-				f[i] = enc.EncodeToString(b)
-			}
-		}
-	}
-	return config.NewSecret(strings.Join(f, "$"))
 }

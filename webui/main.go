@@ -41,7 +41,7 @@ func run(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("webui", flag.ContinueOnError)
 	listen := fs.String("listen", ":443", "HTTPS address")
 	plain := fs.String("http", ":80", "plain HTTP address that redirects to HTTPS (empty: none)")
-	configdSock := fs.String("configd", configd.DefaultSocket, "configd's socket")
+	configdSock := fs.String("configd", configd.DefaultWebSocket, "configd's socket: its restricted API, which hands out no secrets")
 	ikedSock := fs.String("iked", "/run/flashgate/iked.sock", "iked's socket")
 	superSock := fs.String("supervisor", supervisor.SocketPath, "the supervisor's socket")
 	certDir := fs.String("cert-dir", "/cfg/webui", "where the TLS certificate and key are kept when configd cannot keep them")
