@@ -17,12 +17,12 @@ import (
 // routes, but no secret ever leaves configd through it.
 //
 //   - Configurations come with every secret replaced by a redaction mark:
-//     a PSK by "redacted:" and a keyed digest, a password hash by a PHC
-//     string of the same digest that no password matches (argon2id with
-//     m=1, and a key that is the digest). A mark changes when its secret
-//     changes, so the web UI can still tell that a password changed (it
-//     ends the sessions of the old one); the key of the digest is random
-//     per configd start, so a mark says nothing about the secret.
+//     a PSK by "redacted:" and a digest keyed with a random key of this
+//     configd start (so that it says nothing about the key), a password
+//     hash by a PHC string of its digest that no password matches
+//     (argon2id with m=1, and a key that is the digest). A mark changes
+//     when its secret changes, so the web UI can still tell that a
+//     password changed (it ends the sessions of the old one).
 //   - A configuration sent back may carry marks: each is replaced by the
 //     secret it stands for in the candidate or the running configuration
 //     (a renamed tunnel keeps its key). A mark that stands for nothing is
@@ -71,11 +71,15 @@ func (r *redactor) pskMark(psk string) string {
 }
 
 // hashMark is a valid argon2id PHC string (so that the web UI's own
-// validation of a configuration passes) that no password matches.
+// validation of a configuration passes) that no password matches. Unlike
+// a PSK's mark it is not keyed, so it stays the same across configd
+// restarts and a restart does not end the web sessions bound to it: a
+// digest of an argon2id hash, whose salt and key are random, helps nobody
+// guess the password.
 func (r *redactor) hashMark(hash string) string {
-	d := r.digest("password_hash", hash)
+	d := sha256.Sum256([]byte("flashgate password hash mark\x00" + hash))
 	enc := base64.RawStdEncoding
-	return "$argon2id$v=19$m=1,t=1,p=1$" + enc.EncodeToString(d[:16]) + "$" + enc.EncodeToString(d)
+	return "$argon2id$v=19$m=1,t=1,p=1$" + enc.EncodeToString(d[:16]) + "$" + enc.EncodeToString(d[:])
 }
 
 // out is c with every secret replaced by its mark (a copy; c is not
