@@ -315,15 +315,34 @@ func (ep *Endpoint) randUint64() uint64 {
 // register adds sa under its local SPI; a responder SA also under the
 // initiator's address and SPI so that a retransmitted IKE_SA_INIT finds it.
 func (ep *Endpoint) register(sa *IKESA) bool {
+	ok, _ := ep.registerLimited(sa, false)
+	return ok
+}
+
+// registerLimited is register that, with limited, also holds a half-open
+// SA to MaxHalfOpen and MaxHalfOpenPerSource, under the same lock as the
+// count: several readers may be past handleInitRequest's early check at
+// once. overLimit says that a limit, not a duplicate, refused it.
+func (ep *Endpoint) registerLimited(sa *IKESA, limited bool) (ok, overLimit bool) {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	if _, dup := ep.sas[sa.localSPI()]; dup {
-		return false
+		return false, false
+	}
+	if sa.halfOpen && limited {
+		if ep.halfOpen >= ep.cfg.MaxHalfOpen {
+			ep.Stats.HalfOpenRefused.Add(1)
+			return false, true
+		}
+		if n := ep.cfg.MaxHalfOpenPerSource; n > 0 && ep.halfOpenBy[sa.initRemote.Addr()] >= n {
+			ep.Stats.SourceLimited.Add(1)
+			return false, true
+		}
 	}
 	if sa.halfOpen {
 		k := initKey{sa.remote, sa.spiI}
 		if _, dup := ep.initIndex[k]; dup {
-			return false
+			return false, false
 		}
 		ep.initIndex[k] = sa
 		ep.halfOpen++
@@ -332,7 +351,7 @@ func (ep *Endpoint) register(sa *IKESA) bool {
 	ep.sas[sa.localSPI()] = sa
 	sa.contact = sa.contactKey()
 	ep.contacts[sa.contact]++
-	return true
+	return true, false
 }
 
 // firstContact reports whether sa is the only live IKE SA with its peer.
@@ -477,8 +496,9 @@ func (ep *Endpoint) handleInitRequest(pkt []byte, m *Message, local, remote neti
 		}
 		return
 	}
-	if !ep.register(sa) {
-		// A retransmission raced us, or an SPI collided: the other copy answers.
+	if ok, _ := ep.registerLimited(sa, !configuredPeer); !ok {
+		// A retransmission raced us, or an SPI collided (the other copy
+		// answers), or another reader took the last place (counted).
 		sa.zero()
 		return
 	}

@@ -233,8 +233,10 @@ func (d *Daemon) Run() {
 				d.natIKEDrops.Add(1)
 			}
 		})
-		d.wg.Add(1)
-		go d.natIKE(queue)
+		for range ikeReaders() {
+			d.wg.Add(1)
+			go d.natIKE(queue)
+		}
 	}
 	if d.kernel != nil {
 		d.wg.Add(1)

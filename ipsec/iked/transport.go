@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -120,13 +121,25 @@ func (t *transport) run(handle func(pkt []byte, local, remote netip.AddrPort)) {
 			handle(append([]byte(nil), pkt...), local, remote)
 		}
 	}
-	t.wg.Add(1)
-	go read(t.sock500, t.ikePort, false)
-	if t.sock4500 != nil {
+	// Several readers per socket: handle does the Diffie-Hellman of an
+	// IKE_SA_INIT, and with one reader a flood kept one core busy while
+	// the kernel dropped the rest, legitimate datagrams with it. The
+	// engine is safe for concurrent use; IKE's request/response makes the
+	// order between readers harmless (a peer sends an SA's next request
+	// only after our answer to the last).
+	for range ikeReaders() {
 		t.wg.Add(1)
-		go read(t.sock4500, t.nattPort, true)
+		go read(t.sock500, t.ikePort, false)
+		if t.sock4500 != nil {
+			t.wg.Add(1)
+			go read(t.sock4500, t.nattPort, true)
+		}
 	}
 }
+
+// ikeReaders is how many goroutines read each IKE socket: one per CPU,
+// at least two.
+func ikeReaders() int { return max(2, runtime.NumCPU()) }
 
 // send is the engine's Send hook. Datagrams from the NAT-T port already
 // carry the non-ESP marker (or are a one-byte keepalive).
