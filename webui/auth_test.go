@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
-
 )
 
 // routeCase is one method on one route of the router, with its path
