@@ -22,6 +22,7 @@ func Figures(res []Result, failures []string) []Figure {
 	figs = append(figs, configFigures(res, why)...)
 	figs = append(figs, espFigures(res, why)...)
 	figs = append(figs, webuiFigures(res, why)...)
+	figs = append(figs, floodFigures(res, why)...)
 	figs = append(figs, e2eFigures(res, why)...)
 	return figs
 }
@@ -43,6 +44,19 @@ func e2eFigures(res []Result, why string) []Figure {
 		one(res, "e2e.tunnel_up_s", b, "tunnel_up_s", "s", 1, "<= 20 s",
 			"two configured appliances powered on together (qemu, software emulation) to A's API status saying their kernel-IPsec tunnel is up", why),
 		tcp,
+	}
+}
+
+// floodFigures: a configured strongSwan peer brings its tunnel up while
+// gwA's IKE port is flooded (ipsec/iked's namespace benchmarks).
+func floodFigures(res []Result, why string) []Figure {
+	return []Figure{
+		one(res, "ike.flood.legit_setup_s", "BenchmarkIKEFloodSpoofed", "legit_setup_s", "s", 1, "<= 2 s",
+			"strongSwan's initiate to iked's tunnel up while 1000 spoofed addresses send IKE_SA_INIT at the attacker's full speed "+
+				"(one sending goroutine in a namespace on the same machine)", why),
+		one(res, "ike.flood.cookie_echo_legit_setup_s", "BenchmarkIKEFloodCookieEcho", "legit_setup_s", "s", 1, "<= 2 s",
+			"strongSwan's initiate to iked's tunnel up while one attacker address sends 3000 IKE_SA_INIT/s and answers every COOKIE", why),
+		Unmeasured("ike.flood.rss_peak_kb", "KiB", "<= 48 MB", "not measured yet: iked runs inside the test process in these benchmarks"),
 	}
 }
 

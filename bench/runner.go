@@ -39,6 +39,7 @@ var Suites = []Suite{
 	{Package: "./bench", Pattern: "TunnelTCP", Benchtime: "1x", Timeout: 15 * time.Minute},
 	{Package: "./bench", Pattern: "IKESetup$", Benchtime: "100x", Timeout: 5 * time.Minute},
 	{Package: "./bench", Pattern: "IKESetupRate", Benchtime: "5x", Timeout: 10 * time.Minute},
+	{Package: "./ipsec/iked", Pattern: "IKEFlood", Benchtime: "1x", Timeout: 5 * time.Minute},
 }
 
 // wireguardVersion pins the wireguard-go that anchors the data plane

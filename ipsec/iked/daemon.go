@@ -421,7 +421,18 @@ func (d *Daemon) Apply(cfg *config.Config) error {
 		t.event(now, "configured")
 		d.tunnels[name] = t
 	}
+	var peers []netip.AddrPort
+	for _, t := range d.tunnels {
+		if t.peer != nil && t.peer.Remote.IsValid() && !t.peer.Remote.Addr().IsUnspecified() {
+			peers = append(peers, t.peer.Remote)
+		}
+	}
 	d.mu.Unlock()
+	// Configured peers' IKE gets sockets of its own, which a flood on
+	// the IKE port cannot overflow (transport.setPeers).
+	if err := d.tr.setPeers(peers); err != nil {
+		d.logf("iked: %v (their IKE shares the port's socket with everyone)", err)
+	}
 	for _, sa := range stop {
 		sa.Delete()
 	}

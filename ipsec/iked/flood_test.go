@@ -28,7 +28,7 @@ type cookieEchoer struct {
 	answered atomic.Int64 // IKE_SA_INIT answered with an SA (a half-open SA on gwA)
 }
 
-func newCookieEchoer(t *testing.T, s *testnet.SiteToSite) *cookieEchoer {
+func newCookieEchoer(t testing.TB, s *testnet.SiteToSite) *cookieEchoer {
 	t.Helper()
 	ns := testnet.NewNS(t, testnet.Prefix()+"-ce")
 	testnet.Link(t, s.GwA, "echo0", "10.99.0.1/24", ns, "echo0", "10.99.0.2/24")
@@ -77,7 +77,7 @@ func (e *cookieEchoer) read() {
 }
 
 // flood sends up to count requests, about rate a second, until stop closes.
-func (e *cookieEchoer) flood(t *testing.T, pub []byte, count, rate int, stop <-chan struct{}) {
+func (e *cookieEchoer) flood(t testing.TB, pub []byte, count, rate int, stop <-chan struct{}) {
 	tick := time.NewTicker(time.Second / time.Duration(rate/10))
 	defer tick.Stop()
 	for i := 0; i < count; {
@@ -111,26 +111,10 @@ func TestCookieEchoFloodLeavesConfiguredPeerIn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("namespace test")
 	}
-	s := testnet.NewSiteToSite(t)
-	charon := testnet.StartCharon(t, s.GwB, charonConn(s, lifecycleIKE, lifecycleESP, "none"))
-	s2s := tunnelConfig(s.GwAWAN, s.GwBWAN, "gwA", "gwB", s.LANA, s.LANB, lifecycleIKE, lifecycleESP, config.StartRespond)
-	rw := config.NewTunnel("roadwarrior")
-	rw.LocalID = "gwA"
-	rw.PSK = config.NewSecret(testPSK)
-	rw.IKEProposals, rw.ESPProposals = []string{lifecycleIKE}, []string{lifecycleESP}
-	rw.LocalSubnets = []config.Prefix{config.MustPrefix(s.LANA.String())}
-	rw.RemoteSubnets = []config.Prefix{config.MustPrefix("10.98.0.0/16")}
-	rw.StartAction = config.StartRespond
-	validTunnels(t, s2s, rw)
-	d := startIked(t, s.GwA, s2s, rw)
-
+	s, charon, d := floodTarget(t)
 	e := newCookieEchoer(t, s)
 	go e.read()
-	priv, err := ecdh.P256().GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub := priv.PublicKey().Bytes()[1:]
+	pub := attackerKey(t)
 	stop := make(chan struct{})
 	flooded := make(chan struct{})
 	go func() { e.flood(t, pub, 12000, 3000, stop); close(flooded) }()
@@ -151,19 +135,137 @@ func TestCookieEchoFloodLeavesConfiguredPeerIn(t *testing.T) {
 	if st.HalfOpen > 5 {
 		t.Errorf("one attacker address holds %d half-open SAs, want at most 5", st.HalfOpen)
 	}
-
-	// The configured peer brings its tunnel up during the flood.
-	start := time.Now()
-	if err := charon.Initiate("s2s-net"); err != nil {
-		t.Fatalf("strongSwan initiate during the flood: %v", err)
-	}
-	waitState(t, d, "s2s", ipsec.StateUp, 10*time.Second)
-	took := time.Since(start)
+	took := legitSetup(t, s, charon, d)
 	t.Logf("the configured peer's tunnel came up in %v during the flood", took.Round(time.Millisecond))
 	if took > 5*time.Second {
 		t.Errorf("the configured peer took %v to bring its tunnel up during the flood, want a few seconds at most", took)
 	}
-	if err := testnet.Ping(s.HostA, s.HostBIP, 2); err != nil {
-		t.Errorf("ping through the tunnel during the flood: %v", err)
+}
+
+// floodTarget is gwA running iked with the s2s tunnel to strongSwan on
+// gwB (which waits to be told to initiate) and a tunnel that accepts any
+// peer, so that every IKE_SA_INIT from anywhere is a candidate half-open
+// SA.
+func floodTarget(tb testing.TB) (*testnet.SiteToSite, *testnet.Charon, *Daemon) {
+	tb.Helper()
+	s := testnet.NewSiteToSite(tb)
+	charon := testnet.StartCharon(tb, s.GwB, charonConn(s, lifecycleIKE, lifecycleESP, "none"))
+	s2s := tunnelConfig(s.GwAWAN, s.GwBWAN, "gwA", "gwB", s.LANA, s.LANB, lifecycleIKE, lifecycleESP, config.StartRespond)
+	rw := config.NewTunnel("roadwarrior")
+	rw.LocalID = "gwA"
+	rw.PSK = config.NewSecret(testPSK)
+	rw.IKEProposals, rw.ESPProposals = []string{lifecycleIKE}, []string{lifecycleESP}
+	rw.LocalSubnets = []config.Prefix{config.MustPrefix(s.LANA.String())}
+	rw.RemoteSubnets = []config.Prefix{config.MustPrefix("10.98.0.0/16")}
+	rw.StartAction = config.StartRespond
+	validTunnels(tb, s2s, rw)
+	return s, charon, startIked(tb, s.GwA, s2s, rw)
+}
+
+func attackerKey(tb testing.TB) []byte {
+	priv, err := ecdh.P256().GenerateKey(rand.Reader)
+	if err != nil {
+		tb.Fatal(err)
 	}
+	return priv.PublicKey().Bytes()[1:] // x||y without the 0x04 prefix
+}
+
+// legitSetup has strongSwan bring the s2s tunnel up and returns how long
+// it took until iked said it was up, checked with a ping through it.
+func legitSetup(tb testing.TB, s *testnet.SiteToSite, charon *testnet.Charon, d *Daemon) time.Duration {
+	tb.Helper()
+	start := time.Now()
+	if err := charon.Initiate("s2s-net"); err != nil {
+		tb.Fatalf("strongSwan initiate during the flood: %v", err)
+	}
+	waitState(tb, d, "s2s", ipsec.StateUp, 10*time.Second)
+	took := time.Since(start)
+	if err := testnet.Ping(s.HostA, s.HostBIP, 2); err != nil {
+		tb.Errorf("ping through the tunnel during the flood: %v", err)
+	}
+	return took
+}
+
+// BenchmarkIKEFloodCookieEcho: the configured peer's tunnel setup while
+// one attacker address answering COOKIEs floods IKE_SA_INIT (figure
+// ike.flood.cookie_echo_legit_setup_s).
+func BenchmarkIKEFloodCookieEcho(b *testing.B) {
+	var total time.Duration
+	for range b.N {
+		s, charon, d := floodTarget(b)
+		e := newCookieEchoer(b, s)
+		go e.read()
+		stop, flooded := make(chan struct{}), make(chan struct{})
+		go func() { e.flood(b, attackerKey(b), 1<<30, 3000, stop); close(flooded) }()
+		time.Sleep(2 * time.Second) // the attacker holds what it can
+		total += legitSetup(b, s, charon, d)
+		close(stop)
+		<-flooded
+	}
+	b.ReportMetric(total.Seconds()/float64(b.N), "legit_setup_s")
+}
+
+// spoofedFlood sends IKE_SA_INIT from 1000 spoofed addresses to gwA as
+// fast as the attacker can, until stop closes or for at most limit; it
+// returns how many it sent when it ends.
+func spoofedFlood(tb testing.TB, s *testnet.SiteToSite, limit time.Duration, stop <-chan struct{}) <-chan int64 {
+	f := newFlooder(tb, s)
+	pub := attackerKey(tb)
+	sent := make(chan int64, 1)
+	go func() {
+		var n int64
+		defer func() { sent <- n }()
+		dst := &net.UDPAddr{IP: net.IPv4(10, 99, 0, 1), Port: 500}
+		deadline := time.Now().Add(limit)
+		for i := 0; time.Now().Before(deadline); i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			f.socks[i%len(f.socks)].WriteToUDP(initRequest(tb, pub), dst)
+			n++
+		}
+	}()
+	return sent
+}
+
+// TestSpoofedFloodLeavesConfiguredPeerIn: IKE_SA_INIT from 1000 spoofed
+// addresses at the attacker's full speed overflow the IKE port's socket,
+// and the kernel drops datagrams whoever sent them. The configured peer's
+// IKE has a socket of its own (connected to it), so strongSwan still
+// brings the tunnel up. Before, its IKE_SA_INIT was dropped with the
+// flood's and it gave up.
+func TestSpoofedFloodLeavesConfiguredPeerIn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("namespace test")
+	}
+	s, charon, d := floodTarget(t)
+	stop := make(chan struct{})
+	sent := spoofedFlood(t, s, 20*time.Second, stop)
+	time.Sleep(2 * time.Second) // the flood is at full speed
+	took := legitSetup(t, s, charon, d)
+	close(stop)
+	t.Logf("the configured peer's tunnel came up in %v during a flood of %d spoofed IKE_SA_INIT; engine %+v",
+		took.Round(time.Millisecond), <-sent, d.Stats().IKE)
+	if took > 5*time.Second {
+		t.Errorf("the configured peer took %v during the flood, want a few seconds at most", took)
+	}
+}
+
+// BenchmarkIKEFloodSpoofed: the configured peer's tunnel setup during a
+// flood of IKE_SA_INIT from 1000 spoofed addresses at the attacker's full
+// speed (figure ike.flood.legit_setup_s).
+func BenchmarkIKEFloodSpoofed(b *testing.B) {
+	var total time.Duration
+	for range b.N {
+		s, charon, d := floodTarget(b)
+		stop := make(chan struct{})
+		sent := spoofedFlood(b, s, 30*time.Second, stop)
+		time.Sleep(2 * time.Second)
+		total += legitSetup(b, s, charon, d)
+		close(stop)
+		b.Logf("%d spoofed IKE_SA_INIT sent; engine %+v", <-sent, d.Stats().IKE)
+	}
+	b.ReportMetric(total.Seconds()/float64(b.N), "legit_setup_s")
 }
