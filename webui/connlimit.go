@@ -106,15 +106,18 @@ func (c *limitedConn) Close() error {
 	return err
 }
 
-// checkHost answers only to the box's own names: an IP address the client
-// connected to (the connection's local address), or the configured host
-// name. Anything else is a name that some DNS server points at the box,
-// which is how DNS rebinding lets a web page in the admin's browser talk
-// to the UI as a same-origin site.
+// checkHost refuses requests whose Host names the box by a DNS name that
+// is not its own. DNS rebinding works through a name the attacker
+// controls, pointed at the box: a web page of theirs in the admin's
+// browser then talks to the UI as a same-origin site, and the browser
+// sends their name in Host. An IP address in Host cannot be rebound, and
+// it is what a port forward or a tunnel gives (`flashgate run` serves the
+// UI on 127.0.0.1:8443), so any address is accepted; names are the
+// configured host name, <hostname>.local and localhost.
 func (s *Server) checkHost(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.ownHost(r) {
-			http.Error(w, "this box answers only to its own addresses and host name", http.StatusMisdirectedRequest)
+			http.Error(w, "this box answers only to its addresses and its own host name; use its address", http.StatusMisdirectedRequest)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -130,15 +133,13 @@ func (s *Server) ownHost(r *http.Request) bool {
 	if host == "" {
 		return false
 	}
-	if a, err := netip.ParseAddr(host); err == nil {
-		local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-		if !ok {
-			return false
-		}
-		l, err := netip.ParseAddrPort(local.String())
-		return err == nil && l.Addr().Unmap().WithZone("") == a.Unmap().WithZone("")
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
 	}
 	name := strings.ToLower(strings.TrimSuffix(host, "."))
+	if name == "localhost" {
+		return true
+	}
 	running, _, err := s.running(r.Context())
 	if err != nil || running == nil {
 		return name == "flashgate" // the name the box has before configd answers

@@ -128,8 +128,8 @@ func TestIdleConnectionsCloseSoon(t *testing.T) {
 	}
 }
 
-// The UI answers to the address the client connected to and to its host
-// name, not to a name someone's DNS points at it (DNS rebinding).
+// The UI answers to addresses and to its own names, not to a name
+// someone's DNS points at it (DNS rebinding).
 func TestForeignHostIsRefused(t *testing.T) {
 	h := newHarness(t, true)
 	ctx := context.Background()
@@ -146,8 +146,10 @@ func TestForeignHostIsRefused(t *testing.T) {
 		"GW-7.local":        http.StatusOK,
 		"evil.example":      http.StatusMisdirectedRequest,
 		"gw-7.evil.example": http.StatusMisdirectedRequest,
-		"127.0.0.2":         http.StatusMisdirectedRequest,
-		"[::1]:443":         http.StatusMisdirectedRequest,
+		"127.0.0.1:8443":    http.StatusOK, // a port forward (flashgate run)
+		"[::1]:443":         http.StatusOK, // an address cannot be rebound
+		"localhost:8443":    http.StatusOK, // an SSH tunnel
+		"evil.example.":     http.StatusMisdirectedRequest,
 	} {
 		req, _ := http.NewRequest("GET", h.ts.URL+"/login", nil)
 		if host != "" {
