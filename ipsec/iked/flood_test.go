@@ -3,7 +3,12 @@ package iked
 import (
 	"crypto/ecdh"
 	"crypto/rand"
+	"fmt"
 	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -268,4 +273,60 @@ func BenchmarkIKEFloodSpoofed(b *testing.B) {
 		b.Logf("%d spoofed IKE_SA_INIT sent; engine %+v", <-sent, d.Stats().IKE)
 	}
 	b.ReportMetric(total.Seconds()/float64(b.N), "legit_setup_s")
+}
+
+// BenchmarkIKEFloodRSS: `flashgate iked` as its own process on gwA while
+// one address answering COOKIEs and 1000 spoofed addresses at full speed
+// flood its IKE port for 15 s, and strongSwan, the configured peer, brings
+// its tunnel up meanwhile. It reports iked's peak RSS (VmHWM, figure
+// ike.flood.rss_peak_kb) and the peer's setup time.
+func BenchmarkIKEFloodRSS(b *testing.B) {
+	for range b.N {
+		s := testnet.NewSiteToSite(b)
+		charon := testnet.StartCharon(b, s.GwB, charonConn(s, lifecycleIKE, lifecycleESP, "none"))
+		s2s := tunnelConfig(s.GwAWAN, s.GwBWAN, "gwA", "gwB", s.LANA, s.LANB, lifecycleIKE, lifecycleESP, config.StartRespond)
+		rw := config.NewTunnel("roadwarrior")
+		rw.LocalID = "gwA"
+		rw.PSK = config.NewSecret(testPSK)
+		rw.IKEProposals, rw.ESPProposals = []string{lifecycleIKE}, []string{lifecycleESP}
+		rw.LocalSubnets = []config.Prefix{config.MustPrefix(s.LANA.String())}
+		rw.RemoteSubnets = []config.Prefix{config.MustPrefix("10.98.0.0/16")}
+		rw.StartAction = config.StartRespond
+		dir := b.TempDir()
+		cfgFile, sock := filepath.Join(dir, "iked.json"), filepath.Join(dir, "iked.sock")
+		writeConfig(b, cfgFile, s2s, rw)
+		p := startMain(b, s.GwA, "-config", cfgFile, "-socket", sock, "-dataplane", "userspace")
+		api := NewClient(sock)
+		waitAPI(b, api, "s2s", ipsec.StateDown, 10*time.Second)
+
+		e := newCookieEchoer(b, s)
+		go e.read()
+		stop := make(chan struct{})
+		echoed := make(chan struct{})
+		go func() { e.flood(b, attackerKey(b), 1<<30, 3000, stop); close(echoed) }()
+		sent := spoofedFlood(b, s, 15*time.Second, stop)
+		time.Sleep(2 * time.Second)
+		start := time.Now()
+		if err := charon.Initiate("s2s-net"); err != nil {
+			b.Errorf("strongSwan initiate during the flood: %v", err)
+		}
+		waitAPI(b, api, "s2s", ipsec.StateUp, 10*time.Second)
+		setup := time.Since(start)
+		spoofed := <-sent // the spoofed flood runs its 15 s
+		close(stop)
+		<-echoed
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var hwm float64
+		for _, line := range strings.Split(string(status), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				hwm, _ = strconv.ParseFloat(strings.Fields(v)[0], 64)
+			}
+		}
+		b.Logf("%d spoofed and %d cookie-echoing IKE_SA_INIT; peer's setup %v; iked VmHWM %.0f kB", spoofed, e.sent.Load(), setup.Round(time.Millisecond), hwm)
+		b.ReportMetric(hwm, "rss_peak_kB")
+		b.ReportMetric(setup.Seconds(), "legit_setup_s")
+	}
 }
