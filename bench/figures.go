@@ -22,6 +22,7 @@ func Figures(res []Result, failures []string) []Figure {
 	figs = append(figs, configFigures(res, why)...)
 	figs = append(figs, espFigures(res, why)...)
 	figs = append(figs, webuiFigures(res, why)...)
+	figs = append(figs, floodFigures(res, why)...)
 	figs = append(figs, e2eFigures(res, why)...)
 	return figs
 }
@@ -46,6 +47,21 @@ func e2eFigures(res []Result, why string) []Figure {
 	}
 }
 
+// floodFigures: a configured strongSwan peer brings its tunnel up while
+// gwA's IKE port is flooded (ipsec/iked's namespace benchmarks).
+func floodFigures(res []Result, why string) []Figure {
+	return []Figure{
+		one(res, "ike.flood.legit_setup_s", "BenchmarkIKEFloodSpoofed", "legit_setup_s", "s", 1, "<= 2 s",
+			"strongSwan's initiate to iked's tunnel up while 1000 spoofed addresses send IKE_SA_INIT at the attacker's full speed "+
+				"(one sending goroutine in a namespace on the same machine)", why),
+		one(res, "ike.flood.cookie_echo_legit_setup_s", "BenchmarkIKEFloodCookieEcho", "legit_setup_s", "s", 1, "<= 2 s",
+			"strongSwan's initiate to iked's tunnel up while one attacker address sends 3000 IKE_SA_INIT/s and answers every COOKIE", why),
+		one(res, "ike.flood.rss_peak_kb", "BenchmarkIKEFloodRSS", "rss_peak_kB", "KiB", 1, "<= 48 MB",
+			"peak RSS (VmHWM) of `flashgate iked` as its own process while one cookie-answering address (3000/s) and 1000 "+
+				"spoofed addresses at full speed flood its IKE port for 15 s and strongSwan brings its tunnel up", why),
+	}
+}
+
 func webuiFigures(res []Result, why string) []Figure {
 	var figs []Figure
 	for _, r := range res {
@@ -59,6 +75,9 @@ func webuiFigures(res []Result, why string) []Figure {
 	if len(figs) == 0 {
 		figs = append(figs, Unmeasured("webui.page_bytes.dashboard", "bytes", "<= 100 KB", why))
 	}
+	figs = append(figs, one(res, "webui.idle_conns_rss_kb", "BenchmarkIdleConns", "rss_kB", "KiB", 1, "<= 8 MB",
+		"RSS growth of the process serving the web UI (the real Serve on loopback) while 2000 TCP connections from 125 "+
+			"addresses stay idle without TLS; the client ends of the connections are in the same process", why))
 	return figs
 }
 

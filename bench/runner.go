@@ -34,10 +34,12 @@ var Suites = []Suite{
 	{Package: "./config", Pattern: "CommitSmallChange50Tunnels", Benchtime: "300x", Timeout: 5 * time.Minute},
 	{Package: "./ipsec/ike", Pattern: "BytesPerSA", Benchtime: "1000x", Timeout: 5 * time.Minute},
 	{Package: "./webui", Pattern: "Page", Benchtime: "100x", Timeout: 5 * time.Minute},
+	{Package: "./webui", Pattern: "IdleConns", Benchtime: "1x", Timeout: 2 * time.Minute},
 	{Package: "./ipsec/esp", Pattern: "(Encap|Decap)/(aes128gcm16|aes128-sha256|chacha20poly1305)/1400", Timeout: 5 * time.Minute},
 	{Package: "./bench", Pattern: "TunnelTCP", Benchtime: "1x", Timeout: 15 * time.Minute},
 	{Package: "./bench", Pattern: "IKESetup$", Benchtime: "100x", Timeout: 5 * time.Minute},
 	{Package: "./bench", Pattern: "IKESetupRate", Benchtime: "5x", Timeout: 10 * time.Minute},
+	{Package: "./ipsec/iked", Pattern: "IKEFlood", Benchtime: "1x", Timeout: 5 * time.Minute},
 }
 
 // wireguardVersion pins the wireguard-go that anchors the data plane

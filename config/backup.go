@@ -162,7 +162,10 @@ func (s *SealedSecrets) aead(passphrase string) (cipher.AEAD, []byte, error) {
 	if s.KDF != "argon2id" || s.Cipher != "aes-256-gcm" {
 		return nil, nil, fmt.Errorf("sealed secrets use %s/%s; this firmware reads argon2id/aes-256-gcm", s.KDF, s.Cipher)
 	}
-	if s.MemoryKiB == 0 || s.MemoryKiB > maxArgonMemoryKiB || s.Time == 0 || s.Time > maxArgonTime || s.Threads == 0 || len(s.Salt) < 8 || len(s.Nonce) != 12 {
+	// At most what this firmware itself uses: a crafted backup must not
+	// make the restore allocate more than the board can spare.
+	if s.MemoryKiB == 0 || s.MemoryKiB > backupKDFMemKiB || s.Time == 0 || s.Time > maxArgonTime ||
+		s.Threads == 0 || s.Threads > maxArgonThreads || len(s.Salt) < 8 || len(s.Nonce) != 12 {
 		return nil, nil, errors.New("sealed secrets: KDF parameters out of bounds")
 	}
 	key := argon2.IDKey([]byte(passphrase), s.Salt, s.Time, s.MemoryKiB, s.Threads, 32)

@@ -52,6 +52,9 @@ func (s *Store) EditCandidate(etag string, fn func(*Config) error) (string, erro
 	if err := fn(c); err != nil {
 		return "", err
 	}
+	if err := checkSize(c); err != nil {
+		return "", err
+	}
 	return s.replaceCandidateLocked(c), nil
 }
 
@@ -130,6 +133,9 @@ func (s *Store) CommitWith(o CommitOptions) (RevisionInfo, error) {
 		return RevisionInfo{}, fmt.Errorf("confirm timeout %v out of range (up to %v)", o.ConfirmWithin, MaxConfirmWindow)
 	}
 	if err := s.candidate.Validate(); err != nil {
+		return RevisionInfo{}, err
+	}
+	if err := checkSize(s.candidate); err != nil {
 		return RevisionInfo{}, err
 	}
 	sections := ChangedSections(s.running, s.candidate)
@@ -289,35 +295,66 @@ func (s *Store) rollbackLocked(rev uint64, who, reason, message string) (Revisio
 // FactoryReset replaces the running configuration with the defaults and
 // erases the history (it holds secrets). The revision number keeps
 // counting so that subscribers see a new revision.
+//
+// Deleting the history inside the database would not erase it: bbolt
+// does not zero the pages it frees, and an old revision with its keys and
+// password hashes could be inflated out of the file. So the defaults go
+// into a new file, the old file and every set-aside database are
+// overwritten with zeros where they lie, and the new file is renamed into
+// place (see eraseAndWriteFresh).
 func (s *Store) FactoryReset(who string) (RevisionInfo, error) {
+	return s.factoryReset(who, false)
+}
+
+// EraseSecrets is a factory reset that keeps what is not secret: the
+// running configuration without its admin accounts and without its
+// tunnels (a tunnel is not valid without its pre-shared key) becomes the
+// only revision, and everything else is erased as by FactoryReset. The
+// console's recovery uses it: whoever sets a new password at the serial
+// port must not get the old secrets with it.
+func (s *Store) EraseSecrets(who string) (RevisionInfo, error) {
+	return s.factoryReset(who, true)
+}
+
+// WithoutSecrets is c without admin accounts and tunnels, the parts of a
+// configuration that hold secrets.
+func WithoutSecrets(c *Config) *Config {
+	out := c.Clone()
+	out.System.Admins = nil
+	out.Tunnels = nil
+	return out
+}
+
+func (s *Store) factoryReset(who string, keepSettings bool) (RevisionInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return RevisionInfo{}, ErrClosed
 	}
 	cfg := s.opts.Defaults()
+	message := "factory reset"
+	if keepSettings {
+		cfg = WithoutSecrets(s.running)
+		if err := cfg.Validate(); err != nil {
+			return RevisionInfo{}, fmt.Errorf("erase secrets: the configuration without its accounts and tunnels is not valid, so only a full factory reset can erase them:\n%w", err)
+		}
+		message = "secrets erased (accounts, tunnels, history and stored files); the other settings kept"
+	}
 	cfg.normalize()
 	sections := ChangedSections(s.running, cfg)
 	if who == "" {
 		who = "unknown"
 	}
-	var info RevisionInfo
-	err := s.update(func(tx *bolt.Tx) error {
-		meta := tx.Bucket(bucketMeta)
-		if err := tx.DeleteBucket(bucketRevisions); err != nil {
-			return err
-		}
-		if _, err := tx.CreateBucket(bucketRevisions); err != nil {
-			return err
-		}
-		if err := meta.Delete(keyPending); err != nil {
-			return err
-		}
-		info = RevisionInfo{Revision: getUint(meta, keyNext), Who: who, When: s.opts.Clock.Now().UTC(),
-			Message: "factory reset", Sections: sections, Reason: "factory-reset", Schema: SchemaVersion}
-		return s.writeRevision(tx, meta, info, cfg)
-	})
-	if err != nil {
+	var next uint64
+	if err := s.view(func(tx *bolt.Tx) error {
+		next = getUint(tx.Bucket(bucketMeta), keyNext)
+		return nil
+	}); err != nil {
+		return RevisionInfo{}, fmt.Errorf("factory reset: %w", err)
+	}
+	info := RevisionInfo{Revision: next, Who: who, When: s.opts.Clock.Now().UTC(),
+		Message: message, Sections: sections, Reason: "factory-reset", Schema: SchemaVersion}
+	if err := s.eraseAndWriteFresh(info, cfg); err != nil {
 		return RevisionInfo{}, fmt.Errorf("factory reset: %w", err)
 	}
 	s.running, s.runningRev = cfg, info.Revision

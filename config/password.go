@@ -23,19 +23,31 @@ const (
 	argonKeyLen    = 32
 	argonSaltLen   = 16
 
-	// Upper bounds on parameters read back from a hash, so that a crafted
-	// config cannot make every login allocate gigabytes.
-	maxArgonMemoryKiB = 256 * 1024
-	maxArgonTime      = 16
+	// Upper bounds on parameters read back from a hash (a restored
+	// backup, a pasted configuration), so that a crafted one cannot make
+	// a login allocate more than a 128 MB board can spare: 256 MiB used to
+	// be accepted, and one login with such a hash ran the box out of
+	// memory. Our own hashes use 19 MiB; other tools' defaults (64 MiB)
+	// are refused, with a message.
+	maxArgonMemoryKiB = 32 * 1024
+	maxArgonTime      = 8
+	maxArgonThreads   = 4
 
 	// MinPasswordLen is the shortest admin password accepted.
 	MinPasswordLen = 8
+	// MaxPasswordLen is the longest, everywhere (console, web UI,
+	// configd): 72 bytes is what the console's bcrypt fallback can use,
+	// and one limit means a password set in one place works in the other.
+	MaxPasswordLen = 72
 )
 
 // HashPassword returns the PHC-format argon2id hash of password.
 func HashPassword(password string) (string, error) {
 	if len(password) < MinPasswordLen {
 		return "", fmt.Errorf("password too short: at least %d characters", MinPasswordLen)
+	}
+	if len(password) > MaxPasswordLen {
+		return "", fmt.Errorf("password too long: at most %d bytes", MaxPasswordLen)
 	}
 	salt := make([]byte, argonSaltLen)
 	if _, err := rand.Read(salt); err != nil {
@@ -88,8 +100,9 @@ func parsePHC(hash string) (argonParams, error) {
 	if _, err := fmt.Sscanf(f[3], "m=%d,t=%d,p=%d", &m, &t, &th); err != nil {
 		return p, errBadHash
 	}
-	if m == 0 || m > maxArgonMemoryKiB || t == 0 || t > maxArgonTime || th == 0 || th > 16 {
-		return p, fmt.Errorf("argon2id parameters m=%d,t=%d,p=%d out of bounds", m, t, th)
+	if m == 0 || m > maxArgonMemoryKiB || t == 0 || t > maxArgonTime || th == 0 || th > maxArgonThreads {
+		return p, fmt.Errorf("argon2id parameters m=%d,t=%d,p=%d out of bounds (at most m=%d,t=%d,p=%d: the board's memory)",
+			m, t, th, maxArgonMemoryKiB, maxArgonTime, maxArgonThreads)
 	}
 	enc := base64.RawStdEncoding
 	salt, err1 := enc.DecodeString(f[4])

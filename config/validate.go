@@ -62,6 +62,7 @@ func (v *validator) add(path, format string, args ...any) {
 // conflicting port forwards.
 func (c *Config) Validate() error {
 	v := &validator{c: c}
+	v.limits()
 	v.system(&c.System)
 	v.interfaces()
 	v.routes()

@@ -97,9 +97,11 @@ func TestAPI(t *testing.T) {
 		t.Errorf("tunnels: %s", r.Body)
 	}
 
+	// The web UI cannot export secrets in the clear: its configd socket
+	// hands out none (encrypted with a passphrase they can go).
 	r, _ = b.api("POST", "/api/v1/system/backup", `{"secrets":"included"}`)
-	if r.Code != http.StatusOK || !strings.Contains(r.Body, "long-enough-key") {
-		t.Errorf("API backup with secrets included: %d", r.Code)
+	if r.Code == http.StatusOK || strings.Contains(r.Body, "long-enough-key") {
+		t.Errorf("API backup with secrets in the clear: %d, want it refused", r.Code)
 	}
 	if r, _ := b.api("DELETE", "/api/v1/tunnels/branch", ""); r.Code != http.StatusOK {
 		t.Errorf("delete: %d %s", r.Code, r.Body)

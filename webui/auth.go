@@ -2,8 +2,6 @@ package webui
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"mime"
@@ -35,44 +33,73 @@ const (
 
 const wrongLogin = "Wrong user name or password."
 
-// maxPasswordLen bounds what is hashed: argon2id's cost does not depend
-// on the length, but nobody types more, and the check costs nothing.
-const maxPasswordLen = 1024
+// authenticate checks a user name and password for a login.
+func (s *Server) authenticate(ctx context.Context, addr, user, password string) (loginResult, time.Duration, [32]byte, error) {
+	return s.checkPassword(ctx, "login", addr, user, password)
+}
 
-// authenticate checks a user name and password against the running
-// configuration, under the per-address rate limit.
-func (s *Server) authenticate(ctx context.Context, addr, user, password string) (loginResult, time.Duration, error) {
+// checkPassword checks a user name and password against the running
+// configuration, under the per-client rate limit and the one-at-a-time
+// argon2 section, and logs the outcome as what ("login", "password
+// change"). On success it also returns the account's key for the session.
+func (s *Server) checkPassword(ctx context.Context, what, addr, user, password string) (loginResult, time.Duration, [32]byte, error) {
+	var account [32]byte
 	if ok, wait := s.limiter.allow(addr); !ok {
-		return loginLimited, wait, nil
+		// Not logged: the lockout's start was, and a client hammering
+		// during it would flush the log ring.
+		return loginLimited, wait, account, nil
 	}
 	running, _, err := s.running(ctx)
 	if err != nil {
-		return loginUnavailable, 0, err
+		return loginUnavailable, 0, account, err
 	}
 	if len(running.System.Admins) == 0 {
-		return loginNoAdmin, 0, nil
+		return loginNoAdmin, 0, account, nil
 	}
 	admin := running.Admin(user)
-	known := admin != nil && len(password) <= maxPasswordLen
-	if !known {
-		// Same work as a real check: timing does not tell.
-		admin = &config.Admin{PasswordHash: decoyHash(running.System.Admins[0].PasswordHash)}
-	}
+	isUser := admin != nil
 	select {
 	case s.verifySem <- struct{}{}:
 	case <-ctx.Done():
-		return loginUnavailable, 0, ctx.Err()
+		return loginUnavailable, 0, account, ctx.Err()
 	}
-	ok := admin.VerifyPassword(password)
+	if d := s.limiter.slowdown(); d > 0 {
+		// Failures from many clients: one check at a time, and slowly.
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			<-s.verifySem
+			return loginUnavailable, 0, account, ctx.Err()
+		}
+	}
+	// configd checks the password: the web UI gets no password hashes
+	// (its configd socket shows them redacted), and configd does the
+	// same work for an unknown user as for a known one.
+	ok, err := s.opts.Config.VerifyPassword(ctx, user, password)
 	<-s.verifySem
+	if err != nil {
+		return loginUnavailable, 0, account, err
+	}
+	known := isUser
+	// The user name is logged only when it names an account: an unknown
+	// one may be a password typed into the wrong field.
+	who := fmt.Sprintf("%q", user)
+	if !isUser {
+		who = "an unknown user"
+	}
 	if !ok || !known {
 		if wait := s.limiter.failure(addr); wait > 0 {
-			return loginLimited, wait, nil
+			s.opts.Logf("%s of %s from %s failed; the address is locked out for %s", what, who, addr, wait.Round(time.Second))
+			return loginLimited, wait, account, nil
 		}
-		return loginWrong, 0, nil
+		s.opts.Logf("%s of %s from %s failed: wrong password", what, who, addr)
+		return loginWrong, 0, account, nil
 	}
 	s.limiter.success(addr)
-	return loginOK, 0, nil
+	s.opts.Logf("%s of %s from %s", what, who, addr)
+	return loginOK, 0, accountKey(user, admin.PasswordHash), nil
 }
 
 type loginView struct {
@@ -125,10 +152,10 @@ func (s *Server) loginSubmit(w http.ResponseWriter, r *http.Request) {
 		s.renderLogin(w, r, http.StatusForbidden, v)
 		return
 	}
-	res, wait, err := s.authenticate(r.Context(), clientIP(r), v.User, r.PostFormValue("password"))
+	res, wait, account, err := s.authenticate(r.Context(), clientIP(r), v.User, r.PostFormValue("password"))
 	switch res {
 	case loginOK:
-		id, _ := s.sessions.create(v.User)
+		id, _ := s.sessions.create(v.User, account)
 		setCookie(w, sessionCookie, id, 0)
 		setCookie(w, loginCookie, "", -1)
 		http.Redirect(w, r, v.Next, http.StatusSeeOther)
@@ -185,10 +212,10 @@ func (s *Server) apiLogin(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusBadRequest, "login body: "+err.Error())
 		return
 	}
-	res, wait, err := s.authenticate(r.Context(), clientIP(r), req.User, req.Password)
+	res, wait, account, err := s.authenticate(r.Context(), clientIP(r), req.User, req.Password)
 	switch res {
 	case loginOK:
-		id, sess := s.sessions.create(req.User)
+		id, sess := s.sessions.create(req.User, account)
 		setCookie(w, sessionCookie, id, 0)
 		writeJSON(w, http.StatusOK, s.sessionInfo(sess))
 	case loginNoAdmin:
@@ -226,9 +253,27 @@ func (s *Server) apiLogout(w http.ResponseWriter, r *http.Request) {
 
 // safeNext accepts only local paths as the place to return to after
 // login, so the login page cannot be used as an open redirect.
+// Browsers parse a Location with the WHATWG URL rules, which drop TAB, CR
+// and LF anywhere and take a backslash for a slash: "/\t/evil.example" is
+// "//evil.example", another host. So p must be plain printable ASCII
+// (anything else arrives percent-encoded from a real link), parse with
+// net/url as a path alone (no scheme, no host, no user), and start with
+// exactly one slash.
 func safeNext(p string) bool {
-	return strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "//") && !strings.Contains(p, `\`) &&
-		!strings.HasPrefix(p, "/login") && !strings.HasPrefix(p, "/api/") && !strings.HasPrefix(p, "/live/")
+	if len(p) == 0 || len(p) > 2048 || p[0] != '/' || strings.HasPrefix(p, "//") {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c <= ' ' || c >= 0x7f || c == '\\' {
+			return false
+		}
+	}
+	u, err := url.Parse(p)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" ||
+		!strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") {
+		return false
+	}
+	return !strings.HasPrefix(u.Path, "/login") && !strings.HasPrefix(u.Path, "/api/") && !strings.HasPrefix(u.Path, "/live/")
 }
 
 func urlQueryEscape(s string) string { return url.QueryEscape(s) }
@@ -239,16 +284,27 @@ func urlQueryEscape(s string) string { return url.QueryEscape(s) }
 // password that waits in the candidate surprises people).
 func (s *Server) changePassword(ctx context.Context, user, current, next, repeat string) (string, map[string]string) {
 	errs := map[string]string{}
-	running, _, err := s.running(ctx)
-	if err != nil {
-		return "", map[string]string{"": err.Error()}
+	// The current password is checked like a login: rate limited per
+	// client and one argon2 at a time, or a stolen session could guess
+	// it at the speed of the CPU and run the box out of memory.
+	var addr string
+	if a, ok := ctx.Value(sessionKey).(authed); ok {
+		addr = a.addr
 	}
-	admin := running.Admin(user)
-	if admin == nil || !admin.VerifyPassword(current) {
+	switch res, wait, _, err := s.checkPassword(ctx, "password change", addr, user, current); res {
+	case loginOK:
+	case loginLimited:
+		return "", map[string]string{"current": fmt.Sprintf("Too many wrong passwords from your address. Try again in %s.", roundWait(wait))}
+	case loginUnavailable:
+		return "", map[string]string{"": "The configuration service is not answering: " + err.Error()}
+	default:
 		errs["current"] = "This is not your current password."
 	}
-	if len(next) < config.MinPasswordLen {
+	switch {
+	case len(next) < config.MinPasswordLen:
 		errs["new"] = fmt.Sprintf("At least %d characters.", config.MinPasswordLen)
+	case len(next) > config.MaxPasswordLen:
+		errs["new"] = fmt.Sprintf("At most %d bytes.", config.MaxPasswordLen)
 	}
 	if next != repeat {
 		errs["repeat"] = "The two new passwords differ."
@@ -274,27 +330,14 @@ func (s *Server) changePassword(ctx context.Context, user, current, next, repeat
 	if _, err := s.opts.Config.Commit(ctx, req); err != nil {
 		return "The new password is in the pending changes (" + err.Error() + "); commit them to use it.", nil
 	}
-	return "Password changed.", nil
-}
-
-// decoyHash returns a password hash that costs what checking against h
-// costs and that no password matches: h's algorithm and parameters
-// ($argon2id$v=19$m=19456,t=2,p=1$) with a random salt and key of the
-// same lengths. Unknown user names are checked against it, so a failed
-// login takes the same time whether the name exists or not. A malformed h
-// stays malformed, failing as fast as the real check would. Making one
-// costs no hashing: the web UI used to hash a random password when it
-// started, most of a second of a slow board's CPU in the middle of boot.
-func decoyHash(h config.Secret) config.Secret {
-	f := strings.Split(h.Reveal(), "$")
-	if len(f) == 6 {
-		enc := base64.RawStdEncoding
-		for _, i := range []int{4, 5} {
-			if b, err := enc.DecodeString(f[i]); err == nil {
-				rand.Read(b)
-				f[i] = enc.EncodeToString(b)
+	// This session stays (the caller ends the account's others); it now
+	// belongs to the new password.
+	if fresh, _, err := s.opts.Config.Running(ctx); err == nil {
+		if k, ok := accountOf(fresh, user); ok {
+			if a, isAuthed := ctx.Value(sessionKey).(authed); isAuthed {
+				s.sessions.rebind(a.id, k)
 			}
 		}
 	}
-	return config.NewSecret(strings.Join(f, "$"))
+	return "Password changed.", nil
 }

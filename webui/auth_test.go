@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
-
-	"github.com/flashgate/flashgate/config"
 )
 
 // routeCase is one method on one route of the router, with its path
@@ -334,31 +332,5 @@ func TestLimiterBackoff(t *testing.T) {
 	l.success("192.0.2.1")
 	if ok, _ := l.allow("192.0.2.1"); !ok {
 		t.Error("still locked after a success")
-	}
-}
-
-func TestDecoyHashCostsTheSameAndMatchesNothing(t *testing.T) {
-	var admin config.Admin
-	if err := admin.SetPassword(testPassword); err != nil {
-		t.Fatal(err)
-	}
-	stored := admin.PasswordHash.Reveal()
-	params := stored[:strings.LastIndex(stored[:strings.LastIndex(stored, "$")], "$")+1] // $argon2id$v=19$m=...,t=...,p=...$
-	decoy := decoyHash(admin.PasswordHash)
-	d := decoy.Reveal()
-	if !strings.HasPrefix(d, params) || len(d) != len(stored) || d == stored {
-		t.Errorf("decoy of %q is %q: want the same parameters %q and lengths, another salt and key", stored, d, params)
-	}
-	if (&config.Admin{PasswordHash: decoy}).VerifyPassword(testPassword) {
-		t.Errorf("the admin's own password matches the decoy")
-	}
-	if decoyHash(admin.PasswordHash).Reveal() == d {
-		t.Errorf("two decoys are the same: the salt and key are not random")
-	}
-	// A malformed hash stays malformed: it fails as fast as the real one.
-	for _, bad := range []string{"", "plain", "$argon2id$v=19$m=19456,t=2,p=1$!!$!!"} {
-		if got := decoyHash(config.NewSecret(bad)).Reveal(); got != bad {
-			t.Errorf("decoy of malformed %q = %q, want it unchanged", bad, got)
-		}
 	}
 }

@@ -151,7 +151,7 @@ func freeLoopbackAddr(t *testing.T) string {
 // namespace bringing a second tunnel, made in the same form, up against
 // strongSwan.
 func TestBrowser(t *testing.T) {
-	cfg, _ := startConfigd(t)
+	cfg, fullCfg, _, _ := startConfigdAPIs(t)
 	setAdmin(t, cfg, testAdmin, testPassword)
 	report, err := hwcrypto.Detect("/")
 	if err != nil {
@@ -208,7 +208,7 @@ func TestBrowser(t *testing.T) {
 		{"commit", browserCommit},
 		{"tunnel list", browserTunnelList},
 		{"dashboard without iked", browserDashboardNoIked},
-		{"tunnel up with strongSwan", func(s *browserSession) { browserTunnelUp(s, cfg, ikedSock) }},
+		{"tunnel up with strongSwan", func(s *browserSession) { browserTunnelUp(s, fullCfg, ikedSock) }},
 		{"other pages", func(s *browserSession) { browserOtherPages(s, superSock) }},
 		{"log out", browserLogout},
 	}
@@ -362,6 +362,7 @@ func browserLogout(s *browserSession) {
 // form and committed in the browser; the test then waits for the UI to
 // show it up, sends pings through it, and keeps the dashboard and the
 // tunnel's page with their graphs.
+// cfg is configd's full API: iked reads PSKs, as on the box.
 func browserTunnelUp(s *browserSession, cfg *client.Client, ikedSock string) {
 	t := s.t
 	topo := testnet.NewSiteToSite(t)

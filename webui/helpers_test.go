@@ -40,8 +40,9 @@ func (c *testClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// startConfigd runs the real configd API over a real store in a temporary
-// directory, on a unix socket, and returns its client.
+// startConfigd runs the real configd API (the web UI's restricted one)
+// over a real store in a temporary directory, on a unix socket, and
+// returns its client.
 func startConfigd(t testing.TB) (*client.Client, *config.Store) {
 	t.Helper()
 	c, store, _ := startConfigdSocket(t)
@@ -51,27 +52,46 @@ func startConfigd(t testing.TB) (*client.Client, *config.Store) {
 // startConfigdSocket is startConfigd that also returns the socket's path.
 func startConfigdSocket(t testing.TB) (*client.Client, *config.Store, string) {
 	t.Helper()
+	web, _, store, sock := startConfigdAPIs(t)
+	return web, store, sock
+}
+
+// startConfigdAPIs runs configd's two APIs over one store, as configd does
+// on the box: the restricted one the web UI gets (its client and socket
+// are returned first) and the full one the other services get (iked).
+func startConfigdAPIs(t testing.TB) (web, full *client.Client, store *config.Store, webSock string) {
+	t.Helper()
 	dir := t.TempDir()
 	store, err := config.Open(filepath.Join(dir, "config.db"), config.Options{Logf: t.Logf})
 	if err != nil {
 		t.Fatalf("open config store: %v", err)
 	}
-	sock := filepath.Join(dir, "configd.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatalf("configd socket: %v", err)
+	files := configd.NewFileStore(filepath.Join(dir, "files"), nil, t.Logf)
+	var servers []*http.Server
+	serveAPI := func(name string, opts ...configd.ServerOption) string {
+		sock := filepath.Join(dir, name)
+		ln, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatalf("configd socket: %v", err)
+		}
+		api := configd.NewServer(store, "ram", "test", t.Logf, append([]configd.ServerOption{configd.WithFiles(files)}, opts...)...)
+		srv := &http.Server{Handler: api, ReadHeaderTimeout: 5 * time.Second}
+		srv.RegisterOnShutdown(api.StopWatches)
+		go srv.Serve(ln)
+		servers = append(servers, srv)
+		return sock
 	}
-	api := configd.NewServer(store, "ram", "test", t.Logf)
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 5 * time.Second}
-	srv.RegisterOnShutdown(api.StopWatches)
-	go srv.Serve(ln)
+	webSock = serveAPI("configd-web.sock", configd.Restricted())
+	fullSock := serveAPI("configd.sock")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		srv.Shutdown(ctx)
+		for _, srv := range servers {
+			srv.Shutdown(ctx)
+		}
 		store.Close()
 	})
-	return client.New(sock), store, sock
+	return client.New(webSock), client.New(fullSock), store, webSock
 }
 
 const (

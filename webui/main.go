@@ -41,7 +41,7 @@ func run(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("webui", flag.ContinueOnError)
 	listen := fs.String("listen", ":443", "HTTPS address")
 	plain := fs.String("http", ":80", "plain HTTP address that redirects to HTTPS (empty: none)")
-	configdSock := fs.String("configd", configd.DefaultSocket, "configd's socket")
+	configdSock := fs.String("configd", configd.DefaultWebSocket, "configd's socket: its restricted API, which hands out no secrets")
 	ikedSock := fs.String("iked", "/run/flashgate/iked.sock", "iked's socket")
 	superSock := fs.String("supervisor", supervisor.SocketPath, "the supervisor's socket")
 	certDir := fs.String("cert-dir", "/cfg/webui", "where the TLS certificate and key are kept when configd cannot keep them")
@@ -153,7 +153,7 @@ func Serve(ctx context.Context, h http.Handler, cert *Certificate, addr, plainAd
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", addr, err)
 	}
-	tlsLn := tls.NewListener(ln, TLSConfig(cert))
+	tlsLn := tls.NewListener(newLimitListener(ln, MaxConns, MaxConnsPerClient, logf), TLSConfig(cert))
 	srv := newHTTPServer(h, logf)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(tlsLn) }()
@@ -165,7 +165,7 @@ func Serve(ctx context.Context, h http.Handler, cert *Certificate, addr, plainAd
 			return fmt.Errorf("listen %s: %w", plainAddr, err)
 		}
 		redirect = newHTTPServer(RedirectToHTTPS(httpsPort(addr)), logf)
-		go func() { errc <- redirect.Serve(pln) }()
+		go func() { errc <- redirect.Serve(newLimitListener(pln, MaxConns, MaxConnsPerClient, logf)) }()
 	}
 	select {
 	case <-ctx.Done():
@@ -183,6 +183,11 @@ func Serve(ctx context.Context, h http.Handler, cert *Certificate, addr, plainAd
 	return nil
 }
 
+// IdleConnTimeout is how long a connection may wait between requests
+// (the live refresh asks every few seconds, so an open page keeps its
+// connection).
+const IdleConnTimeout = 30 * time.Second
+
 // newHTTPServer bounds every phase of a request: a small box must not be
 // held open by slow clients.
 func newHTTPServer(h http.Handler, logf func(string, ...any)) *http.Server {
@@ -191,7 +196,7 @@ func newHTTPServer(h http.Handler, logf func(string, ...any)) *http.Server {
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second, // a backup upload on a slow link
 		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		IdleTimeout:       IdleConnTimeout,
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          log.New(logWriter(logf), "", 0),
 	}

@@ -2,6 +2,7 @@ package webui
 
 import (
 	"context"
+	"crypto/subtle"
 	"embed"
 	"encoding/json"
 	"fmt"
@@ -108,7 +109,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.router = s.routes()
-	s.handler = securityHeaders(http.NewCrossOriginProtection().Handler(withSnapshot(s.router)))
+	s.handler = securityHeaders(http.NewCrossOriginProtection().Handler(withSnapshot(s.checkHost(s.router))))
 	return s, nil
 }
 
@@ -125,8 +126,34 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 // Router exposes the routes (tests walk them).
 func (s *Server) Router() *mux.Router { return s.router }
 
-// Run samples throughput until ctx is done.
-func (s *Server) Run(ctx context.Context) { s.sampler.run(ctx) }
+// Run samples throughput and follows configd's changes until ctx is done.
+func (s *Server) Run(ctx context.Context) {
+	go s.followAccounts(ctx)
+	s.sampler.run(ctx)
+}
+
+// followAccounts ends stale sessions at every change of the running
+// configuration. requireSession checks at each request too; this closes
+// the gap where a password change and a rollback to the old password both
+// happen between two requests of a stolen session, which the per-request
+// check alone would then let through again.
+func (s *Server) followAccounts(ctx context.Context) {
+	for ch := range s.opts.Config.Watch(ctx) {
+		// The configuration of the change's own revision, not the running
+		// one: by the time this runs, a rollback may already have brought
+		// the old password back, and a stolen session would survive.
+		running, _, err := s.opts.Config.Revision(ctx, ch.Revision)
+		if err != nil || ch.Reason == "current" {
+			running, _, err = s.opts.Config.Running(ctx)
+		}
+		if err != nil {
+			continue // every request checks again; the next change retries
+		}
+		if n := s.sessions.endStale(running); n > 0 {
+			s.opts.Logf("configuration change ended %d session(s) whose account's password changed or is gone", n)
+		}
+	}
+}
 
 // What a protected route answers without a session or token: pages
 // redirect to the login page and show an error page, the API and the live
@@ -229,6 +256,7 @@ const sessionKey ctxKey = iota
 type authed struct {
 	id   string
 	sess *session
+	addr string // the client's address (clientIP)
 }
 
 func sessionOf(r *http.Request) *session {
@@ -261,11 +289,24 @@ func (s *Server) requireSession(class routeClass) mux.MiddlewareFunc {
 			default:
 				sess, ok = s.sessions.lookup(c.Value)
 			}
+			if ok {
+				// The account must still be what it was at login. When
+				// configd does not answer, nothing can have changed the
+				// account since followAccounts last checked, and the
+				// pages that do not need configd (logs, status, reboot)
+				// must stay usable to find out why: the session goes on.
+				running, _, err := s.running(r.Context())
+				if k, known := accountOf(running, sess.User); err == nil && (!known || subtle.ConstantTimeCompare(k[:], sess.Account[:]) != 1) {
+					s.sessions.delete(c.Value)
+					s.opts.Logf("session of %q from %s ended: the account's password changed or the account is gone", sess.User, clientIP(r))
+					ok = false
+				}
+			}
 			if !ok {
 				if class == classPage {
 					next := "/"
-					if r.Method == http.MethodGet && safeNext(r.URL.Path) {
-						next = r.URL.Path
+					if p := r.URL.EscapedPath(); r.Method == http.MethodGet && safeNext(p) {
+						next = p
 					}
 					http.Redirect(w, r, "/login?next="+urlQueryEscape(next), http.StatusSeeOther)
 					return
@@ -273,7 +314,7 @@ func (s *Server) requireSession(class routeClass) mux.MiddlewareFunc {
 				writeAPIError(w, http.StatusUnauthorized, "not logged in, or the session expired")
 				return
 			}
-			ctx := context.WithValue(r.Context(), sessionKey, authed{id: c.Value, sess: sess})
+			ctx := context.WithValue(r.Context(), sessionKey, authed{id: c.Value, sess: sess, addr: clientIP(r)})
 			next.ServeHTTP(w, r.WithContext(ctx))
 		})
 	}

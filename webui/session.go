@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/flashgate/flashgate/config"
 )
 
 // Sessions live in memory only: a restart of the web UI logs everyone out,
@@ -26,7 +28,13 @@ const (
 
 // session is one logged-in admin.
 type session struct {
-	User     string
+	User string
+	// Account is accountKey of the user's password hash at login: a
+	// session lives only while the running configuration still has that
+	// hash for that user, so a password change, a console recovery, a
+	// factory reset, a rollback or a restore that changes the account ends
+	// it (checked on every request and at every configd change).
+	Account  [32]byte
 	CSRF     string
 	Created  time.Time
 	LastSeen time.Time
@@ -59,11 +67,39 @@ func randomToken() string {
 
 func hashID(id string) [32]byte { return sha256.Sum256([]byte(id)) }
 
-// create starts a session for user and returns its ID.
-func (s *sessionStore) create(user string) (string, *session) {
+// accountKey names one state of an account: the user and the password
+// hash it logged in with. It is a digest so that sessions do not hold
+// copies of the hash.
+func accountKey(user string, hash config.Secret) [32]byte {
+	h := sha256.New()
+	h.Write([]byte("flashgate webui session account\x00"))
+	h.Write([]byte(user))
+	h.Write([]byte{0})
+	h.Write([]byte(hash.Reveal()))
+	var k [32]byte
+	h.Sum(k[:0])
+	return k
+}
+
+// accountOf returns the accountKey of user in the running configuration,
+// and false when the user is not an admin there.
+func accountOf(running *config.Config, user string) ([32]byte, bool) {
+	if running == nil {
+		return [32]byte{}, false
+	}
+	a := running.Admin(user)
+	if a == nil {
+		return [32]byte{}, false
+	}
+	return accountKey(user, a.PasswordHash), true
+}
+
+// create starts a session for user, logged in with the password whose
+// hash gives account, and returns its ID.
+func (s *sessionStore) create(user string, account [32]byte) (string, *session) {
 	id := randomToken()
 	now := s.now()
-	sess := &session{User: user, CSRF: randomToken(), Created: now, LastSeen: now}
+	sess := &session{User: user, Account: account, CSRF: randomToken(), Created: now, LastSeen: now}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.expireLocked(now)
@@ -130,6 +166,31 @@ func (s *sessionStore) delete(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.byHash, hashID(id))
+}
+
+// rebind moves the session id to account (its own password change).
+func (s *sessionStore) rebind(id string, account [32]byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if x, ok := s.byHash[hashID(id)]; ok {
+		x.Account = account
+	}
+}
+
+// endStale ends every session whose account is no longer what running
+// has (nil running: configd answered that there is no configuration, so
+// every session ends), and returns how many ended.
+func (s *sessionStore) endStale(running *config.Config) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for h, x := range s.byHash {
+		if k, ok := accountOf(running, x.User); !ok || subtle.ConstantTimeCompare(k[:], x.Account[:]) != 1 {
+			delete(s.byHash, h)
+			n++
+		}
+	}
+	return n
 }
 
 // deleteUser ends every session of user (after a password change).

@@ -1,6 +1,7 @@
 package webui
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -129,7 +130,12 @@ func BenchmarkPage(b *testing.B) {
 	br := h.browser()
 	br.login()
 	populate(b, br)
-	id, _ := h.srv.sessions.create(testAdmin)
+	running, _, err := h.cfg.Running(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	account, _ := accountOf(running, testAdmin)
+	id, _ := h.srv.sessions.create(testAdmin, account)
 	for _, p := range weighedPages {
 		page, assets := weigh(b, loggedIn(h, br, p.path), p.path)
 		b.Run(p.name, func(b *testing.B) {

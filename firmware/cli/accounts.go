@@ -19,6 +19,11 @@ import (
 // console, or returns nil. The getty's rules are the CLI's.
 func CheckPassword(pass []byte) error { return console.CheckPassword(pass) }
 
+// One password length limit everywhere: this fails to build when the
+// console's and the configuration's differ.
+var _ = [1]struct{}{}[console.MaxPasswordLen-config.MaxPasswordLen]
+var _ = [1]struct{}{}[console.MinPasswordLen-config.MinPasswordLen]
+
 // Accounts are the admin accounts of the config store (config.Admin in
 // system.admins), the same ones the web UI uses, read and changed through
 // configd. It has the method set of firmware/console's Accounts interface.
@@ -91,6 +96,13 @@ func (a *Accounts) Verify(user string, pass []byte) bool {
 	}
 	ok := ad.VerifyPassword(string(pass))
 	return subtle.ConstantTimeByteEq(b2u(ok), 1)&subtle.ConstantTimeByteEq(b2u(known), 1) == 1
+}
+
+// IsUser reports whether user is an admin of the running configuration
+// (false when configd does not answer: the name is then not logged).
+func (a *Accounts) IsUser(user string) bool {
+	c, err := a.running(0)
+	return err == nil && c.Admin(user) != nil
 }
 
 func b2u(b bool) uint8 {

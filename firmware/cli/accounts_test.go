@@ -111,6 +111,9 @@ func TestPasswd(t *testing.T) {
 	term.expect(prompt + "passwd")
 }
 
+// A new password at the console comes only with every secret erased: the
+// person at the serial port must not be able to log in and read the old
+// keys and hashes (shell, export, the history).
 func TestRecoverRestoresLANAccessAndPassword(t *testing.T) {
 	cd := startConfigd(t)
 	ctx := context.Background()
@@ -152,11 +155,14 @@ func TestRecoverRestoresLANAccessAndPassword(t *testing.T) {
 	term.send("brand new password\r")
 	term.expect("Repeat password: ")
 	term.send("brand new password\r")
-	got := term.expect("Type recover to go on")
+	got := term.expect("Type erase to go on")
 	if !strings.Contains(got, "192.168.1.1/24") {
 		t.Errorf("recovery did not say what the LAN will be:\n%s", got)
 	}
-	term.send("recover\r")
+	if !strings.Contains(got, "every tunnel (branch)") {
+		t.Errorf("recovery did not say which tunnels it erases:\n%s", got)
+	}
+	term.send("erase\r")
 	got = term.expect("Done: ")
 	if !strings.Contains(got, "Uncommitted changes in the candidate were discarded.") {
 		t.Errorf("recovery did not say it discarded the candidate:\n%s", got)
@@ -173,8 +179,28 @@ func TestRecoverRestoresLANAccessAndPassword(t *testing.T) {
 	if len(running.Firewall.Rules) != 0 {
 		t.Errorf("firewall rules after recovery: %+v, want none", running.Firewall.Rules)
 	}
-	if running.Tunnel("branch") == nil {
-		t.Error("recovery dropped a tunnel; it must only touch interfaces and the firewall")
+	if running.Tunnel("branch") != nil {
+		t.Error("the tunnel and its pre-shared key survived a recovery that set a new password")
+	}
+	if len(running.System.Admins) != 1 || NewAccounts(cd.socket).Verify("admin", []byte("forgotten password")) {
+		t.Errorf("admins after recovery: %d; the old password must not verify", len(running.System.Admins))
+	}
+	// Nothing in the history holds the old secrets.
+	hist, err := cd.client.History(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hist {
+		cfg, _, err := cd.client.Revision(ctx, h.Revision)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Tunnel("branch") != nil || len(cfg.System.Admins) > 1 {
+			t.Errorf("revision %d (%s) still holds the old tunnel or accounts", h.Revision, h.Message)
+		}
+	}
+	if len(hist) != 2 {
+		t.Errorf("history after recovery: %d revisions, want 2 (the erase and the recovery)", len(hist))
 	}
 	if running.System.Hostname == "half-done" {
 		t.Error("recovery committed the stray candidate edit")
@@ -185,6 +211,42 @@ func TestRecoverRestoresLANAccessAndPassword(t *testing.T) {
 	h, err := cd.client.History(ctx)
 	if err != nil || h[0].Who != "recovery@console" || !strings.Contains(h[0].Message, "console recovery") {
 		t.Errorf("newest revision %+v (%v), want one by recovery@console", h[0], err)
+	}
+}
+
+// Restoring LAN access alone sets no password, so it keeps the secrets
+// and everything but the interfaces and the firewall.
+func TestRecoverLANOnlyKeepsTheRest(t *testing.T) {
+	cd := startConfigd(t)
+	ctx := context.Background()
+	if err := NewAccounts(cd.socket).SetPassword("admin", []byte("kept password")); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range [][]string{
+		{"tunnels.branch.remote_address", "192.0.2.1"},
+		{"tunnels.branch.psk", "a-very-long-preshared-key"},
+		{"tunnels.branch.local_subnets", "192.168.1.0/24"},
+		{"tunnels.branch.remote_subnets", "10.2.0.0/16"},
+	} {
+		if _, err := cd.client.Set(ctx, "", s[0], s[1:]...); err != nil {
+			t.Fatalf("set %v: %v", s, err)
+		}
+	}
+	if _, err := cd.client.Commit(ctx, commitReq("tunnel")); err != nil {
+		t.Fatal(err)
+	}
+	term := startCLI(t, Options{ConfigdSocket: cd.socket, Board: "qemu"}, runRecover)
+	term.expect("Choice: ")
+	term.send("2\r")
+	term.expect("Type recover to go on")
+	term.send("recover\r")
+	term.expect("Done: ")
+	if err := term.wait(); err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	running, _ := cd.store.Running()
+	if running.Tunnel("branch") == nil || !NewAccounts(cd.socket).Verify("admin", []byte("kept password")) {
+		t.Error("restoring LAN access alone dropped the tunnel or the password")
 	}
 }
 

@@ -14,18 +14,35 @@ import (
 )
 
 // Recovery is for an admin who is locked out: the password is lost, or a
-// configuration change cut the LAN off. Whoever can type on the serial
-// console has the box in hand anyway (they could move the card to another
-// machine), so the physical console is the trust anchor: the getty offers
-// Recover when `recover` is typed as the user name on the serial console,
-// never over the network. Recovery can set a new admin password and put
-// the interfaces and the firewall back to the board's defaults (LAN port
-// 192.168.1.1/24, the web UI reachable from the LAN), and commits that as
-// a revision by recovery@console, so it shows in the history and can be
-// rolled back like any other change.
+// configuration change cut the LAN off. The getty offers it when `recover`
+// is typed as the user name on the serial console, never over the network.
+//
+// Whoever reaches the serial line (often wired to a console server) is not
+// necessarily the owner, so a new password is never given together with
+// the old secrets: setting one first erases the admin accounts, the
+// tunnels with their pre-shared keys, the configuration history and the
+// stored files (the web UI's TLS key), from the card and not only from the
+// database (config.Store.EraseSecrets); the interfaces, routes, firewall
+// and system settings stay. A full factory reset is offered too, for when
+// the rest cannot stand without the tunnels. Putting the interfaces and
+// the firewall back to the board's defaults alone reveals nothing and
+// keeps everything else. What recovery commits is a revision by
+// recovery@console.
 
-// recoverWord is what the user types to go ahead.
-const recoverWord = "recover"
+// recoverWord is what the user types to go ahead; eraseWord when the
+// secrets are erased.
+const (
+	recoverWord = "recover"
+	eraseWord   = "erase"
+)
+
+// recoverPlan is what the recovery dialogue settled on.
+type recoverPlan struct {
+	lan        bool   // interfaces and firewall back to the defaults
+	everything bool   // a full factory reset rather than erasing the secrets
+	user       string // with pass: the account to create
+	pass       []byte // nil: no new password, nothing erased
+}
 
 // Recover runs the console recovery dialogue on rw. opts.ConfigdSocket and
 // opts.Board are used; the rest is ignored.
@@ -45,17 +62,21 @@ func Recover(ctx context.Context, rw io.ReadWriter, opts Options) error {
 		return fmt.Errorf("the configuration store is not answering, so nothing can be recovered now (%w); "+
 			"`flashgate status` in the expert shell shows whether configd runs", err)
 	}
-	s.printf("\nConsole recovery. Being at this console is the authority for it; what it changes is\n" +
-		"committed as recovery@console and shows in the configuration history.\n\n" +
-		"  1  set a new admin password\n" +
+	s.printf("\nConsole recovery. What it changes is committed as recovery@console.\n" +
+		"A new password is only set together with erasing every secret of the box, so that\n" +
+		"nobody at this port gets the old ones with it.\n\n" +
+		"  1  erase the secrets and set a new admin password: admin accounts, tunnels and\n" +
+		"     their keys, the configuration history and the web UI's TLS key are erased;\n" +
+		"     interfaces, routes, firewall and system settings stay\n" +
 		"  2  restore LAN access: interfaces and firewall back to this board's defaults\n" +
 		"  3  both\n" +
+		"  4  factory reset: erase everything, then set a new admin password\n" +
 		"  q  leave recovery\n\n")
 	choice, err := s.ask("Choice: ")
 	if err != nil {
 		return err
 	}
-	var password, lan bool
+	var password, lan, everything bool
 	switch choice {
 	case "1":
 		password = true
@@ -63,6 +84,8 @@ func Recover(ctx context.Context, rw io.ReadWriter, opts Options) error {
 		lan = true
 	case "3":
 		password, lan = true, true
+	case "4":
+		password, everything = true, true
 	default:
 		s.printf("Nothing changed.\n")
 		return nil
@@ -96,12 +119,29 @@ func Recover(ctx context.Context, rw io.ReadWriter, opts Options) error {
 		}
 		s.printf("  no user firewall rules or port forwards; LAN out masqueraded; web UI from the LAN\n")
 	}
-	if ok, err := s.confirmWord("", recoverWord); err != nil || !ok {
+	word := recoverWord
+	if password {
+		word = eraseWord
+		if everything {
+			s.printf("Everything is erased: the configuration becomes this board's defaults.\n")
+		} else {
+			s.printf("Erased: every admin account, every tunnel")
+			if running, _, err := s.configd.Running(ctx); err == nil && len(running.Tunnels) > 0 {
+				var names []string
+				for _, t := range running.Tunnels {
+					names = append(names, t.Name)
+				}
+				s.printf(" (%s)", strings.Join(names, ", "))
+			}
+			s.printf(", the history and the web UI's TLS key.\n")
+		}
+	}
+	if ok, err := s.confirmWord("", word); err != nil || !ok {
 		return err
 	}
 	ctx, cancelCommit := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancelCommit()
-	what, err := recoverConfig(ctx, s, defaults, lan, user, pass)
+	what, err := recoverConfig(ctx, s, defaults, recoverPlan{lan: lan, everything: everything, user: user, pass: pass})
 	if err != nil {
 		return err
 	}
@@ -128,7 +168,7 @@ func boardDefaults(board string) *config.Config {
 // recoverConfig makes the changes and commits them. A candidate with
 // someone's uncommitted edits is discarded first: the box is being
 // rescued, and the edits may be what locked the admin out.
-func recoverConfig(ctx context.Context, s *session, defaults *config.Config, lan bool, user string, pass []byte) (string, error) {
+func recoverConfig(ctx context.Context, s *session, defaults *config.Config, plan recoverPlan) (string, error) {
 	c := s.configd
 	cand, err := c.Candidate(ctx)
 	if err != nil {
@@ -142,6 +182,23 @@ func recoverConfig(ctx context.Context, s *session, defaults *config.Config, lan
 		s.printf("Uncommitted changes in the candidate were discarded.\n")
 	}
 	var done []string
+	if plan.pass != nil {
+		// Erase before the new password exists: a failure here leaves
+		// the box as it was, never a new password with the old secrets.
+		erase, what := c.EraseSecrets, "secrets erased"
+		if plan.everything {
+			erase, what = c.FactoryReset, "factory reset"
+		}
+		if _, err := erase(ctx, "recovery@console"); err != nil {
+			return "", fmt.Errorf("recovery: nothing changed, the secrets could not be erased (choose 4, factory reset, if the settings cannot stand without the tunnels): %w", err)
+		}
+		done = append(done, what)
+		if cand, err = c.Candidate(ctx); err != nil {
+			return "", fmt.Errorf("recovery: configd: %w", err)
+		}
+		etag = cand.Etag
+	}
+	lan, user, pass := plan.lan, plan.user, plan.pass
 	if lan {
 		running, _, err := c.Running(ctx)
 		if err != nil {

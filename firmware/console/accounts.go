@@ -32,6 +32,23 @@ type Accounts interface {
 	SetPassword(user string, pass []byte) error
 }
 
+// UserNames is what Accounts may also offer: whether a name is an
+// account's. The console logs a failed login's user name only when it is
+// one: an unknown name may be a password typed at the user prompt, and the
+// log goes to the log ring and, in the clear, to remote syslog.
+type UserNames interface {
+	IsUser(user string) bool
+}
+
+// loggedName is user for a log line when accounts knows it, and "an
+// unknown user" otherwise (also when accounts cannot tell).
+func loggedName(accounts Accounts, user string) string {
+	if names, ok := accounts.(UserNames); ok && names.IsUser(user) {
+		return fmt.Sprintf("%q", sanitize(user))
+	}
+	return "an unknown user"
+}
+
 // CheckPassword says what is wrong with a new password, in words for the
 // console, or returns nil.
 func CheckPassword(pass []byte) error {
@@ -84,6 +101,9 @@ func (a *RAMAccounts) Verify(user string, pass []byte) bool {
 	match := bcrypt.CompareHashAndPassword(hash, pass) == nil
 	return match && userOK && err == nil
 }
+
+// IsUser reports whether user is the admin account.
+func (a *RAMAccounts) IsUser(user string) bool { return user == AdminUser }
 
 func (a *RAMAccounts) dummyHash() []byte {
 	a.once.Do(func() {

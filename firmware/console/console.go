@@ -185,7 +185,7 @@ func (s *session) run() error {
 		clear(pass)
 		if !ok {
 			failures++
-			s.logf("console: failed login for %q (%d of %d)", sanitize(user), failures, maxFailures)
+			s.logf("console: failed login for %s (%d of %d)", loggedName(s.accounts, user), failures, maxFailures)
 			time.Sleep(s.failDelay)
 			s.printf("Login incorrect\n")
 			if failures >= maxFailures {
@@ -194,9 +194,9 @@ func (s *session) run() error {
 			continue
 		}
 		failures = 0
-		s.logf("console: %s logged in", user)
+		s.logf("console: %s logged in", sanitize(user))
 		s.shell(user)
-		s.logf("console: %s logged out", user)
+		s.logf("console: %s logged out", sanitize(user))
 	}
 }
 

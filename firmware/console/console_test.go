@@ -310,6 +310,37 @@ func TestExistingPasswordThreeFailuresEndTheGetty(t *testing.T) {
 	}
 }
 
+// A password typed at the user prompt must not reach the log: a failed
+// login names the user only when it is an account.
+func TestFailedLoginDoesNotLogAnUnknownUserName(t *testing.T) {
+	accounts := t.TempDir()
+	if err := NewRAMAccounts(accounts, 4).SetPassword(AdminUser, []byte("s3cret-pass")); err != nil {
+		t.Fatal(err)
+	}
+	master, slave := openPTY(t)
+	term := newTerminal(t, master)
+	g := startGetty(t, slave, accounts)
+	for _, user := range []string{"s3cret-pass-typed-early", "admin"} {
+		term.expect("login: ")
+		term.send(user + "\n")
+		term.expect("Password: ")
+		term.send("guess\n")
+		term.expect("Login incorrect")
+	}
+	term.expect("login: ")
+	term.send("\x04") // ^D at the prompt ends the getty
+	g.wait(t)
+	log := g.stderr.String()
+	if strings.Contains(log, "typed-early") {
+		t.Errorf("the log holds what was typed at the user prompt:\n%s", log)
+	}
+	for _, want := range []string{"failed login for an unknown user (1 of 3)", `failed login for "admin" (2 of 3)`} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log lacks %q:\n%s", want, log)
+		}
+	}
+}
+
 func TestLoginPromptShowsTheBannerAgainWhenItChanges(t *testing.T) {
 	// At boot the prompt comes before the web UI serves: its certificate
 	// fingerprint, needed to trust the first HTTPS connection, must still

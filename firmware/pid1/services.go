@@ -75,7 +75,9 @@ func serviceTable(exe string, c consoleSpec) []supervisor.Service {
 		{Name: "iked", Path: exe, Args: []string{"iked", "-configd", configdSock}, Env: env,
 			After: []string{"configd"}, Needs: []string{modulesLoaded}, Restart: supervisor.RestartAlways,
 			StopTimeout: 3 * time.Second},
-		{Name: "webui", Path: exe, Args: []string{"webui", "-configd", configdSock}, Env: env,
+		// The web UI gets configd's restricted API, which hands out no
+		// secrets (services/configd/restricted.go).
+		{Name: "webui", Path: exe, Args: []string{"webui", "-configd", "/run/flashgate/configd-web.sock"}, Env: env,
 			After: []string{"configd"}, Restart: supervisor.RestartAlways},
 	}
 	if c.Device != "" {

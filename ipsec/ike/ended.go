@@ -1,7 +1,7 @@
 package ike
 
 import (
-	"bytes"
+	"crypto/sha256"
 	"net/netip"
 	"time"
 )
@@ -19,11 +19,14 @@ const endedKeep = 3 * time.Minute
 const maxEnded = 1024
 
 // endedSA is what is left of an IKE SA that a request of the peer ended:
-// that request, exactly as it came (a retransmission is bitwise identical,
-// RFC 7296 2.1), and our answer to it, sealed with keys that are gone.
+// the SHA-256 of that request as it came (a retransmission is bitwise
+// identical, RFC 7296 2.1), and our answer to it, sealed with keys that
+// are gone. The hash, not the request: a request may be padded to 64 KB,
+// and a thousand of them were kept for three minutes.
 type endedSA struct {
-	request, answer []byte
-	until           time.Time
+	request [32]byte
+	answer  []byte
+	until   time.Time
 }
 
 // rememberEnd keeps the answer to request, which ended the IKE SA whose
@@ -34,7 +37,7 @@ func (ep *Endpoint) rememberEnd(spi uint64, request, answer []byte) {
 	if len(ep.ended) >= maxEnded {
 		return
 	}
-	ep.ended[spi] = endedSA{request: bytes.Clone(request), answer: answer, until: ep.now().Add(endedKeep)}
+	ep.ended[spi] = endedSA{request: sha256.Sum256(request), answer: answer, until: ep.now().Add(endedKeep)}
 }
 
 // answerEnded answers pkt from the cache if it is a retransmission of the
@@ -44,7 +47,7 @@ func (ep *Endpoint) answerEnded(spi uint64, pkt []byte, local, remote netip.Addr
 	ep.mu.Lock()
 	e, ok := ep.ended[spi]
 	ep.mu.Unlock()
-	if !ok || !bytes.Equal(pkt, e.request) || !ep.now().Before(e.until) {
+	if !ok || sha256.Sum256(pkt) != e.request || !ep.now().Before(e.until) {
 		return false
 	}
 	ep.Stats.RetransmitsAnswered.Add(1)

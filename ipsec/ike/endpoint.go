@@ -45,6 +45,20 @@ type EndpointConfig struct {
 	CookieThreshold int
 	MaxHalfOpen     int
 	HalfOpenTimeout time.Duration
+	// MaxHalfOpenPerSource bounds the half-open SAs of one source address
+	// (default 5, as strongSwan's block threshold; negative: no bound): an
+	// attacker that answers COOKIEs from one address could otherwise fill
+	// MaxHalfOpen alone. A configured peer's own address (PeerFor gave a
+	// PeerConfig whose Remote is that address) is bound by neither this
+	// nor MaxHalfOpen: a flood must not keep the peers we are configured
+	// for out. It still needs a COOKIE above CookieThreshold, which a
+	// spoofer of its address cannot echo.
+	MaxHalfOpenPerSource int
+	// MaxInitSize is the largest IKE_SA_INIT request answered (default
+	// 10000 bytes, strongSwan's max_packet). A responder keeps the request
+	// until IKE_AUTH (its AUTH payload signs it), so without a bound one
+	// source could make every half-open SA hold 64 KB.
+	MaxInitSize int
 
 	Events Events
 }
@@ -94,6 +108,9 @@ type Stats struct {
 	AuthFailures        atomic.Uint64 // IKE_AUTH requests refused
 	CookiesSent         atomic.Uint64
 	HalfOpenRefused     atomic.Uint64 // IKE_SA_INIT dropped at MaxHalfOpen
+	SourceLimited       atomic.Uint64 // IKE_SA_INIT dropped at MaxHalfOpenPerSource
+	InitTooLarge        atomic.Uint64 // IKE_SA_INIT over MaxInitSize
+	EarlyRequests       atomic.Uint64 // requests other than IKE_AUTH on a half-open SA
 	HalfOpenExpired     atomic.Uint64
 	NoConfig            atomic.Uint64 // IKE_SA_INIT from a peer PeerFor refused
 }
@@ -112,8 +129,11 @@ type Endpoint struct {
 	sas       map[uint64]*IKESA // by our SPI
 	initIndex map[initKey]*IKESA
 	halfOpen  int
-	inSPIs    map[uint32]struct{}
-	reqID     uint32
+	// halfOpenBy counts the half-open SAs by the source address of their
+	// IKE_SA_INIT, for MaxHalfOpenPerSource.
+	halfOpenBy map[netip.Addr]int
+	inSPIs     map[uint32]struct{}
+	reqID      uint32
 	// contacts counts the live IKE SAs per peer identity, to send
 	// INITIAL_CONTACT only on the first (RFC 7296 2.4): the peer deletes
 	// every other SA with the same identities when it sees one.
@@ -134,7 +154,7 @@ func NewEndpoint(cfg EndpointConfig) (*Endpoint, error) {
 		return nil, errors.New("ike: EndpointConfig.Send is required")
 	}
 	ep := &Endpoint{cfg: cfg, now: cfg.Now, rand: cfg.Rand,
-		sas: map[uint64]*IKESA{}, initIndex: map[initKey]*IKESA{}, inSPIs: map[uint32]struct{}{},
+		sas: map[uint64]*IKESA{}, initIndex: map[initKey]*IKESA{}, halfOpenBy: map[netip.Addr]int{}, inSPIs: map[uint32]struct{}{},
 		contacts: map[string]int{}, ended: map[uint64]endedSA{}}
 	if ep.now == nil {
 		ep.now = time.Now
@@ -150,6 +170,12 @@ func NewEndpoint(cfg EndpointConfig) (*Endpoint, error) {
 	}
 	if ep.cfg.MaxHalfOpen == 0 {
 		ep.cfg.MaxHalfOpen = 4096
+	}
+	if ep.cfg.MaxHalfOpenPerSource == 0 {
+		ep.cfg.MaxHalfOpenPerSource = 5
+	}
+	if ep.cfg.MaxInitSize == 0 {
+		ep.cfg.MaxInitSize = 10000
 	}
 	if ep.cfg.HalfOpenTimeout == 0 {
 		ep.cfg.HalfOpenTimeout = 30 * time.Second
@@ -289,23 +315,43 @@ func (ep *Endpoint) randUint64() uint64 {
 // register adds sa under its local SPI; a responder SA also under the
 // initiator's address and SPI so that a retransmitted IKE_SA_INIT finds it.
 func (ep *Endpoint) register(sa *IKESA) bool {
+	ok, _ := ep.registerLimited(sa, false)
+	return ok
+}
+
+// registerLimited is register that, with limited, also holds a half-open
+// SA to MaxHalfOpen and MaxHalfOpenPerSource, under the same lock as the
+// count: several readers may be past handleInitRequest's early check at
+// once. overLimit says that a limit, not a duplicate, refused it.
+func (ep *Endpoint) registerLimited(sa *IKESA, limited bool) (ok, overLimit bool) {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	if _, dup := ep.sas[sa.localSPI()]; dup {
-		return false
+		return false, false
+	}
+	if sa.halfOpen && limited {
+		if ep.halfOpen >= ep.cfg.MaxHalfOpen {
+			ep.Stats.HalfOpenRefused.Add(1)
+			return false, true
+		}
+		if n := ep.cfg.MaxHalfOpenPerSource; n > 0 && ep.halfOpenBy[sa.initRemote.Addr()] >= n {
+			ep.Stats.SourceLimited.Add(1)
+			return false, true
+		}
 	}
 	if sa.halfOpen {
 		k := initKey{sa.remote, sa.spiI}
 		if _, dup := ep.initIndex[k]; dup {
-			return false
+			return false, false
 		}
 		ep.initIndex[k] = sa
 		ep.halfOpen++
+		ep.halfOpenBy[sa.initRemote.Addr()]++
 	}
 	ep.sas[sa.localSPI()] = sa
 	sa.contact = sa.contactKey()
 	ep.contacts[sa.contact]++
-	return true
+	return true, false
 }
 
 // firstContact reports whether sa is the only live IKE SA with its peer.
@@ -339,6 +385,11 @@ func (ep *Endpoint) clearHalfOpenLocked(sa *IKESA) {
 	}
 	sa.halfOpen = false
 	ep.halfOpen--
+	if a := sa.initRemote.Addr(); ep.halfOpenBy[a] <= 1 {
+		delete(ep.halfOpenBy, a)
+	} else {
+		ep.halfOpenBy[a]--
+	}
 	k := initKey{sa.initRemote, sa.spiI}
 	if ep.initIndex[k] == sa {
 		delete(ep.initIndex, k)
@@ -383,8 +434,8 @@ func (ep *Endpoint) handleInitRequest(pkt []byte, m *Message, local, remote neti
 	key := initKey{remote, m.SPIi}
 	ep.mu.Lock()
 	existing := ep.initIndex[key]
-	halfOpen := ep.halfOpen
-	cookieThreshold, maxHalfOpen := ep.cfg.CookieThreshold, ep.cfg.MaxHalfOpen
+	halfOpen, fromSource := ep.halfOpen, ep.halfOpenBy[remote.Addr()]
+	cookieThreshold, maxHalfOpen, perSource := ep.cfg.CookieThreshold, ep.cfg.MaxHalfOpen, ep.cfg.MaxHalfOpenPerSource
 	ep.mu.Unlock()
 	if existing != nil {
 		existing.mu.Lock()
@@ -396,10 +447,12 @@ func (ep *Endpoint) handleInitRequest(pkt []byte, m *Message, local, remote neti
 		ep.Stats.OutOfWindow.Add(1)
 		return
 	}
-	if halfOpen >= maxHalfOpen {
-		ep.Stats.HalfOpenRefused.Add(1)
+	if len(pkt) > ep.cfg.MaxInitSize {
+		ep.Stats.InitTooLarge.Add(1)
 		return
 	}
+	// The peer lookup comes before the limits: a configured peer's own
+	// address is exempt from them (see MaxHalfOpenPerSource).
 	var cfg *PeerConfig
 	if ep.cfg.PeerFor != nil {
 		cfg = ep.cfg.PeerFor(local, remote)
@@ -407,6 +460,18 @@ func (ep *Endpoint) handleInitRequest(pkt []byte, m *Message, local, remote neti
 	if cfg == nil {
 		ep.Stats.NoConfig.Add(1)
 		return
+	}
+	configuredPeer := cfg.Remote.Addr().IsValid() && !cfg.Remote.Addr().IsUnspecified() &&
+		cfg.Remote.Addr().Unmap() == remote.Addr().Unmap()
+	if !configuredPeer {
+		if halfOpen >= maxHalfOpen {
+			ep.Stats.HalfOpenRefused.Add(1)
+			return
+		}
+		if perSource > 0 && fromSource >= perSource {
+			ep.Stats.SourceLimited.Add(1)
+			return
+		}
 	}
 	nonce, _ := m.Find(PayloadNonce).(*Nonce)
 	if nonce == nil {
@@ -431,8 +496,9 @@ func (ep *Endpoint) handleInitRequest(pkt []byte, m *Message, local, remote neti
 		}
 		return
 	}
-	if !ep.register(sa) {
-		// A retransmission raced us, or an SPI collided: the other copy answers.
+	if ok, _ := ep.registerLimited(sa, !configuredPeer); !ok {
+		// A retransmission raced us, or an SPI collided (the other copy
+		// answers), or another reader took the last place (counted).
 		sa.zero()
 		return
 	}
@@ -444,6 +510,7 @@ type StatsSnapshot struct {
 	Received, Malformed, UnsupportedCritical, UnknownSPI, BadICV, OutOfWindow uint64
 	RetransmitsAnswered, Retransmits, AuthFailures, CookiesSent               uint64
 	HalfOpenRefused, HalfOpenExpired, NoConfig                                uint64
+	SourceLimited, InitTooLarge, EarlyRequests                                uint64
 }
 
 // Snapshot copies the counters.
@@ -453,6 +520,7 @@ func (s *Stats) Snapshot() StatsSnapshot {
 		UnknownSPI: s.UnknownSPI.Load(), BadICV: s.BadICV.Load(), OutOfWindow: s.OutOfWindow.Load(),
 		RetransmitsAnswered: s.RetransmitsAnswered.Load(), Retransmits: s.Retransmits.Load(), AuthFailures: s.AuthFailures.Load(),
 		CookiesSent: s.CookiesSent.Load(), HalfOpenRefused: s.HalfOpenRefused.Load(), HalfOpenExpired: s.HalfOpenExpired.Load(),
-		NoConfig: s.NoConfig.Load(),
+		NoConfig: s.NoConfig.Load(), SourceLimited: s.SourceLimited.Load(), InitTooLarge: s.InitTooLarge.Load(),
+		EarlyRequests: s.EarlyRequests.Load(),
 	}
 }

@@ -190,6 +190,12 @@ func (sa *IKESA) handleRequest(m *Message, ps []Payload) {
 	switch {
 	case m.Exchange == IKE_AUTH && sa.state == StateHalfOpen:
 		sa.handleAuthRequest(m, ps)
+	case sa.state == StateHalfOpen:
+		// Before IKE_AUTH the peer is nobody: whoever sent an
+		// IKE_SA_INIT has these keys. Only IKE_AUTH may follow (RFC
+		// 7296 1.2); an INFORMATIONAL here would make us answer, and
+		// remember, requests of anyone.
+		sa.ep.Stats.EarlyRequests.Add(1)
 	case m.Exchange == INFORMATIONAL:
 		sa.handleInformational(m, ps)
 	case m.Exchange == CREATE_CHILD_SA && sa.state == StateEstablished:

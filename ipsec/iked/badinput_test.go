@@ -33,7 +33,7 @@ type flooder struct {
 	socks []*net.UDPConn
 }
 
-func newFlooder(t *testing.T, s *testnet.SiteToSite) *flooder {
+func newFlooder(t testing.TB, s *testnet.SiteToSite) *flooder {
 	t.Helper()
 	fl := testnet.NewNS(t, testnet.Prefix()+"-fl")
 	testnet.Link(t, s.GwA, "flood0", "10.99.0.1/16", fl, "flood0", "10.99.0.2/16")
@@ -87,7 +87,7 @@ func isTransient(err error) bool {
 // initRequest builds a well-formed IKE_SA_INIT request offering the
 // roadwarrior tunnel's proposal with a valid ECP-256 public key, so each
 // one costs us a real half-open SA (or a COOKIE once they pile up).
-func initRequest(t *testing.T, pub []byte) []byte {
+func initRequest(t testing.TB, pub []byte) []byte {
 	t.Helper()
 	prop, err := ike.ParseProposal(ike.ProtoIKE, lifecycleIKE)
 	if err != nil {

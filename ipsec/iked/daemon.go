@@ -233,8 +233,10 @@ func (d *Daemon) Run() {
 				d.natIKEDrops.Add(1)
 			}
 		})
-		d.wg.Add(1)
-		go d.natIKE(queue)
+		for range ikeReaders() {
+			d.wg.Add(1)
+			go d.natIKE(queue)
+		}
 	}
 	if d.kernel != nil {
 		d.wg.Add(1)
@@ -272,15 +274,50 @@ func (d *Daemon) timers() {
 	defer d.wg.Done()
 	t := time.NewTicker(d.opts.TickInterval)
 	defer t.Stop()
+	var watch attackWatch
 	for {
 		select {
 		case <-d.done:
 			return
-		case <-t.C:
+		case now := <-t.C:
 			d.ep.Tick()
 			d.maintain()
+			if line := watch.check(now, d.ep.Stats.Snapshot(), d.ep.HalfOpen()); line != "" {
+				d.logf("%s", line)
+			}
 		}
 	}
+}
+
+// attackWatch turns the engine's refusal counters into at most one log
+// line per attackReportEvery, and only while something is refused: the
+// box says when it is under attack without letting the attack flood the
+// log ring. The counters themselves are in iked's status (Stats.IKE).
+type attackWatch struct {
+	last     time.Time
+	lastSeen ike.StatsSnapshot
+}
+
+const attackReportEvery = 10 * time.Second
+
+func (w *attackWatch) check(now time.Time, s ike.StatsSnapshot, halfOpen int) string {
+	if w.last.IsZero() {
+		w.last, w.lastSeen = now, s
+		return ""
+	}
+	if now.Sub(w.last) < attackReportEvery {
+		return ""
+	}
+	p := w.lastSeen
+	w.last, w.lastSeen = now, s
+	full, source, large, early := s.HalfOpenRefused-p.HalfOpenRefused, s.SourceLimited-p.SourceLimited,
+		s.InitTooLarge-p.InitTooLarge, s.EarlyRequests-p.EarlyRequests
+	if full+source+large+early == 0 {
+		return ""
+	}
+	return fmt.Sprintf("IKE under attack? in the last %s: %d IKE_SA_INIT refused at the half-open limit, %d at the per-source limit, "+
+		"%d too large, %d requests before IKE_AUTH; %d cookies sent, %d SAs half-open now (configured peers are not refused)",
+		attackReportEvery, full, source, large, early, s.CookiesSent-p.CookiesSent, halfOpen)
 }
 
 // expires turns the data plane's lifetime events into rekeys: a soft
@@ -384,7 +421,18 @@ func (d *Daemon) Apply(cfg *config.Config) error {
 		t.event(now, "configured")
 		d.tunnels[name] = t
 	}
+	var peers []netip.AddrPort
+	for _, t := range d.tunnels {
+		if t.peer != nil && t.peer.Remote.IsValid() && !t.peer.Remote.Addr().IsUnspecified() {
+			peers = append(peers, t.peer.Remote)
+		}
+	}
 	d.mu.Unlock()
+	// Configured peers' IKE gets sockets of its own, which a flood on
+	// the IKE port cannot overflow (transport.setPeers).
+	if err := d.tr.setPeers(peers); err != nil {
+		d.logf("iked: %v (their IKE shares the port's socket with everyone)", err)
+	}
 	for _, sa := range stop {
 		sa.Delete()
 	}

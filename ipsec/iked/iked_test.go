@@ -40,7 +40,7 @@ func tunnelConfig(local, remote netip.Addr, lid, rid string, lan, far netip.Pref
 
 // startIked runs a daemon inside ns (userspace data plane: this kernel has
 // no ESP) with the given tunnels.
-func startIked(t *testing.T, ns *testnet.NS, tunnels ...config.Tunnel) *Daemon {
+func startIked(t testing.TB, ns *testnet.NS, tunnels ...config.Tunnel) *Daemon {
 	t.Helper()
 	var d *Daemon
 	err := ns.Do(func() error {
@@ -60,7 +60,7 @@ func startIked(t *testing.T, ns *testnet.NS, tunnels ...config.Tunnel) *Daemon {
 }
 
 // waitState waits for the tunnel to reach state, and returns its status.
-func waitState(t *testing.T, d *Daemon, name string, state ipsec.TunnelState, timeout time.Duration) ipsec.TunnelStatus {
+func waitState(t testing.TB, d *Daemon, name string, state ipsec.TunnelState, timeout time.Duration) ipsec.TunnelStatus {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var last ipsec.TunnelStatus

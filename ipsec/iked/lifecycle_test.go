@@ -333,7 +333,7 @@ func TestDeleteEitherSide(t *testing.T) {
 
 // validTunnels checks tunnels the way configd would before a commit: the
 // test's short lifetimes and DPD timers must be ones a user can set.
-func validTunnels(t *testing.T, tunnels ...config.Tunnel) {
+func validTunnels(t testing.TB, tunnels ...config.Tunnel) {
 	t.Helper()
 	c := config.Default()
 	c.Tunnels = tunnels

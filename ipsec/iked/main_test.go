@@ -62,7 +62,7 @@ type ikedProcess struct {
 	err  error
 }
 
-func startMain(t *testing.T, ns *testnet.NS, args ...string) *ikedProcess {
+func startMain(t testing.TB, ns *testnet.NS, args ...string) *ikedProcess {
 	t.Helper()
 	p := &ikedProcess{log: &lockedBuffer{}, done: make(chan struct{})}
 	p.cmd = ns.Command(append([]string{os.Args[0]}, args...)...)
@@ -103,7 +103,7 @@ func (p *ikedProcess) wait(t *testing.T, timeout time.Duration) error {
 }
 
 // waitAPI polls the API socket until the tunnel reaches state.
-func waitAPI(t *testing.T, c *Client, name string, state ipsec.TunnelState, timeout time.Duration) ipsec.TunnelStatus {
+func waitAPI(t testing.TB, c *Client, name string, state ipsec.TunnelState, timeout time.Duration) ipsec.TunnelStatus {
 	t.Helper()
 	var last ipsec.TunnelStatus
 	var lastErr error
@@ -124,7 +124,7 @@ func waitAPI(t *testing.T, c *Client, name string, state ipsec.TunnelState, time
 	return last
 }
 
-func writeConfig(t *testing.T, path string, tunnels ...config.Tunnel) {
+func writeConfig(t testing.TB, path string, tunnels ...config.Tunnel) {
 	t.Helper()
 	c := config.Default()
 	c.Tunnels = tunnels

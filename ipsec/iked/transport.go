@@ -1,12 +1,15 @@
 package iked
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/flashgate/flashgate/ipsec/esp"
 	"github.com/flashgate/flashgate/ipsec/ike"
@@ -33,6 +36,16 @@ type transport struct {
 	closers           []func() error
 	wg                sync.WaitGroup
 	sendDrops         atomic.Uint64 // datagrams the kernel would not take at once
+
+	// Each configured peer's address has a socket of its own on the IKE
+	// port, connected to it (see setPeers), with its own reader.
+	mu     sync.Mutex
+	handle func(pkt []byte, local, remote netip.AddrPort) // set by run
+	peers  map[netip.AddrPort]*net.UDPConn
+	closed bool
+	// netns is the network namespace the IKE port was opened in: the
+	// peers' sockets must be opened there too, whichever thread asks.
+	netns int
 }
 
 // socketBuffer is the receive buffer of the IKE sockets: a burst of
@@ -40,11 +53,26 @@ type transport struct {
 // reader instead of being dropped by the kernel.
 const socketBuffer = 1 << 20
 
-func listenUDP(addr netip.AddrPort) (*ipv4.PacketConn, *net.UDPConn, error) {
-	c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(addr))
+// reuseAddr lets the IKE port's wildcard socket and the peers' connected
+// sockets share the port (SO_REUSEADDR on each).
+func reuseAddr(_, _ string, rc syscall.RawConn) error {
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1) }); err != nil {
+		return err
+	}
+	return serr
+}
+
+func listenUDP(addr netip.AddrPort, shared bool) (*ipv4.PacketConn, *net.UDPConn, error) {
+	lc := net.ListenConfig{}
+	if shared {
+		lc.Control = reuseAddr
+	}
+	pconn, err := lc.ListenPacket(context.Background(), "udp4", net.UDPAddrFromAddrPort(addr).String())
 	if err != nil {
 		return nil, nil, fmt.Errorf("listen on UDP %v: %w", addr, err)
 	}
+	c := pconn.(*net.UDPConn)
 	// Best effort: the kernel caps it at net.core.rmem_max.
 	c.SetReadBuffer(socketBuffer)
 	pc := ipv4.NewPacketConn(c)
@@ -58,15 +86,24 @@ func listenUDP(addr netip.AddrPort) (*ipv4.PacketConn, *net.UDPConn, error) {
 }
 
 func newTransport(ikePort, nattPort uint16, dev *esp.Device, encapSocket bool) (*transport, error) {
-	t := &transport{ikePort: ikePort, nattPort: nattPort, dev: dev}
-	pc, c, err := listenUDP(netip.AddrPortFrom(netip.IPv4Unspecified(), ikePort))
+	t := &transport{ikePort: ikePort, nattPort: nattPort, dev: dev, peers: map[netip.AddrPort]*net.UDPConn{}, netns: -1}
+	// The caller's thread is in the namespace the sockets open in.
+	runtime.LockOSThread()
+	ns, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	runtime.UnlockOSThread()
+	if err == nil {
+		t.netns = ns
+		t.closers = append(t.closers, func() error { return unix.Close(ns) })
+	}
+	pc, c, err := listenUDP(netip.AddrPortFrom(netip.IPv4Unspecified(), ikePort), true)
 	if err != nil {
+		t.close()
 		return nil, err
 	}
 	t.sock500, t.udp500 = pc, c
 	t.closers = append(t.closers, c.Close)
 	if dev == nil {
-		pc, c, err := listenUDP(netip.AddrPortFrom(netip.IPv4Unspecified(), nattPort))
+		pc, c, err := listenUDP(netip.AddrPortFrom(netip.IPv4Unspecified(), nattPort), false)
 		if err != nil {
 			t.close()
 			return nil, err
@@ -86,47 +123,163 @@ func newTransport(ikePort, nattPort uint16, dev *esp.Device, encapSocket bool) (
 
 // run delivers received IKE messages to handle until the sockets close.
 func (t *transport) run(handle func(pkt []byte, local, remote netip.AddrPort)) {
-	read := func(pc *ipv4.PacketConn, port uint16, natt bool) {
-		defer t.wg.Done()
-		buf := make([]byte, maxIKEDatagram)
-		for {
-			n, cm, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				if errors.Is(err, net.ErrClosed) {
-					return
-				}
-				continue
-			}
-			ua, ok := from.(*net.UDPAddr)
-			if !ok {
-				continue
-			}
-			var local netip.AddrPort
-			if cm != nil {
-				if a, ok := netip.AddrFromSlice(cm.Dst); ok {
-					local = netip.AddrPortFrom(a.Unmap(), port)
-				}
-			}
-			remote := ua.AddrPort()
-			remote = netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())
-			pkt := buf[:n]
-			if natt {
-				kind, msg := ike.ClassifyNATT(pkt)
-				if kind != ike.NATTIKE {
-					continue // keepalives; ESP is taken by the kernel before us
-				}
-				pkt = msg
-			}
-			handle(append([]byte(nil), pkt...), local, remote)
+	// Several readers per socket: handle does the Diffie-Hellman of an
+	// IKE_SA_INIT, and with one reader a flood kept one core busy while
+	// the kernel dropped the rest, legitimate datagrams with it. The
+	// engine is safe for concurrent use; IKE's request/response makes the
+	// order between readers harmless (a peer sends an SA's next request
+	// only after our answer to the last).
+	for range ikeReaders() {
+		t.wg.Add(1)
+		go t.read(t.sock500, t.ikePort, false, handle)
+		if t.sock4500 != nil {
+			t.wg.Add(1)
+			go t.read(t.sock4500, t.nattPort, true, handle)
 		}
 	}
-	t.wg.Add(1)
-	go read(t.sock500, t.ikePort, false)
-	if t.sock4500 != nil {
+	t.mu.Lock()
+	t.handle = handle
+	for _, c := range t.peers {
 		t.wg.Add(1)
-		go read(t.sock4500, t.nattPort, true)
+		go t.read(ipv4.NewPacketConn(c), t.ikePort, false, handle)
+	}
+	t.mu.Unlock()
+}
+
+// read delivers what pc receives to handle until pc closes.
+func (t *transport) read(pc *ipv4.PacketConn, port uint16, natt bool, handle func(pkt []byte, local, remote netip.AddrPort)) {
+	defer t.wg.Done()
+	buf := make([]byte, maxIKEDatagram)
+	for {
+		n, cm, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		ua, ok := from.(*net.UDPAddr)
+		if !ok {
+			continue
+		}
+		var local netip.AddrPort
+		if cm != nil {
+			if a, ok := netip.AddrFromSlice(cm.Dst); ok {
+				local = netip.AddrPortFrom(a.Unmap(), port)
+			}
+		}
+		remote := ua.AddrPort()
+		remote = netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())
+		pkt := buf[:n]
+		if natt {
+			kind, msg := ike.ClassifyNATT(pkt)
+			if kind != ike.NATTIKE {
+				continue // keepalives; ESP is taken by the kernel before us
+			}
+			pkt = msg
+		}
+		handle(append([]byte(nil), pkt...), local, remote)
 	}
 }
+
+// setPeers gives each configured peer's address a socket of its own on
+// the IKE port, connected to that address. The kernel delivers a
+// datagram to the connected socket that matches its source before the
+// wildcard one, so the configured peers' IKE_SA_INIT wait in a queue of
+// their own: a flood that overflows the wildcard socket's queue (the
+// kernel then drops datagrams, whoever sent them) no longer drops theirs.
+// Sockets of addresses no longer configured are closed.
+func (t *transport) setPeers(addrs []netip.AddrPort) error {
+	want := map[netip.AddrPort]bool{}
+	for _, a := range addrs {
+		if a.Addr().Is4() || a.Addr().Is4In6() {
+			want[netip.AddrPortFrom(a.Addr().Unmap(), a.Port())] = true
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil
+	}
+	for a, c := range t.peers {
+		if !want[a] {
+			c.Close()
+			delete(t.peers, a)
+		}
+	}
+	var errs []error
+	for a := range want {
+		if t.peers[a] != nil {
+			continue
+		}
+		var conn net.Conn
+		err := t.inNetns(func() error {
+			d := net.Dialer{LocalAddr: &net.UDPAddr{Port: int(t.ikePort)}, Control: reuseAddr}
+			var err error
+			conn, err = d.Dial("udp4", a.String())
+			return err
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("socket for peer %v: %w", a, err))
+			continue
+		}
+		c := conn.(*net.UDPConn)
+		c.SetReadBuffer(socketBuffer)
+		pc := ipv4.NewPacketConn(c)
+		if err := pc.SetControlMessage(ipv4.FlagDst, true); err != nil {
+			c.Close()
+			errs = append(errs, fmt.Errorf("socket for peer %v: IP_PKTINFO: %w", a, err))
+			continue
+		}
+		t.peers[a] = c
+		if t.handle != nil {
+			t.wg.Add(1)
+			go t.read(pc, t.ikePort, false, t.handle)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// inNetns runs fn on a thread in the transport's network namespace (the
+// caller may be anywhere: tests apply configurations from outside the
+// gateway's namespace).
+func (t *transport) inNetns(fn func() error) error {
+	if t.netns < 0 {
+		return fn()
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var here, there unix.Stat_t
+	if err := unix.Stat("/proc/thread-self/ns/net", &here); err != nil {
+		return fmt.Errorf("network namespace of this thread: %w", err)
+	}
+	if err := unix.Fstat(t.netns, &there); err != nil {
+		return fmt.Errorf("network namespace of the IKE port: %w", err)
+	}
+	if here.Ino == there.Ino && here.Dev == there.Dev {
+		return fn()
+	}
+	back, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("network namespace of this thread: %w", err)
+	}
+	defer unix.Close(back)
+	if err := unix.Setns(t.netns, unix.CLONE_NEWNET); err != nil {
+		return fmt.Errorf("enter the IKE port's network namespace: %w", err)
+	}
+	ferr := fn()
+	if err := unix.Setns(back, unix.CLONE_NEWNET); err != nil {
+		// This thread is in the wrong namespace now: do not give it
+		// back to the runtime (a locked thread that is not unlocked
+		// exits with its goroutine).
+		panic("iked: cannot return to the network namespace: " + err.Error())
+	}
+	return ferr
+}
+
+// ikeReaders is how many goroutines read each IKE socket: one per CPU,
+// at least two.
+func ikeReaders() int { return max(2, runtime.NumCPU()) }
 
 // send is the engine's Send hook. Datagrams from the NAT-T port already
 // carry the non-ESP marker (or are a one-byte keepalive).
@@ -145,7 +298,15 @@ func (t *transport) send(pkt []byte, local, remote netip.AddrPort) error {
 		}
 		return t.dev.SendIKE(pkt[4:], remote)
 	}
-	return t.sendNow(t.udp500, pkt, local.Addr(), remote)
+	t.mu.Lock()
+	c := t.peers[remote]
+	t.mu.Unlock()
+	if c == nil {
+		c = t.udp500
+	}
+	// A configured peer's answers leave by its own socket: the wildcard
+	// one's send buffer may be full of answers to a flood.
+	return t.sendNow(c, pkt, local.Addr(), remote)
 }
 
 // sendNow sends one datagram from src (when given) without waiting: if the
@@ -186,6 +347,13 @@ func (t *transport) sendNow(c *net.UDPConn, pkt []byte, src netip.Addr, dst neti
 }
 
 func (t *transport) close() {
+	t.mu.Lock()
+	t.closed = true
+	for a, c := range t.peers {
+		c.Close()
+		delete(t.peers, a)
+	}
+	t.mu.Unlock()
 	for _, c := range t.closers {
 		c()
 	}

@@ -133,6 +133,10 @@ type ImportRequest struct {
 type FactoryResetRequest struct {
 	Who     string `json:"who"`
 	Confirm string `json:"confirm"`
+	// KeepSettings erases only the secrets: the admin accounts, the
+	// tunnels, the history and the stored files; the other settings
+	// stay (config.Store.EraseSecrets).
+	KeepSettings bool `json:"keep_settings,omitempty"`
 }
 
 // FileInfo answers PUT /v1/files/{name}. Storage is "ram" when there is
@@ -162,6 +166,7 @@ const (
 	CodeNotFound         = "not_found"
 	CodeNoFile           = "no_file" // GET /v1/files/{name} of a file never stored
 	CodeInternal         = "internal"
+	CodeForbidden        = "forbidden" // a secret, asked for on the restricted API
 )
 
 // Server is configd's local API over a Store.
@@ -174,6 +179,12 @@ type Server struct {
 	mux     *http.ServeMux
 	stop    chan struct{} // closed by StopWatches
 	once    sync.Once
+
+	// redact is set on the restricted API (see Restricted).
+	redact    *redactor
+	verifySem chan struct{} // one argon2id at a time: each takes 19 MiB
+	decoyOnce sync.Once
+	decoyHash string
 }
 
 // StopWatches ends every watch stream (they never go idle, so
@@ -194,7 +205,8 @@ func NewServer(store *config.Store, storage, note string, logf func(string, ...a
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	s := &Server{store: store, storage: storage, note: note, logf: logf, mux: http.NewServeMux(), stop: make(chan struct{})}
+	s := &Server{store: store, storage: storage, note: note, logf: logf, mux: http.NewServeMux(), stop: make(chan struct{}),
+		verifySem: make(chan struct{}, 1)}
 	for _, o := range opts {
 		o(s)
 	}
@@ -223,6 +235,7 @@ func NewServer(store *config.Store, storage, note string, logf func(string, ...a
 	s.mux.HandleFunc("GET /v1/watch", s.watch)
 	s.mux.HandleFunc("GET /v1/files/{name}", s.getFile)
 	s.mux.HandleFunc("PUT /v1/files/{name}", s.putFile)
+	s.mux.HandleFunc("POST /v1/verify-password", s.verifyPassword)
 	return s
 }
 
@@ -247,6 +260,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	resp := ErrorResponse{Error: err.Error(), Code: CodeBadRequest}
 	status := http.StatusBadRequest
 	switch {
+	case errors.Is(err, errRestricted):
+		status, resp.Code = http.StatusForbidden, CodeForbidden
 	case errors.As(err, &mbe):
 		status, resp.Code = http.StatusRequestEntityTooLarge, CodeTooLarge
 		resp.Error = fmt.Sprintf("request body larger than %d bytes", mbe.Limit)
@@ -335,7 +350,7 @@ func (s *Server) running(w http.ResponseWriter, r *http.Request) {
 		writeText(w, c.Text())
 		return
 	}
-	writeJSON(w, http.StatusOK, RunningResponse{Revision: rev, Config: c})
+	writeJSON(w, http.StatusOK, RunningResponse{Revision: rev, Config: s.outConfig(c)})
 }
 
 func (s *Server) candidate(w http.ResponseWriter, r *http.Request) {
@@ -346,7 +361,7 @@ func (s *Server) candidate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	running, _ := s.store.Running()
-	resp := CandidateResponse{Etag: tag, Config: c, Changed: len(config.ChangedSections(running, c)) > 0, Errors: []config.FieldError{}}
+	resp := CandidateResponse{Etag: tag, Config: s.outConfig(c), Changed: len(config.ChangedSections(running, c)) > 0, Errors: []config.FieldError{}}
 	var ve config.ValidationErrors
 	if errors.As(c.Validate(), &ve) {
 		resp.Errors = ve
@@ -374,7 +389,7 @@ func (s *Server) replaceCandidate(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	tag, err := s.store.ReplaceCandidate(etag(r, ""), c)
+	tag, err := s.editIn(etag(r, ""), func(cand *config.Config) error { *cand = *c.Clone(); return nil })
 	s.edited(w, r, tag, err)
 }
 
@@ -384,7 +399,24 @@ func (s *Server) patchCandidate(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	tag, err := s.store.PatchCandidate(etag(r, ""), body)
+	if len(body) > config.MaxDocumentSize {
+		s.fail(w, r, fmt.Errorf("patch is %d bytes, more than the %d allowed", len(body), config.MaxDocumentSize))
+		return
+	}
+	var tag string
+	if s.redact == nil {
+		tag, err = s.store.PatchCandidate(etag(r, ""), body)
+	} else {
+		tag, err = s.editIn(etag(r, ""), func(c *config.Config) error {
+			// The patch applies to what this API shows: the marks.
+			p, err := s.redact.out(c).MergePatch(body)
+			if err != nil {
+				return err
+			}
+			*c = *p
+			return nil
+		})
+	}
 	s.edited(w, r, tag, err)
 }
 
@@ -394,7 +426,12 @@ func (s *Server) set(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	tag, err := s.store.SetPath(etag(r, req.Etag), req.Path, req.Values...)
+	tag, err := s.editIn(etag(r, req.Etag), func(c *config.Config) error {
+		if s.redact != nil {
+			*c = *s.redact.out(c) // the path and values refer to what this API shows
+		}
+		return c.Set(req.Path, req.Values...)
+	})
 	s.edited(w, r, tag, err)
 }
 
@@ -404,7 +441,12 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	tag, err := s.store.DeletePath(etag(r, req.Etag), req.Path)
+	tag, err := s.editIn(etag(r, req.Etag), func(c *config.Config) error {
+		if s.redact != nil {
+			*c = *s.redact.out(c)
+		}
+		return c.Delete(req.Path)
+	})
 	s.edited(w, r, tag, err)
 }
 
@@ -424,6 +466,7 @@ func (s *Server) password(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &config.PathError{Path: "system.admins." + req.Admin + ".password_hash", Err: err})
 		return
 	}
+	// Straight to the store: the new hash is no mark, and is meant.
 	tag, err := s.store.EditCandidate(etag(r, req.Etag), func(c *config.Config) error {
 		return c.Set("system.admins."+req.Admin+".password_hash", a.PasswordHash.Reveal())
 	})
@@ -570,13 +613,17 @@ func (s *Server) revision(w http.ResponseWriter, r *http.Request) {
 		writeText(w, c.Text())
 		return
 	}
-	writeJSON(w, http.StatusOK, RevisionResponse{Info: info, Config: c})
+	writeJSON(w, http.StatusOK, RevisionResponse{Info: info, Config: s.outConfig(c)})
 }
 
 func (s *Server) export(w http.ResponseWriter, r *http.Request) {
 	var req ExportRequest
 	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
 		s.fail(w, r, err)
+		return
+	}
+	if s.redact != nil && req.Secrets == config.SecretsIncluded {
+		s.fail(w, r, fmt.Errorf("export with secrets in the clear: %w (export them encrypted with a passphrase)", errRestricted))
 		return
 	}
 	data, err := s.store.Export(req.Secrets, req.Passphrase)
@@ -612,7 +659,11 @@ func (s *Server) factoryReset(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errors.New(`confirm must be "factory-reset"`))
 		return
 	}
-	info, err := s.store.FactoryReset(who(r, req.Who))
+	reset := s.store.FactoryReset
+	if req.KeepSettings {
+		reset = s.store.EraseSecrets
+	}
+	info, err := reset(who(r, req.Who))
 	if err != nil {
 		s.fail(w, r, storeErr(err))
 		return
@@ -627,7 +678,17 @@ func (s *Server) factoryReset(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, info)
 }
 
+// fileAllowed reports whether the restricted API may hand out or store
+// name: only the web UI's own key and certificate.
+func (s *Server) fileAllowed(name string) bool {
+	return s.redact == nil || strings.HasPrefix(name, "webui.")
+}
+
 func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
+	if !s.fileAllowed(r.PathValue("name")) {
+		s.fail(w, r, fmt.Errorf("file %q: %w", r.PathValue("name"), errRestricted))
+		return
+	}
 	data, err := s.files.Get(r.PathValue("name"))
 	if err != nil {
 		if !errors.Is(err, ErrBadFileName) && !errors.Is(err, fs.ErrNotExist) {
@@ -645,6 +706,10 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
+	if !s.fileAllowed(name) {
+		s.fail(w, r, fmt.Errorf("file %q: %w", name, errRestricted))
+		return
+	}
 	if !ValidFileName(name) {
 		s.fail(w, r, fmt.Errorf("file %q: %w", name, ErrBadFileName))
 		return

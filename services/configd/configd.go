@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"io"
 	"log"
 	"net"
@@ -42,10 +43,14 @@ func Main(args []string) int {
 	fs := flag.NewFlagSet("configd", flag.ContinueOnError)
 	dbPath := fs.String("db", "", "database file (default: "+DefaultCfgDir+"/"+DefaultDBName+", or "+ramDB+" without a config partition)")
 	socket := fs.String("socket", DefaultSocket, "unix socket of the local API")
+	webSocket := fs.String("web-socket", "next-to-socket", "unix socket of the restricted API for the web UI, which hands out no secrets (default: "+filepath.Base(DefaultWebSocket)+" in -socket's directory; empty: none)")
 	cfgDir := fs.String("cfg", DefaultCfgDir, "config partition mount point, remounted read-write only to commit; empty: never remount")
 	board := fs.String("board", "", "board whose ports the defaults of a fresh database or a factory reset name (boards.Lookup); empty or unknown: eth0 and eth1")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *webSocket == "next-to-socket" {
+		*webSocket = filepath.Join(filepath.Dir(*socket), filepath.Base(DefaultWebSocket))
 	}
 	logger := log.New(os.Stderr, "", 0)
 	logf := logger.Printf
@@ -83,9 +88,20 @@ func Main(args []string) int {
 		logf("configd: %v", err)
 		return 1
 	}
+	var webLn net.Listener
+	if *webSocket != "" {
+		if webLn, err = listen(*webSocket); err != nil {
+			ln.Close()
+			logf("configd: %v", err)
+			return 1
+		}
+	}
 	store, err := config.Open(*dbPath, config.Options{Card: card, Logf: logf, Defaults: defaultsFor(*board, logf)})
 	if err != nil {
 		ln.Close()
+		if webLn != nil {
+			webLn.Close()
+		}
 		logf("configd: %v", err)
 		return 1
 	}
@@ -99,7 +115,8 @@ func Main(args []string) int {
 	if filesDir == "" {
 		filesDir = filepath.Join(filepath.Dir(*dbPath), DefaultFilesDir)
 	}
-	api := NewServer(store, storage, note, logf, WithFiles(NewFileStore(filesDir, card, logf)))
+	files := NewFileStore(filesDir, card, logf)
+	api := NewServer(store, storage, note, logf, WithFiles(files))
 	srv := &http.Server{
 		Handler:           api,
 		ConnContext:       connContext,
@@ -108,8 +125,17 @@ func Main(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	var webSrv *http.Server
+	if webLn != nil {
+		webAPI := NewServer(store, storage, note, logf, WithFiles(files), Restricted())
+		webSrv = &http.Server{Handler: webAPI, ConnContext: connContext, ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog: log.New(io.Discard, "", 0)}
+		webSrv.RegisterOnShutdown(webAPI.StopWatches)
+		go func() { errc <- webSrv.Serve(webLn) }()
+		logf("configd: serving the web UI's restricted API on %s", *webSocket)
+	}
 	select {
 	case err := <-errc:
 		logf("configd: serve: %v", err)
@@ -121,6 +147,10 @@ func Main(args []string) int {
 	srv.RegisterOnShutdown(api.StopWatches)
 	srv.Shutdown(shutdown)
 	os.Remove(*socket)
+	if webSrv != nil {
+		webSrv.Shutdown(shutdown)
+		os.Remove(*webSocket)
+	}
 	logf("configd: stopped")
 	return 0
 }
@@ -136,11 +166,17 @@ func listen(path string) (net.Listener, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("remove stale socket: %w", err)
 	}
+	// Root only: the API hands out PSKs and changes the firewall. The
+	// socket is created 0600 by the umask, so that there is no moment in
+	// which another user could connect to it; the chmod after is for a
+	// file system that ignores the umask for sockets. configd creates no
+	// other file while it starts listening.
+	old := unix.Umask(0o177)
 	ln, err := net.Listen("unix", path)
+	unix.Umask(old)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
-	// Root only: the API hands out PSKs and changes the firewall.
 	if err := os.Chmod(path, 0o600); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("chmod %s: %w", path, err)

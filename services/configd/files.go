@@ -181,6 +181,16 @@ func (f *FileStore) RemoveAll() error {
 		return fmt.Errorf("remove stored files: make the card writable: %w", err)
 	}
 	defer f.endWrite()
+	// Zeros first: the files are keys, and removing them alone leaves
+	// their blocks on the card as they were.
+	entries, _ := os.ReadDir(f.dir)
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			if err := config.ZeroFile(filepath.Join(f.dir, e.Name())); err != nil {
+				return fmt.Errorf("remove stored files: overwrite %s: %w", e.Name(), err)
+			}
+		}
+	}
 	if err := os.RemoveAll(f.dir); err != nil {
 		return fmt.Errorf("remove stored files: %w", err)
 	}

@@ -311,6 +311,24 @@ func (c *Client) FactoryReset(ctx context.Context, who string) (config.RevisionI
 	return info, err
 }
 
+// VerifyPassword asks configd whether password is user's (the web UI
+// gets no password hashes). An unknown user reads as a wrong password.
+func (c *Client) VerifyPassword(ctx context.Context, user, password string) (bool, error) {
+	var resp configd.VerifyPasswordResponse
+	_, err := c.do(ctx, "POST", "/v1/verify-password", nil, configd.VerifyPasswordRequest{User: user, Password: password}, &resp)
+	return resp.OK, err
+}
+
+// EraseSecrets is a factory reset that keeps the settings that are not
+// secret: admin accounts, tunnels, the history and the stored files are
+// erased, the interfaces, routes, firewall and system settings stay.
+func (c *Client) EraseSecrets(ctx context.Context, who string) (config.RevisionInfo, error) {
+	var info config.RevisionInfo
+	_, err := c.do(ctx, "POST", "/v1/factory-reset", nil,
+		configd.FactoryResetRequest{Who: who, Confirm: "factory-reset", KeepSettings: true}, &info)
+	return info, err
+}
+
 // PutFile stores data (at most configd.MaxFileSize bytes) as name in
 // configd's file store, on the config partition, replacing what was there.
 // Files are for secrets at rest such as TLS keys; they are not part of the
