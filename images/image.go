@@ -2,6 +2,7 @@ package images
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/boards"
+	"github.com/flashgate/flashgate/upgrade/imagefile"
 )
 
 // Builder builds card images.
@@ -26,6 +28,16 @@ type Builder struct {
 	AptOpts        []string  // extra apt "-o" settings (tests point apt at a dead proxy)
 	Epoch          time.Time // every timestamp in the image; see SourceDateEpoch
 	Log            io.Writer // progress, or nil
+	// SigningKey signs the slot's manifest and the upgrade file, and its
+	// public key goes on the card as the one the box trusts. Without one
+	// the image is a developer's: unsigned, and its card accepts unsigned
+	// upgrades (the dashboard says so).
+	SigningKey ed25519.PrivateKey
+}
+
+// UpgradePath is where Build writes the upgrade file of board at version.
+func (b *Builder) UpgradePath(board, version string) string {
+	return filepath.Join(b.OutDir, fmt.Sprintf("flashgate-%s-%s.fgup", board, version))
 }
 
 // ImagePath is where Build writes the image of board at version.
@@ -59,7 +71,7 @@ func (b *Builder) Build(ctx context.Context, board boards.Board, version string)
 	if err != nil {
 		return nil, fmt.Errorf("board %s: %w", board.Name, err)
 	}
-	cfg, err := SyslinuxConfig(board, version)
+	cfg, err := SyslinuxConfig(board)
 	if err != nil {
 		return nil, fmt.Errorf("board %s: %w", board.Name, err)
 	}
@@ -120,10 +132,18 @@ func (b *Builder) Build(ctx context.Context, board boards.Board, version string)
 	initrd := filepath.Join(work, "initrd.img")
 	ir := &Initramfs{RepoRoot: b.RepoRoot, CacheDir: cache, GOARCH: board.GOARCH, GO386: board.GO386,
 		ModulesDir: modRoot, Log: b.logf}
-	initrdBytes, cpioBytes, err := ir.Build(ctx, initrd)
+	_, cpioBytes, err := ir.Build(ctx, initrd)
 	if err != nil {
 		return nil, err
 	}
+	if err := AppendToInitramfs(initrd, map[string][]byte{VersionFile: []byte(version + "\n")}, nil); err != nil {
+		return nil, fmt.Errorf("stamp the version into the initramfs: %w", err)
+	}
+	ifi, err := os.Stat(initrd)
+	if err != nil {
+		return nil, err
+	}
+	initrdBytes := ifi.Size()
 	kfi, err := os.Stat(kern.Vmlinuz)
 	if err != nil {
 		return nil, err
@@ -140,18 +160,25 @@ func (b *Builder) Build(ctx context.Context, board boards.Board, version string)
 		return nil, err
 	}
 
-	cfgFile := filepath.Join(work, "syslinux.cfg")
-	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
+	plan, err := planSlots(layout.BootBytes, rep.KernelBytes, rep.InitramfsBytes)
+	if err != nil {
+		return nil, fmt.Errorf("board %s: %w", board.Name, err)
+	}
+	rep.Slot = plan
+	slot := imagefile.Slot{Version: version, Board: board.Name, Built: epoch.Unix(), Kernel: kern.Vmlinuz, Initrd: initrd}
+	upgradeTmp := filepath.Join(work, "upgrade.fgup")
+	header, err := WriteUpgradeFile(upgradeTmp, slot, b.SigningKey)
+	if err != nil {
+		return nil, err
+	}
+	files, err := stageBootFiles(work, cfg, plan, slot, header, b.SigningKey)
+	if err != nil {
 		return nil, err
 	}
 	card := &cardBuild{Image: filepath.Join(work, "card.img"), Layout: layout,
 		IDs: deriveCardIDs(board.Name, version), Epoch: epoch, Work: work}
 	b.logf("laying out the card (%d MiB)", layout.CardBytes/mib)
-	if err := card.create(ctx, []bootFile{
-		{Src: cfgFile, Dst: "/syslinux.cfg"},
-		{Src: kern.Vmlinuz, Dst: slotAKernel},
-		{Src: initrd, Dst: slotAInitramfs},
-	}); err != nil {
+	if err := card.create(ctx, files); err != nil {
 		return nil, err
 	}
 	if rep.BootFreeBytes, err = card.bootFreeBytes(ctx); err != nil {
@@ -160,8 +187,79 @@ func (b *Builder) Build(ctx context.Context, board boards.Board, version string)
 	if err := os.Rename(card.Image, rep.Image); err != nil {
 		return nil, fmt.Errorf("move the image into place: %w", err)
 	}
+	rep.UpgradeFile = b.UpgradePath(board.Name, version)
+	if err := os.Rename(upgradeTmp, rep.UpgradeFile); err != nil {
+		return nil, fmt.Errorf("move the upgrade file into place: %w", err)
+	}
+	rep.Signer = "unsigned (a developer's image; its card accepts unsigned upgrades)"
+	if b.SigningKey != nil {
+		rep.Signer = imagefile.Fingerprint(b.SigningKey.Public().(ed25519.PublicKey))
+	}
 	return rep, nil
 }
+
+// stageBootFiles writes the boot partition's files into work: syslinux.cfg
+// and its menu modules, the trusted key file, slot A (kernel and initramfs
+// padded to the plan, and the upgrade header as its manifest) and slot B at
+// the same sizes, all zeros.
+func stageBootFiles(work, cfg string, plan SlotPlan, slot imagefile.Slot, header []byte, key ed25519.PrivateKey) ([]bootFile, error) {
+	dir := filepath.Join(work, "slots")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	stage := func(name string, write func(string) error) (string, error) {
+		p := filepath.Join(dir, name)
+		return p, write(p)
+	}
+	var files []bootFile
+	add := func(dst, name string, write func(string) error) error {
+		p, err := stage(name, write)
+		if err != nil {
+			return fmt.Errorf("stage %s: %w", dst, err)
+		}
+		files = append(files, bootFile{Src: p, Dst: dst})
+		return nil
+	}
+	if err := add("/syslinux.cfg", "syslinux.cfg", func(p string) error { return os.WriteFile(p, []byte(cfg), 0o644) }); err != nil {
+		return nil, err
+	}
+	for _, m := range syslinuxModules {
+		files = append(files, bootFile{Src: filepath.Join(syslinuxModuleDir, m), Dst: "/" + m})
+	}
+	trust := imagefile.Trust{AllowUnsigned: key == nil}
+	if key != nil {
+		trust.Keys = []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}
+	}
+	if err := add(TrustPath, "upgrade.pub", func(p string) error { return os.WriteFile(p, imagefile.MarshalTrust(trust), 0o644) }); err != nil {
+		return nil, err
+	}
+	for _, s := range Slots {
+		k, i, m := SlotPaths(s)
+		var err error
+		if s == "a" {
+			err = errors.Join(
+				add(k, "a-vmlinuz", func(p string) error { return padFile(slot.Kernel, p, plan.KernelBytes) }),
+				add(i, "a-initrd", func(p string) error { return padFile(slot.Initrd, p, plan.InitrdBytes) }),
+				add(m, "a-manifest", func(p string) error { return writeSlotManifest(p, header) }))
+		} else {
+			err = errors.Join(
+				add(k, s+"-vmlinuz", func(p string) error { return zeroFile(p, plan.KernelBytes) }),
+				add(i, s+"-initrd", func(p string) error { return zeroFile(p, plan.InitrdBytes) }),
+				add(m, s+"-manifest", func(p string) error { return zeroFile(p, slotManifestBytes) }))
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
+}
+
+// TrustPath is the file on the boot partition that says which upgrade
+// signatures the box accepts.
+const TrustPath = "/upgrade.pub"
+
+// syslinuxModuleDir holds the BIOS com32 modules (syslinux-common).
+const syslinuxModuleDir = "/usr/lib/syslinux/modules/bios"
 
 // checkFit refuses firmware that does not fit the boot partition of the
 // board's smallest card, with the numbers.
