@@ -29,26 +29,15 @@ func signedSmallCard(t *testing.T, key ed25519.PrivateKey) (card string, slot im
 		Kernel: filepath.Join(dir, "vmlinuz"), Initrd: filepath.Join(dir, "initrd.img")}
 	os.WriteFile(slot.Kernel, bytes.Repeat([]byte("K"), 3<<20), 0o644)
 	os.WriteFile(slot.Initrd, bytes.Repeat([]byte("I"), 4<<20), 0o644)
-	l, _ := PlanLayout(32)
-	plan, err := planSlots(l.BootBytes, 3<<20, 4<<20)
+	card = filepath.Join(dir, "card.img")
+	_, _, err := MakeCard(context.Background(), CardSpec{
+		Board:   boards.Board{Name: "qemu", MinCardMB: 32, Console: boards.Console{Device: "ttyS0", Baud: 115200}},
+		Version: "v1", Epoch: time.Unix(slot.Built, 0), Kernel: slot.Kernel, Initrd: slot.Initrd, Key: key,
+		Image: card, UpgradeFile: filepath.Join(dir, "v1.fgup"), Work: work})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hdr, err := WriteUpgradeFile(filepath.Join(dir, "v1.fgup"), slot, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, _ := SyslinuxConfig(boards.Board{Name: "qemu", Console: boards.Console{Device: "ttyS0", Baud: 115200}})
-	files, err := stageBootFiles(work, cfg, plan, slot, hdr, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &cardBuild{Image: filepath.Join(dir, "card.img"), Layout: l, IDs: deriveCardIDs("qemu", "v1"),
-		Epoch: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC), Work: work}
-	if err := c.create(context.Background(), files); err != nil {
-		t.Fatal(err)
-	}
-	return c.Image, slot
+	return card, slot
 }
 
 // TestCardLayout checks the card Build lays out: both slots at the

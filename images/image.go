@@ -71,8 +71,8 @@ func (b *Builder) Build(ctx context.Context, board boards.Board, version string)
 	if err != nil {
 		return nil, fmt.Errorf("board %s: %w", board.Name, err)
 	}
-	cfg, err := SyslinuxConfig(board)
-	if err != nil {
+	// Checked before the long part of the build: the board's console.
+	if _, err := SyslinuxConfig(board); err != nil {
 		return nil, fmt.Errorf("board %s: %w", board.Name, err)
 	}
 	epoch := b.Epoch
@@ -160,42 +160,82 @@ func (b *Builder) Build(ctx context.Context, board boards.Board, version string)
 		return nil, err
 	}
 
-	plan, err := planSlots(layout.BootBytes, rep.KernelBytes, rep.InitramfsBytes)
-	if err != nil {
-		return nil, fmt.Errorf("board %s: %w", board.Name, err)
-	}
-	rep.Slot = plan
-	slot := imagefile.Slot{Version: version, Board: board.Name, Built: epoch.Unix(), Kernel: kern.Vmlinuz, Initrd: initrd}
-	upgradeTmp := filepath.Join(work, "upgrade.fgup")
-	header, err := WriteUpgradeFile(upgradeTmp, slot, b.SigningKey)
-	if err != nil {
-		return nil, err
-	}
-	files, err := stageBootFiles(work, cfg, plan, slot, header, b.SigningKey)
-	if err != nil {
-		return nil, err
-	}
-	card := &cardBuild{Image: filepath.Join(work, "card.img"), Layout: layout,
-		IDs: deriveCardIDs(board.Name, version), Epoch: epoch, Work: work}
 	b.logf("laying out the card (%d MiB)", layout.CardBytes/mib)
-	if err := card.create(ctx, files); err != nil {
+	spec := CardSpec{Board: board, Version: version, Epoch: epoch, Kernel: kern.Vmlinuz, Initrd: initrd,
+		Key: b.SigningKey, Image: rep.Image, UpgradeFile: b.UpgradePath(board.Name, version), Work: work}
+	if rep.Slot, rep.BootFreeBytes, err = MakeCard(ctx, spec); err != nil {
 		return nil, err
 	}
-	if rep.BootFreeBytes, err = card.bootFreeBytes(ctx); err != nil {
-		return nil, err
-	}
-	if err := os.Rename(card.Image, rep.Image); err != nil {
-		return nil, fmt.Errorf("move the image into place: %w", err)
-	}
-	rep.UpgradeFile = b.UpgradePath(board.Name, version)
-	if err := os.Rename(upgradeTmp, rep.UpgradeFile); err != nil {
-		return nil, fmt.Errorf("move the upgrade file into place: %w", err)
-	}
+	rep.UpgradeFile = spec.UpgradeFile
 	rep.Signer = "unsigned (a developer's image; its card accepts unsigned upgrades)"
 	if b.SigningKey != nil {
 		rep.Signer = imagefile.Fingerprint(b.SigningKey.Public().(ed25519.PublicKey))
 	}
 	return rep, nil
+}
+
+// CardSpec is a card to lay out around a built kernel and initramfs.
+type CardSpec struct {
+	Board          boards.Board
+	Version        string
+	Epoch          time.Time // every timestamp; its Unix time is the manifest's build time
+	Kernel, Initrd string    // the slot's files (the initramfs already stamped with its version)
+	Key            ed25519.PrivateKey
+	Image          string // the card image to write
+	UpgradeFile    string // the .fgup to write alongside
+	Work           string // scratch directory
+}
+
+// MakeCard lays out s's card (partitions, syslinux, both slots, the key)
+// and writes its upgrade file. It returns the slot plan and the free bytes
+// left on the boot partition.
+func MakeCard(ctx context.Context, s CardSpec) (SlotPlan, int64, error) {
+	layout, err := PlanLayout(s.Board.MinCardMB)
+	if err != nil {
+		return SlotPlan{}, 0, fmt.Errorf("board %s: %w", s.Board.Name, err)
+	}
+	cfg, err := SyslinuxConfig(s.Board)
+	if err != nil {
+		return SlotPlan{}, 0, fmt.Errorf("board %s: %w", s.Board.Name, err)
+	}
+	var sizes [2]int64
+	for i, p := range []string{s.Kernel, s.Initrd} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return SlotPlan{}, 0, err
+		}
+		sizes[i] = fi.Size()
+	}
+	plan, err := planSlots(layout.BootBytes, sizes[0], sizes[1])
+	if err != nil {
+		return SlotPlan{}, 0, fmt.Errorf("board %s: %w", s.Board.Name, err)
+	}
+	slot := imagefile.Slot{Version: s.Version, Board: s.Board.Name, Built: s.Epoch.Unix(), Kernel: s.Kernel, Initrd: s.Initrd}
+	upgradeTmp := filepath.Join(s.Work, "upgrade.fgup")
+	header, err := WriteUpgradeFile(upgradeTmp, slot, s.Key)
+	if err != nil {
+		return SlotPlan{}, 0, err
+	}
+	files, err := stageBootFiles(s.Work, cfg, plan, slot, header, s.Key)
+	if err != nil {
+		return SlotPlan{}, 0, err
+	}
+	card := &cardBuild{Image: filepath.Join(s.Work, "card.img"), Layout: layout,
+		IDs: deriveCardIDs(s.Board.Name, s.Version), Epoch: s.Epoch, Work: s.Work}
+	if err := card.create(ctx, files); err != nil {
+		return SlotPlan{}, 0, err
+	}
+	free, err := card.bootFreeBytes(ctx)
+	if err != nil {
+		return SlotPlan{}, 0, err
+	}
+	if err := os.Rename(card.Image, s.Image); err != nil {
+		return SlotPlan{}, 0, fmt.Errorf("move the image into place: %w", err)
+	}
+	if err := os.Rename(upgradeTmp, s.UpgradeFile); err != nil {
+		return SlotPlan{}, 0, fmt.Errorf("move the upgrade file into place: %w", err)
+	}
+	return plan, free, nil
 }
 
 // stageBootFiles writes the boot partition's files into work: syslinux.cfg
