@@ -44,7 +44,9 @@ func (r *Report) FirmwareBytes() int64 { return r.KernelBytes + r.InitramfsBytes
 // SlotBFits reports whether a second slot of the same size fits: slot B is
 // laid out at flash time at slot A's size, so it does whenever the card
 // was built.
-func (r *Report) SlotBFits() bool { return r.Slot.KernelBytes >= r.KernelBytes && r.Slot.InitrdBytes >= r.InitramfsBytes }
+func (r *Report) SlotBFits() bool {
+	return r.Slot.KernelBytes >= r.KernelBytes && r.Slot.InitrdBytes >= r.InitramfsBytes
+}
 
 // Write prints the report for humans.
 func (r *Report) Write(w io.Writer) {

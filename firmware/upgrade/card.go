@@ -131,8 +131,8 @@ func (c *Card) Files(slot string) (SlotFiles, error) {
 	var s SlotFiles
 	var err error
 	for _, x := range []struct {
-		p   **bootfs.File
-		n   string
+		p **bootfs.File
+		n string
 	}{{&s.Kernel, "vmlinuz"}, {&s.Initrd, "initrd.img"}, {&s.Manifest, "manifest"}} {
 		if *x.p, err = c.Vol.Open("/" + slot + "/" + x.n); err != nil {
 			return SlotFiles{}, fmt.Errorf("slot %s: %w (a card flashed before A/B upgrades has no slot b: re-flash it once)", slot, err)
