@@ -9,6 +9,7 @@ import (
 	"io"
 
 	"github.com/flashgate/flashgate/firmware/bootfs"
+	"github.com/flashgate/flashgate/firmware/bootslot"
 	"github.com/flashgate/flashgate/upgrade/imagefile"
 )
 
@@ -54,9 +55,9 @@ type Plan struct {
 // Check runs every check that needs only the header: signature, board,
 // size against the slot and the upload, downgrade, and whether the card is
 // in a state to take an upgrade. Nothing is written.
-func (c *Card) Check(h *imagefile.Header, run Running, opt Options) (Plan, error) {
+func Check(c *Card, h *imagefile.Header, run Running, opt Options) (Plan, error) {
 	p := Plan{Header: h}
-	trust, err := c.Trust()
+	trust, err := Trust(c)
 	if err != nil {
 		return p, err
 	}
@@ -76,16 +77,16 @@ func (c *Card) Check(h *imagefile.Header, run Running, opt Options) (Plan, error
 	if run.Slot != "a" && run.Slot != "b" {
 		return p, fmt.Errorf("the running firmware does not know its slot (no flashgate.slot on the kernel command line): upgrades need a card flashed with A/B slots")
 	}
-	boot, err := ReadBoot(c.Vol)
+	boot, err := bootslot.ReadBoot(c.Vol)
 	if err != nil {
 		return p, fmt.Errorf("read the boot state: %w", err)
 	}
 	if boot.Committed != run.Slot {
 		return p, fmt.Errorf("%w: this is a test boot of slot %s (slot %s is the default); writing slot %s now would overwrite the firmware to fall back to", ErrBusy, run.Slot, boot.Committed, boot.Committed)
 	}
-	p.Target = OtherSlot(run.Slot)
-	p.Running = c.Slot(run.Slot)
-	files, err := c.Files(p.Target)
+	p.Target = bootslot.OtherSlot(run.Slot)
+	p.Running = ReadSlot(c, run.Slot)
+	files, err := Files(c, p.Target)
 	if err != nil {
 		return p, err
 	}
@@ -110,12 +111,12 @@ func (c *Card) Check(h *imagefile.Header, run Running, opt Options) (Plan, error
 // metadata and the default in the ADV are not written; until the final ADV
 // write a power cut leaves the box booting the running slot as before. The
 // caller reboots (or not) afterwards.
-func (c *Card) Install(r io.Reader, run Running, opt Options) (Plan, error) {
+func Install(c *Card, r io.Reader, run Running, opt Options) (Plan, error) {
 	h, err := imagefile.ReadHeader(r)
 	if err != nil {
 		return Plan{}, err
 	}
-	p, err := c.Check(h, run, opt)
+	p, err := Check(c, h, run, opt)
 	if err != nil {
 		return p, err
 	}
@@ -124,20 +125,20 @@ func (c *Card) Install(r io.Reader, run Running, opt Options) (Plan, error) {
 			opt.Progress(Progress{Stage: stage, Done: done, Total: total})
 		}
 	}
-	files, err := c.Files(p.Target)
+	files, err := Files(c, p.Target)
 	if err != nil {
 		return p, err
 	}
 	// A boot-once armed by an earlier upload that was never rebooted
 	// must not boot the half-written slot: disarm it, and mark the slot
 	// empty until it is whole again.
-	boot, err := ReadBoot(c.Vol)
+	boot, err := bootslot.ReadBoot(c.Vol)
 	if err != nil {
 		return p, err
 	}
 	if boot.Once != "" {
 		boot.Once = ""
-		if err := WriteBoot(c.Vol, boot); err != nil {
+		if err := bootslot.WriteBoot(c.Vol, boot); err != nil {
 			return p, fmt.Errorf("disarm the earlier test boot: %w", err)
 		}
 	}
@@ -179,7 +180,7 @@ func (c *Card) Install(r io.Reader, run Running, opt Options) (Plan, error) {
 	if err := imagefile.ExpectEnd(r); err != nil {
 		return p, err
 	}
-	if err := c.sync(); err != nil {
+	if err := c.Sync(); err != nil {
 		return p, fmt.Errorf("flush slot %s: %w", p.Target, err)
 	}
 	progress("read back", 0, total)
@@ -197,14 +198,14 @@ func (c *Card) Install(r io.Reader, run Running, opt Options) (Plan, error) {
 	if _, err := files.Manifest.WriteAt(manifest, 0); err != nil {
 		return p, fmt.Errorf("write slot %s manifest: %w", p.Target, err)
 	}
-	if err := c.sync(); err != nil {
+	if err := c.Sync(); err != nil {
 		return p, fmt.Errorf("flush slot %s manifest: %w", p.Target, err)
 	}
 	progress("switch", total, total)
 	boot.Once = p.Target
-	boot.Last = &Record{State: StateTrial, From: run.Slot, To: p.Target,
+	boot.Last = &bootslot.Record{State: bootslot.StateTrial, From: run.Slot, To: p.Target,
 		FromVersion: run.Version, ToVersion: m.Version, WaitFor: opt.WaitFor}
-	if err := WriteBoot(c.Vol, boot); err != nil {
+	if err := bootslot.WriteBoot(c.Vol, boot); err != nil {
 		return p, fmt.Errorf("arm the test boot of slot %s: %w", p.Target, err)
 	}
 	return p, nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/firmware/bootfs"
+	"github.com/flashgate/flashgate/firmware/bootslot"
 	"github.com/flashgate/flashgate/images"
 	"github.com/flashgate/flashgate/upgrade/imagefile"
 )
@@ -78,7 +79,7 @@ func (l *lab) file(t *testing.T, s imagefile.Slot, key ed25519.PrivateKey) []byt
 
 func (l *lab) open(t *testing.T) *Card {
 	t.Helper()
-	c, err := OpenCard(l.card, cardBase)
+	c, err := bootslot.OpenCard(l.card, cardBase)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func TestInstall(t *testing.T) {
 	v2 := l.slot(t, "v2", 1700000100, 2<<20+123, 4<<20+77)
 	file := l.file(t, v2, l.key)
 	var stages []string
-	p, err := c.Install(bytes.NewReader(file), runningA, Options{Size: int64(len(file)), WaitFor: []string{"eth0"},
+	p, err := Install(c, bytes.NewReader(file), runningA, Options{Size: int64(len(file)), WaitFor: []string{"eth0"},
 		Progress: func(pr Progress) {
 			if len(stages) == 0 || stages[len(stages)-1] != pr.Stage {
 				stages = append(stages, pr.Stage)
@@ -144,13 +145,13 @@ func TestInstall(t *testing.T) {
 	if !bytes.Equal(meta0, meta1) || !bytes.Equal(dirA0, dirA1) || !bytes.Equal(dirB0, dirB1) {
 		t.Error("the upgrade changed FAT metadata (boot sector, FATs, root or slot directories)")
 	}
-	b := c.Slot("b")
+	b := ReadSlot(c, "b")
 	if b.Manifest == nil || b.Manifest.Version != "v2" || b.Signer != imagefile.Fingerprint(l.key.Public().(ed25519.PublicKey)) {
 		t.Errorf("slot b: %+v", b)
 	}
-	boot, err := ReadBoot(c.Vol)
+	boot, err := bootslot.ReadBoot(c.Vol)
 	if err != nil || boot.Committed != "a" || boot.Once != "b" || boot.Last == nil ||
-		boot.Last.State != StateTrial || boot.Last.ToVersion != "v2" || boot.Last.FromVersion != "v1" || strings.Join(boot.Last.WaitFor, ",") != "eth0" {
+		boot.Last.State != bootslot.StateTrial || boot.Last.ToVersion != "v2" || boot.Last.FromVersion != "v1" || strings.Join(boot.Last.WaitFor, ",") != "eth0" {
 		t.Fatalf("boot state %+v %+v %v", boot, boot.Last, err)
 	}
 	if err := images.CheckCard(context.Background(), l.card); err != nil {
@@ -187,7 +188,7 @@ func TestRefusedBeforeWriting(t *testing.T) {
 	for _, tc := range cases {
 		before, _ := os.ReadFile(l.card)
 		c := l.open(t)
-		_, err := c.Install(bytes.NewReader(tc.file), runningA, Options{Size: tc.size})
+		_, err := Install(c, bytes.NewReader(tc.file), runningA, Options{Size: tc.size})
 		c.Close()
 		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s: got %v, want %v saying %q", tc.name, err, tc.want, tc.says)
@@ -198,11 +199,11 @@ func TestRefusedBeforeWriting(t *testing.T) {
 	}
 	// Confirmed, the downgrade goes in.
 	c := l.open(t)
-	if p, err := c.Install(bytes.NewReader(l.file(t, old, l.key)), runningA, Options{Size: -1, AllowDowngrade: true}); err != nil || !p.Downgrade {
+	if p, err := Install(c, bytes.NewReader(l.file(t, old, l.key)), runningA, Options{Size: -1, AllowDowngrade: true}); err != nil || !p.Downgrade {
 		t.Errorf("confirmed downgrade: %+v %v", p, err)
 	}
 	// During a test boot of b, slot a is the fallback: not writable.
-	if _, err := c.Install(bytes.NewReader(good), Running{Slot: "b", Version: "v0", Board: "qemu"}, Options{Size: -1}); !errors.Is(err, ErrBusy) {
+	if _, err := Install(c, bytes.NewReader(good), Running{Slot: "b", Version: "v0", Board: "qemu"}, Options{Size: -1}); !errors.Is(err, ErrBusy) {
 		t.Errorf("upgrade during a test boot: %v", err)
 	}
 }
@@ -224,15 +225,15 @@ func TestBadPayloadNeverArmed(t *testing.T) {
 		"truncated stream": {good[:len(good)-100], imagefile.ErrTruncated},
 	} {
 		c := l.open(t)
-		_, err := c.Install(bytes.NewReader(tc.file), runningA, Options{Size: -1})
+		_, err := Install(c, bytes.NewReader(tc.file), runningA, Options{Size: -1})
 		if !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", name, err, tc.want)
 		}
-		boot, _ := ReadBoot(c.Vol)
+		boot, _ := bootslot.ReadBoot(c.Vol)
 		if boot.Once != "" || boot.Committed != "a" {
 			t.Errorf("%s: boot state %+v: slot b armed", name, boot)
 		}
-		if s := c.Slot("b"); s.Manifest != nil {
+		if s := ReadSlot(c, "b"); s.Manifest != nil {
 			t.Errorf("%s: slot b claims to hold %s", name, s.Manifest.Version)
 		}
 		c.Close()
@@ -294,12 +295,12 @@ func TestPowerCutDuringInstall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := &Card{Path: l.card, dev: dev, Vol: vol}
-		_, ierr := c.Install(bytes.NewReader(file), runningA, Options{Size: -1})
+		c := bootslot.NewCard(l.card, dev, vol)
+		_, ierr := Install(c, bytes.NewReader(file), runningA, Options{Size: -1})
 		f.Close()
 
 		after := l.open(t)
-		boot, err := ReadBoot(after.Vol)
+		boot, err := bootslot.ReadBoot(after.Vol)
 		if err != nil {
 			t.Fatalf("cut at %d (%v): the ADV is unreadable: %v", cut, ierr, err)
 		}
@@ -329,11 +330,11 @@ func TestPowerCutDuringInstall(t *testing.T) {
 
 // verifySlot checks that a slot's files hold what its manifest says.
 func verifySlot(c *Card, slot string) error {
-	s := c.Slot(slot)
+	s := ReadSlot(c, slot)
 	if s.Manifest == nil {
 		return fmt.Errorf("no manifest: %s", s.Problem)
 	}
-	files, err := c.Files(slot)
+	files, err := Files(c, slot)
 	if err != nil {
 		return err
 	}

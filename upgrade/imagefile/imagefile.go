@@ -28,7 +28,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"regexp"
+	"strings"
 )
 
 const (
@@ -70,20 +70,42 @@ type Manifest struct {
 	Initrd  Part   `json:"initrd"`
 }
 
-var (
-	versionRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$`)
-	hexRE     = regexp.MustCompile(`^[0-9a-f]{64}$`)
-)
+// isName reports whether s is a version or board name: a letter or
+// digit, then up to 63 of those or . _ + - (what goes into file names).
+func isName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i, c := range s {
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || !strings.ContainsRune("._+-", c)) {
+			return false
+		}
+	}
+	return true
+}
+
+func isHex64(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // Validate checks the manifest's fields.
 func (m Manifest) Validate() error {
 	if m.Format != 1 {
 		return fmt.Errorf("manifest format %d: this firmware reads format 1", m.Format)
 	}
-	if !versionRE.MatchString(m.Version) {
+	if !isName(m.Version) {
 		return fmt.Errorf("manifest version %q is not a version", m.Version)
 	}
-	if !versionRE.MatchString(m.Board) {
+	if !isName(m.Board) {
 		return fmt.Errorf("manifest board %q is not a board name", m.Board)
 	}
 	for _, p := range []struct {
@@ -93,7 +115,7 @@ func (m Manifest) Validate() error {
 		if p.p.Length <= 0 || p.p.Length > MaxPart {
 			return fmt.Errorf("manifest %s length %d is outside 1..%d", p.name, p.p.Length, MaxPart)
 		}
-		if !hexRE.MatchString(p.p.SHA256) {
+		if !isHex64(p.p.SHA256) {
 			return fmt.Errorf("manifest %s sha256 %q is not 64 hex digits", p.name, p.p.SHA256)
 		}
 	}

@@ -1,7 +1,7 @@
-// Package upgrade is the box's side of firmware upgrades: it writes a
-// signed upgrade file into the inactive slot of the boot partition, arms
-// syslinux's boot-once for a test boot of it, and keeps the record that the
-// next PID 1 reads to commit the new slot or to fall back from it.
+// Package bootslot is which firmware slot the card boots, and the record of
+// the last upgrade: what PID 1 reads at every boot to commit a test boot or
+// to fall back from one. It is apart from package upgrade, which writes
+// slots, so that PID 1 links no signature code.
 //
 // Where the state lives (all in syslinux's ADV, two checksummed copies in
 // ldlinux.sys, so a cut while it is written leaves the old or the new):
@@ -9,11 +9,10 @@
 //	MENUSAVE  the committed slot: what the loader boots by default
 //	BOOTONCE  the slot of a test boot; ldlinux clears it before booting it
 //	'F'       the Record of the last upgrade (see Record)
-package upgrade
+package bootslot
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/flashgate/flashgate/firmware/bootfs"
@@ -28,13 +27,14 @@ const (
 
 // Record is the last upgrade (or manual slot switch), kept in the ADV.
 type Record struct {
-	State       string
-	From, To    string // slots
-	FromVersion string
-	ToVersion   string
-	Reason      string   // why it failed
-	WaitFor     []string // interfaces that had an IPv4 address before the switch
-	Restored    bool     // the old slot put its pre-upgrade configuration back
+	State       string   `json:"state"`
+	From        string   `json:"from"` // slots
+	To          string   `json:"to"`
+	FromVersion string   `json:"from_version"`
+	ToVersion   string   `json:"to_version"`
+	Reason      string   `json:"reason,omitempty"`   // why it failed
+	WaitFor     []string `json:"wait_for,omitempty"` // interfaces that had an IPv4 address before the switch
+	Restored    bool     `json:"restored,omitempty"` // the old slot put its pre-upgrade configuration back
 }
 
 // maxRecord is what the ADV leaves for the record: 500 bytes less the
@@ -159,11 +159,20 @@ func (r *Record) Message(running string) string {
 	return ""
 }
 
-func sortedCopy(s []string) []string {
-	out := append([]string(nil), s...)
-	sort.Strings(out)
-	return out
+// Status is what PID 1 found at boot, in StatusPath for the web UI and
+// the console.
+type Status struct {
+	RunningSlot    string  `json:"running_slot"`
+	RunningVersion string  `json:"running_version"`
+	DefaultSlot    string  `json:"default_slot"`
+	Trial          bool    `json:"trial"`    // this boot is a test boot; PID 1 is checking its health
+	Checking       string  `json:"checking"` // what the health check waits for, during a test boot
+	Last           *Record `json:"last,omitempty"`
+	Message        string  `json:"message,omitempty"`
 }
+
+// StatusPath is where PID 1 keeps Status.
+const StatusPath = "/run/flashgate/upgrade.json"
 
 // OtherSlot is the slot that is not s.
 func OtherSlot(s string) string {
