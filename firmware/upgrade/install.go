@@ -24,9 +24,9 @@ var (
 
 // Running is the firmware that installs.
 type Running struct {
-	Slot    string // "a" or "b", from the kernel command line
-	Version string
-	Board   string
+	Slot    string `json:"slot"` // "a" or "b", from the kernel command line
+	Version string `json:"version"`
+	Board   string `json:"board"`
 }
 
 // Options are the caller's choices.
