@@ -46,13 +46,13 @@ func signedSmallCard(t *testing.T, key ed25519.PrivateKey) (card string, slot im
 // partition, and both file systems clean by their own checkers.
 func TestCardLayout(t *testing.T) {
 	key, _ := imagefile.GenerateKey()
-	card, _ := signedSmallCard(t, key)
+	card, slot := signedSmallCard(t, key)
 	f, err := os.Open(card)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	v, err := bootfs.Open(readOnly{f}, bootStart)
+	v, err := bootfs.Open(readOnlyFile{f}, bootStart)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,12 +94,18 @@ func TestCardLayout(t *testing.T) {
 		t.Fatalf("ADV: %v", err)
 	}
 	CheckCardFileSystems(t, card)
+	back, err := ExtractSlot(card, "a", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range [][2]string{{back.Kernel, slot.Kernel}, {back.Initrd, slot.Initrd}} {
+		a, _ := os.ReadFile(p[0])
+		b, _ := os.ReadFile(p[1])
+		if !bytes.Equal(a, b) {
+			t.Errorf("ExtractSlot: %s differs from what went in", p[0])
+		}
+	}
 }
-
-type readOnly struct{ f *os.File }
-
-func (r readOnly) ReadAt(p []byte, off int64) (int, error)  { return r.f.ReadAt(p, off) }
-func (r readOnly) WriteAt(p []byte, off int64) (int, error) { panic("read only") }
 
 // CheckCardFileSystems fails t unless CheckCard finds both file systems
 // clean.

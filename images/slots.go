@@ -1,12 +1,16 @@
 package images
 
 import (
+	"bytes"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 
+	"github.com/flashgate/flashgate/firmware/bootfs"
 	"github.com/flashgate/flashgate/upgrade/imagefile"
 )
 
@@ -180,4 +184,59 @@ func WriteUpgradeFile(dst string, s imagefile.Slot, key ed25519.PrivateKey) ([]b
 		return nil, fmt.Errorf("write the upgrade file %s: %w", dst, err)
 	}
 	return hdr, nil
+}
+
+// ExtractSlot copies slot's kernel and initramfs (their manifest lengths,
+// without the padding) out of a card image into dir, and returns them as
+// a Slot with the manifest's version, board and build time: the stuff of
+// new upgrade files in tests and benchmarks.
+func ExtractSlot(card, slot, dir string) (imagefile.Slot, error) {
+	f, err := os.Open(card)
+	if err != nil {
+		return imagefile.Slot{}, err
+	}
+	defer f.Close()
+	v, err := bootfs.Open(readOnlyFile{f}, bootStart)
+	if err != nil {
+		return imagefile.Slot{}, fmt.Errorf("%s: %w", card, err)
+	}
+	k, i, m := SlotPaths(slot)
+	raw, err := v.ReadFile(m, slotManifestBytes)
+	if err != nil {
+		return imagefile.Slot{}, err
+	}
+	h, err := imagefile.ReadHeader(bytes.NewReader(raw))
+	if err != nil {
+		return imagefile.Slot{}, fmt.Errorf("slot %s manifest: %w", slot, err)
+	}
+	s := imagefile.Slot{Version: h.Manifest.Version, Board: h.Manifest.Board, Built: h.Manifest.Built,
+		Kernel: filepath.Join(dir, "vmlinuz-"+h.Manifest.Version), Initrd: filepath.Join(dir, "initrd-"+h.Manifest.Version)}
+	for _, p := range []struct {
+		src, dst string
+		n        int64
+	}{{k, s.Kernel, h.Manifest.Kernel.Length}, {i, s.Initrd, h.Manifest.Initrd.Length}} {
+		bf, err := v.Open(p.src)
+		if err != nil {
+			return imagefile.Slot{}, err
+		}
+		out, err := os.Create(p.dst)
+		if err != nil {
+			return imagefile.Slot{}, err
+		}
+		_, err = io.Copy(out, io.NewSectionReader(bf, 0, p.n))
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return imagefile.Slot{}, fmt.Errorf("extract %s: %w", p.src, err)
+		}
+	}
+	return s, nil
+}
+
+type readOnlyFile struct{ f *os.File }
+
+func (r readOnlyFile) ReadAt(p []byte, off int64) (int, error) { return r.f.ReadAt(p, off) }
+func (r readOnlyFile) WriteAt([]byte, int64) (int, error) {
+	return 0, errors.New("the card image is open read-only")
 }

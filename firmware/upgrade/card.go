@@ -83,3 +83,49 @@ func ReadSlot(c *Card, name string) Slot {
 	s.Manifest, s.Signer = &h.Manifest, h.SignerName()
 	return s
 }
+
+// VerifySlot reads a slot's files back and checks them against its
+// manifest (the signature is not checked here: Install did, and the card
+// is the box's own).
+func VerifySlot(c *Card, slot string) error {
+	s := ReadSlot(c, slot)
+	if s.Manifest == nil {
+		return fmt.Errorf("slot %s holds no firmware (%s)", slot, s.Problem)
+	}
+	files, err := Files(c, slot)
+	if err != nil {
+		return err
+	}
+	if err := verify(files.Kernel, s.Manifest.Kernel); err != nil {
+		return fmt.Errorf("slot %s kernel: %w", slot, err)
+	}
+	if err := verify(files.Initrd, s.Manifest.Initrd); err != nil {
+		return fmt.Errorf("slot %s initramfs: %w", slot, err)
+	}
+	return nil
+}
+
+// ArmOtherSlot arms a test boot of the slot that is not running, as an
+// upgrade does, after checking that it holds whole firmware: the console's
+// "boot other slot". Its PID 1 commits it after the health checks, or the
+// box comes back to the running slot.
+func ArmOtherSlot(c *Card, run Running) (Slot, error) {
+	if run.Slot != "a" && run.Slot != "b" {
+		return Slot{}, fmt.Errorf("the running firmware does not know its slot")
+	}
+	other := bootslot.OtherSlot(run.Slot)
+	if err := VerifySlot(c, other); err != nil {
+		return Slot{}, err
+	}
+	s := ReadSlot(c, other)
+	boot, err := bootslot.ReadBoot(c.Vol)
+	if err != nil {
+		return s, err
+	}
+	if boot.Committed != run.Slot {
+		return s, fmt.Errorf("%w: this is a test boot of slot %s; slot %s is the default and boots next anyway", ErrBusy, run.Slot, boot.Committed)
+	}
+	boot.Once = other
+	boot.Last = &bootslot.Record{State: bootslot.StateTrial, From: run.Slot, To: other, FromVersion: run.Version, ToVersion: s.Manifest.Version}
+	return s, bootslot.WriteBoot(c.Vol, boot)
+}

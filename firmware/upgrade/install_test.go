@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
-	"fmt"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -313,7 +312,7 @@ func TestPowerCutDuringInstall(t *testing.T) {
 			check = append(check, boot.Once)
 		}
 		for _, s := range check {
-			if err := verifySlot(after, s); err != nil {
+			if err := VerifySlot(after, s); err != nil {
 				t.Fatalf("cut at %d (%v): slot %s: %v", cut, ierr, s, err)
 			}
 		}
@@ -326,20 +325,4 @@ func TestPowerCutDuringInstall(t *testing.T) {
 		t.Error("no trial got as far as arming slot b")
 	}
 	t.Logf("%d cuts, %d left slot b armed (and whole)", trials, armed)
-}
-
-// verifySlot checks that a slot's files hold what its manifest says.
-func verifySlot(c *Card, slot string) error {
-	s := ReadSlot(c, slot)
-	if s.Manifest == nil {
-		return fmt.Errorf("no manifest: %s", s.Problem)
-	}
-	files, err := Files(c, slot)
-	if err != nil {
-		return err
-	}
-	if err := verify(files.Kernel, s.Manifest.Kernel); err != nil {
-		return err
-	}
-	return verify(files.Initrd, s.Manifest.Initrd)
 }

@@ -279,3 +279,19 @@ func (b *Box) WaitResult(ctx context.Context, version string, timeout time.Durat
 	}
 	return fmt.Errorf("the box did not report the upgrade's result within %s", timeout)
 }
+
+// Get, Put and Post call other JSON API routes with the session (tests
+// use them to read and change the configuration around an upgrade).
+func (b *Box) Get(ctx context.Context, path string, out any) error {
+	return b.do(ctx, "GET", path, nil, -1, "", out)
+}
+
+func (b *Box) Put(ctx context.Context, path string, in any) error {
+	body, _ := json.Marshal(in)
+	return b.do(ctx, "PUT", path, bytes.NewReader(body), int64(len(body)), "application/json", nil)
+}
+
+func (b *Box) Post(ctx context.Context, path string, in any) error {
+	body, _ := json.Marshal(in)
+	return b.do(ctx, "POST", path, bytes.NewReader(body), int64(len(body)), "application/json", nil)
+}
