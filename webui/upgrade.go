@@ -48,6 +48,7 @@ type UpgradeView struct {
 	TrustedKeys     []string          `json:"trusted_keys"`
 	Boot            *bootslot.Status  `json:"boot,omitempty"` // what PID 1 found and is checking
 	Message         string            `json:"message,omitempty"`
+	MessageClass    string            `json:"-"`                // the System page's style for it
 	Upload          *upgrade.Progress `json:"upload,omitempty"` // an upload being written now
 	Error           string            `json:"error,omitempty"`
 }
@@ -69,6 +70,36 @@ type UpgradePlan struct {
 type upgradeState struct {
 	mu       sync.Mutex
 	progress *upgrade.Progress
+	trust    sync.Once
+	unsigned bool // the card accepts unsigned firmware (upgrade.pub never changes)
+}
+
+// firmwareNotes are the dashboard's warnings about firmware: a failed
+// upgrade, a test boot in progress, a box that takes unsigned images.
+func (s *Server) firmwareNotes() []string {
+	src := s.opts.Upgrade
+	var notes []string
+	if b, err := os.ReadFile(src.Status); err == nil {
+		var st bootslot.Status
+		if json.Unmarshal(b, &st) == nil && st.Last != nil && st.Last.State != bootslot.StateCommitted && st.Message != "" {
+			notes = append(notes, st.Message)
+		}
+	}
+	s.upgrade.trust.Do(func() {
+		if src.Open == nil {
+			return
+		}
+		if card, err := src.Open(); err == nil {
+			if t, err := upgrade.Trust(card); err == nil {
+				s.upgrade.unsigned = t.AllowUnsigned
+			}
+			card.Close()
+		}
+	})
+	if s.upgrade.unsigned {
+		notes = append(notes, "This box accepts unsigned firmware (a developer's card): anyone with the admin password can install any firmware. Re-flash it with a signed image for use in the field.")
+	}
+	return notes
 }
 
 func (s *Server) upgradeRoutes(api func(path, method string, h http.HandlerFunc)) {
@@ -125,6 +156,10 @@ func (s *Server) upgradeView() UpgradeView {
 		}
 	} else if v.Error == "" {
 		v.Error = err.Error()
+	}
+	v.MessageClass = "flash"
+	if v.Boot != nil && v.Boot.Last != nil && v.Boot.Last.State != bootslot.StateCommitted {
+		v.MessageClass = "flash error"
 	}
 	return v
 }

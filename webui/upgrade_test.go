@@ -134,6 +134,11 @@ func TestUpgradeAPI(t *testing.T) {
 		t.Errorf("upload without a session: %d", r.Code)
 	}
 	b.login()
+	page := b.get("/system")
+	mustContain(t, "System page", page.Body, `id="firmware"`, "<td>b</td>", "<td>v2</td>", "data-upgrade-go", "running", imagefile.Fingerprint(key.Public().(ed25519.PublicKey)))
+	if strings.Contains(page.Body, "accepts unsigned") || strings.Contains(b.get("/").Body, "accepts unsigned") {
+		t.Error("a card with a key says it accepts unsigned firmware")
+	}
 	b.csrf = ""
 	if r, _ := b.api("POST", "/api/v1/upgrade/inspect", "x"); r.Code != http.StatusForbidden {
 		t.Errorf("inspect without the CSRF token: %d", r.Code)
