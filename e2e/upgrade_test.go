@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -30,7 +31,7 @@ type upgradeLab struct {
 	key   ed25519.PrivateKey
 	base  imagefile.Slot // the e2e image's slot a
 	card  string
-	vm    *images.VM
+	vm    *images.VM // the current boot
 	port  int
 	box   *remote.Box
 	logs  []byte
@@ -39,7 +40,27 @@ type upgradeLab struct {
 
 const upgradePassword = "upgrade-e2e-pw-1"
 
-func newUpgradeLab(t *testing.T) *upgradeLab {
+func newUpgradeLab(t testing.TB) *upgradeLab {
+	t.Helper()
+	l := prepareUpgradeCard(t)
+	if err := l.boot(true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		l.stop()
+		if t.Failed() {
+			log := l.vm.Log()
+			if len(log) > 20000 {
+				log = log[len(log)-20000:]
+			}
+			t.Logf("serial console (end):\n%s", log)
+		}
+	})
+	return l
+}
+
+// prepareUpgradeCard makes the signed card from the e2e image's firmware.
+func prepareUpgradeCard(t testing.TB) *upgradeLab {
 	t.Helper()
 	img := cardImage(t)
 	l := &upgradeLab{dir: t.TempDir()}
@@ -60,62 +81,72 @@ func newUpgradeLab(t *testing.T) *upgradeLab {
 		Image: l.card, UpgradeFile: filepath.Join(l.dir, "v1.fgup"), Work: work}); err != nil {
 		t.Fatal(err)
 	}
+	return l
+}
+
+func (l *upgradeLab) stop() {
+	if l.vm != nil {
+		l.logs = append(l.logs, l.vm.Log()...)
+		l.vm.Stop()
+	}
+}
+
+// boot starts qemu on the card and logs in over the API; on a new card it
+// first sets the admin password at the console.
+func (l *upgradeLab) boot(firstBoot bool) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	l.port = ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	l.vm, err = images.StartVM(images.QEMUConfig{Board: l.board, Image: l.card, WebUIPort: l.port}, vmLimit)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	t.Cleanup(func() {
-		l.vm.Stop()
-		if t.Failed() {
-			log := l.vm.Log()
-			if len(log) > 20000 {
-				log = log[len(log)-20000:]
-			}
-			t.Logf("serial console (end):\n%s", log)
-		}
-	})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	at := 0
-	for _, s := range []struct{ prompt, answer string }{
-		{"New admin password: ", upgradePassword + "\r"}, {"Repeat password: ", upgradePassword + "\r"},
-	} {
-		if at, _, err = l.vm.WaitFor(ctx, at, s.prompt); err != nil {
-			t.Fatalf("first-boot password: %v", err)
+	if firstBoot {
+		at := 0
+		for _, s := range []struct{ prompt, answer string }{
+			{"New admin password: ", upgradePassword + "\r"}, {"Repeat password: ", upgradePassword + "\r"},
+		} {
+			if at, _, err = l.vm.WaitFor(ctx, at, s.prompt); err != nil {
+				return fmt.Errorf("first-boot password: %w", err)
+			}
+			l.vm.Type(s.answer)
 		}
-		l.vm.Type(s.answer)
 	}
 	url := "https://127.0.0.1:" + itoa(l.port)
 	// The test trusts the certificate it first sees, as an admin does who
 	// copies the fingerprint from the console; from then on it is pinned.
-	var fp string
-	for deadline := time.Now().Add(3 * time.Minute); fp == "" && time.Now().Before(deadline); time.Sleep(time.Second) {
-		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 3 * time.Second}, "tcp", "127.0.0.1:"+itoa(l.port), &tls.Config{InsecureSkipVerify: true})
-		if err != nil {
-			continue
+	if l.box == nil {
+		var fp string
+		for deadline := time.Now().Add(3 * time.Minute); fp == "" && time.Now().Before(deadline); time.Sleep(time.Second) {
+			c, err := tls.DialWithDialer(&net.Dialer{Timeout: 3 * time.Second}, "tcp", "127.0.0.1:"+itoa(l.port), &tls.Config{InsecureSkipVerify: true})
+			if err != nil {
+				continue
+			}
+			sum := sha256.Sum256(c.ConnectionState().PeerCertificates[0].Raw)
+			fp = hex.EncodeToString(sum[:])
+			c.Close()
 		}
-		sum := sha256.Sum256(c.ConnectionState().PeerCertificates[0].Raw)
-		fp = hex.EncodeToString(sum[:])
-		c.Close()
+		if fp == "" {
+			return fmt.Errorf("the web UI never answered")
+		}
+		l.box = &remote.Box{Fingerprint: fp, User: "admin", Password: upgradePassword}
 	}
-	if fp == "" {
-		t.Fatal("the web UI never answered")
-	}
-	l.box = &remote.Box{URL: url, Fingerprint: fp, User: "admin", Password: upgradePassword}
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(2 * time.Second) {
-		if err := l.box.Login(ctx); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("log in: %v", err)
+	// A new connection each boot: the port and the session are new.
+	l.box = &remote.Box{URL: url, Fingerprint: l.box.Fingerprint, User: "admin", Password: upgradePassword}
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(2 * time.Second) {
+		err := l.box.Login(ctx)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("log in: %w", err)
 		}
 	}
-	return l
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
@@ -123,7 +154,7 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 // variant writes an upgrade file of the base firmware with version stamped
 // into its initramfs and extra files appended (broken ones replace /init
 // or the services' binary).
-func (l *upgradeLab) variant(t *testing.T, version string, built int64, key ed25519.PrivateKey, board string, extra map[string][]byte) string {
+func (l *upgradeLab) variant(t testing.TB, version string, built int64, key ed25519.PrivateKey, board string, extra map[string][]byte) string {
 	t.Helper()
 	s := l.base
 	s.Version, s.Built, s.Board = version, built, board
@@ -149,7 +180,7 @@ func (l *upgradeLab) variant(t *testing.T, version string, built int64, key ed25
 }
 
 // bootPartition is p1's bytes, to show a refused upload wrote nothing.
-func (l *upgradeLab) bootPartition(t *testing.T) []byte {
+func (l *upgradeLab) bootPartition(t testing.TB) []byte {
 	b, err := os.ReadFile(l.card)
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +188,7 @@ func (l *upgradeLab) bootPartition(t *testing.T) []byte {
 	return b[1<<20 : len(b)-4<<20]
 }
 
-func (l *upgradeLab) settings(t *testing.T) string {
+func (l *upgradeLab) settings(t testing.TB) string {
 	t.Helper()
 	var out []string
 	for _, p := range []string{"/api/v1/system", "/api/v1/interfaces", "/api/v1/firewall"} {
