@@ -119,7 +119,7 @@ func (in *initProc) writeUpgradeStatus() {
 // fails it and reboots into the old one.
 func (in *initProc) checkTrial(rec *bootslot.Record) {
 	start := time.Now()
-	checks := healthChecks{sup: in.currentSupervisor, waitFor: rec.WaitFor}
+	checks := healthChecks{sup: in.currentSupervisor, waitFor: rec.WaitFor, stable: trialStable}
 	for {
 		problem, fatal := checks.problem()
 		in.mu.Lock()
@@ -178,6 +178,7 @@ func (in *initProc) finishTrial(rec *bootslot.Record, problem string) {
 type healthChecks struct {
 	sup         func() *supervisor.Supervisor
 	waitFor     []string
+	stable      time.Duration // how long each service must have run
 	configdSock string // default /run/flashgate/configd.sock
 	webuiAddr   string // default 127.0.0.1:443
 }
@@ -200,8 +201,8 @@ func (h healthChecks) problem() (string, bool) {
 		if s.State != supervisor.StateRunning {
 			return fmt.Sprintf("%s is %s", s.Name, s.State), false
 		}
-		if up := s.Uptime.Std(); up < trialStable {
-			return fmt.Sprintf("%s has run for %.0f s of %.0f", s.Name, up.Seconds(), trialStable.Seconds()), false
+		if up := s.Uptime.Std(); up < h.stable {
+			return fmt.Sprintf("%s has run for %.0f s of %.0f", s.Name, up.Seconds(), h.stable.Seconds()), false
 		}
 	}
 	sock := h.configdSock
