@@ -2,6 +2,7 @@ package webui
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -283,7 +284,10 @@ func (s *Server) upgradeUpload(w http.ResponseWriter, r *http.Request) {
 		plan.Rebooting = true
 		go func() {
 			time.Sleep(time.Second) // let the answer out first
-			if err := s.doReboot(r.Context()); err != nil {
+			// Not the request's context: it ends with the answer.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := s.doReboot(ctx); err != nil {
 				s.opts.Logf("upgrade: reboot into the test boot: %v", err)
 			}
 		}()
