@@ -35,6 +35,11 @@ type Record struct {
 	Reason      string   `json:"reason,omitempty"`   // why it failed
 	WaitFor     []string `json:"wait_for,omitempty"` // interfaces that had an IPv4 address before the switch
 	Restored    bool     `json:"restored,omitempty"` // the old slot put its pre-upgrade configuration back
+	// Snapshot: the new slot's PID 1 copied the configuration before its
+	// services started, so a fallback puts that copy back. Without it the
+	// new firmware never ran a service (a panic) and the configuration
+	// was not touched.
+	Snapshot bool `json:"snapshot,omitempty"`
 }
 
 // maxRecord is what the ADV leaves for the record: 500 bytes less the
@@ -58,6 +63,9 @@ func (r Record) encode() []byte {
 	}
 	if r.Restored {
 		b.WriteString("restored=1\n")
+	}
+	if r.Snapshot {
+		b.WriteString("snap=1\n")
 	}
 	if r.Reason != "" {
 		room := maxRecord - b.Len() - len("reason=")
@@ -89,6 +97,8 @@ func decodeRecord(b []byte) Record {
 			r.Reason = v
 		case "restored":
 			r.Restored = v == "1"
+		case "snap":
+			r.Snapshot = v == "1"
 		case "wait":
 			if v != "" {
 				r.WaitFor = strings.Split(v, ",")

@@ -77,6 +77,11 @@ func (in *initProc) upgradeAtBoot() {
 			rec.ToVersion, running, rec.From, rec.FromVersion)
 		if err := snapshotConfig(); err != nil {
 			in.logf("upgrade: keep the configuration for %s: %v", rec.FromVersion, err)
+		} else {
+			rec.Snapshot = true
+			if err := bootslot.WriteBoot(card.Vol, boot); err != nil {
+				in.logf("upgrade: record the configuration's copy: %v", err)
+			}
 		}
 		st.Trial = true
 		in.slots.trial = rec
@@ -87,11 +92,16 @@ func (in *initProc) upgradeAtBoot() {
 		rec.Reason = fmt.Sprintf("%s did not finish its test boot (kernel panic, PID 1 died, a hang the watchdog reset, or a power cut before its health checks passed)", rec.ToVersion)
 		fallthrough
 	case rec != nil && rec.State == bootslot.StateFailed && rec.From == running && !rec.Restored:
-		if err := restoreConfig(); err != nil {
-			in.logf("upgrade: put back the configuration of before the upgrade: %v", err)
-		} else {
-			rec.Restored = true
+		// Only a copy made by this upgrade's test boot goes back: an
+		// older one would undo later commits.
+		if rec.Snapshot {
+			if err := restoreConfig(); err != nil {
+				in.logf("upgrade: put back the configuration of before the upgrade: %v", err)
+			} else {
+				in.logf("upgrade: the configuration of before the upgrade is back")
+			}
 		}
+		rec.Restored = true
 		if err := bootslot.WriteBoot(card.Vol, boot); err != nil {
 			in.logf("upgrade: record the failed upgrade: %v", err)
 		}
