@@ -239,6 +239,9 @@ func (v *Volume) Open(path string) (*File, error) {
 			return f, nil
 		}
 		need := int((found.size + v.clusterSize - 1) / v.clusterSize)
+		if need > int(v.clusterCount) {
+			return nil, fmt.Errorf("%s: %d bytes is more than the file system holds", path, found.size)
+		}
 		cs, err := v.chain(found.cluster, need)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
