@@ -196,8 +196,21 @@ func (l *upgradeLab) settings(t testing.TB) string {
 		if err := l.box.Get(context.Background(), p, &v); err != nil {
 			t.Fatalf("GET %s: %v", p, err)
 		}
-		if m, ok := v.(map[string]any); ok && p == "/api/v1/system" {
-			v = m["settings"] // not the clock or the firmware version
+		if m, ok := v.(map[string]any); ok {
+			switch p {
+			case "/api/v1/system":
+				v = m["settings"] // not the clock or the firmware version
+			case "/api/v1/interfaces":
+				// The configured ports, not their links' counters.
+				var cfgs []any
+				rows, _ := m["configured"].([]any)
+				for _, r := range rows {
+					if row, ok := r.(map[string]any); ok {
+						cfgs = append(cfgs, row["config"])
+					}
+				}
+				v = cfgs
+			}
 		}
 		b, _ := json.Marshal(v)
 		out = append(out, string(b))
