@@ -298,8 +298,11 @@ func TestUpgrade(t *testing.T) {
 	}
 	t.Logf("broken services: %v", err)
 
-	// A kernel that cannot start init panics (panic=10 reboots it).
-	panics := l.variant(t, v1+"-v4", l.base.Built+300, l.key, "qemu", map[string][]byte{"init": []byte("not a program\n")})
+	// A kernel that finds no init it can run panics (panic=10 reboots
+	// it): /init and every fallback the kernel tries are garbage.
+	garbage := []byte("not a program\n")
+	panics := l.variant(t, v1+"-v4", l.base.Built+300, l.key, "qemu", map[string][]byte{
+		"init": garbage, "bin/init": garbage, "sbin/init": garbage, "etc/init": garbage, "bin/sh": garbage})
 	if _, err := l.box.Upload(ctx, panics, false, true, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -189,8 +189,8 @@ type healthChecks struct {
 	sup         func() *supervisor.Supervisor
 	waitFor     []string
 	stable      time.Duration // how long each service must have run
-	configdSock string // default /run/flashgate/configd.sock
-	webuiAddr   string // default 127.0.0.1:443
+	configdSock string        // default /run/flashgate/configd.sock
+	webuiAddr   string        // default 127.0.0.1:443
 }
 
 // problem returns what is not healthy yet ("" when all is), and whether
@@ -201,6 +201,10 @@ func (h healthChecks) problem() (string, bool) {
 		return "the supervisor did not start", true
 	}
 	for _, s := range sup.Status() {
+		// A binary the kernel will not run does not get better.
+		if s.State == supervisor.StateBackoff && s.LastExitCode == -1 && strings.HasPrefix(s.LastExit, "exec ") {
+			return fmt.Sprintf("%s cannot start: %s", s.Name, s.LastExit), true
+		}
 		if s.Restarts >= trialCrashLoop {
 			last := s.LastExit
 			if last == "" {

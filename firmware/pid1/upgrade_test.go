@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -40,12 +41,13 @@ func TestHealthChecks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { s.Run(ctx); close(done) }()
+		// Known to the reaper before its first child can exit.
 		mu.Lock()
 		sups = append(sups, s)
 		mu.Unlock()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { s.Run(ctx); close(done) }()
 		t.Cleanup(func() { s.Shutdown(2 * time.Second); cancel(); <-done })
 		return s
 	}
@@ -101,8 +103,46 @@ func TestHealthChecks(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no crash loop seen: %q", got)
+			t.Fatalf("no crash loop seen: %q (%+v)", got, crashing.Status())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// TestHealthUnrunnable: a service whose binary the kernel will not run
+// fails the test boot at once (the broken-services image of the qemu
+// test); no exit is involved, so no reaper is needed.
+func TestHealthUnrunnable(t *testing.T) {
+	dir := t.TempDir()
+	var h healthChecks
+	// A binary that cannot be run is hopeless at once.
+	notProgram := filepath.Join(dir, "flashgate")
+	os.WriteFile(notProgram, []byte("not a program\n"), 0o755)
+	broken := startUnreaped(t, []supervisor.Service{{Name: "netd", Path: notProgram, Restart: supervisor.RestartAlways}})
+	h = healthChecks{sup: func() *supervisor.Supervisor { return broken }, stable: time.Second}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got, fatal := h.problem()
+		if fatal {
+			if !strings.Contains(got, "netd cannot start: exec ") {
+				t.Fatalf("unrunnable binary reported as %q", got)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("unrunnable binary not seen: %q", got)
+		}
+	}
+
+}
+
+func startUnreaped(t *testing.T, services []supervisor.Service) *supervisor.Supervisor {
+	s, err := supervisor.New(supervisor.Config{Services: services})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	t.Cleanup(func() { s.Shutdown(time.Second); cancel(); <-done })
+	return s
 }
