@@ -62,7 +62,7 @@ func (r *Report) Write(w io.Writer) {
 	row("firmware", r.FirmwareBytes(), "kernel + initramfs, one slot")
 	row("slot", r.Slot.KernelBytes+r.Slot.InitrdBytes, fmt.Sprintf("each of slots a and b: kernel up to %s, initramfs up to %s", human(r.Slot.KernelBytes), human(r.Slot.InitrdBytes)))
 	row("boot free", r.BootFreeBytes, fmt.Sprintf("of %s on p1, after both slots", human(r.BootBytes)))
-	row("config", r.ConfigBytes, "p2, ext2 fgconfig")
+	row("config", r.ConfigBytes, "p2, ext3 fgconfig (journalled)")
 	row("card", r.CardBytes, fmt.Sprintf("image, for cards of %d MB and up", r.MinCardMB))
 	tw.Flush()
 	fmt.Fprintln(w, r.Image)
