@@ -129,7 +129,13 @@ func (in *initProc) writeUpgradeStatus() {
 // fails it and reboots into the old one.
 func (in *initProc) checkTrial(rec *bootslot.Record) {
 	start := time.Now()
-	checks := healthChecks{sup: in.currentSupervisor, waitFor: rec.WaitFor, stable: trialStable}
+	checks := healthChecks{status: func() ([]supervisor.ServiceStatus, bool) {
+		sup := in.currentSupervisor()
+		if sup == nil {
+			return nil, false
+		}
+		return sup.Status(), true
+	}, waitFor: rec.WaitFor, stable: trialStable}
 	for {
 		problem, fatal := checks.problem()
 		in.mu.Lock()
@@ -186,7 +192,7 @@ func (in *initProc) finishTrial(rec *bootslot.Record, problem string) {
 
 // healthChecks are what a test boot must pass.
 type healthChecks struct {
-	sup         func() *supervisor.Supervisor
+	status      func() ([]supervisor.ServiceStatus, bool) // the supervisor's, false if it did not start
 	waitFor     []string
 	stable      time.Duration // how long each service must have run
 	configdSock string        // default /run/flashgate/configd.sock
@@ -196,11 +202,11 @@ type healthChecks struct {
 // problem returns what is not healthy yet ("" when all is), and whether
 // it is hopeless (a service in a crash loop).
 func (h healthChecks) problem() (string, bool) {
-	sup := h.sup()
-	if sup == nil {
+	services, ok := h.status()
+	if !ok {
 		return "the supervisor did not start", true
 	}
-	for _, s := range sup.Status() {
+	for _, s := range services {
 		// A binary the kernel will not run does not get better.
 		if s.State == supervisor.StateBackoff && s.LastExitCode == -1 && strings.HasPrefix(s.LastExit, "exec ") {
 			return fmt.Sprintf("%s cannot start: %s", s.Name, s.LastExit), true
