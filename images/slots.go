@@ -119,8 +119,11 @@ func AppendToInitramfs(path string, files map[string][]byte, mode map[string]os.
 	if err != nil {
 		return err
 	}
+	// NULs up to a 4-byte boundary of the file, then the archive, whose
+	// headers and data are aligned relative to its own start (the kernel
+	// counts from the start of the whole initramfs, so both agree).
+	pad := make([]byte, (4-st.Size()%4)%4)
 	var b []byte
-	b = append(b, make([]byte, (4-st.Size()%4)%4)...)
 	ino := 0x7f000000
 	entry := func(name string, m uint32, data []byte) {
 		ino++
@@ -157,7 +160,7 @@ func AppendToInitramfs(path string, files map[string][]byte, mode map[string]os.
 		entry(n, 0o100000|uint32(m.Perm()), files[n])
 	}
 	entry("TRAILER!!!", 0, nil)
-	_, err = f.Write(b)
+	_, err = f.Write(append(pad, b...))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -41,6 +42,28 @@ func TestAppendToInitramfs(t *testing.T) {
 	b, _ := os.ReadFile(p)
 	if string(b[:4]) != "ABC\x00" || string(b[4:10]) != "070701" {
 		t.Fatalf("archive does not start aligned after the old content: %q", b[:12])
+	}
+	// The kernel's rule: every header at a multiple of 4 from the start
+	// of the whole initramfs, name and data each padded to 4 ("broken
+	// padding" otherwise, and the archive is ignored).
+	for off := 4; ; {
+		if off%4 != 0 || string(b[off:off+6]) != "070701" {
+			t.Fatalf("no aligned header at %d: %q", off, b[off:min(off+10, len(b))])
+		}
+		hex := func(i int) int {
+			n, _ := strconv.ParseInt(string(b[off+6+8*i:off+14+8*i]), 16, 64)
+			return int(n)
+		}
+		size, namesize := hex(6), hex(11)
+		name := string(b[off+110 : off+110+namesize-1])
+		off = (off + 110 + namesize + 3) &^ 3
+		off = (off + size + 3) &^ 3
+		if name == "TRAILER!!!" {
+			if off != len(b) {
+				t.Fatalf("%d bytes after the trailer", len(b)-off)
+			}
+			break
+		}
 	}
 	os.WriteFile(filepath.Join(dir, "arch.cpio"), b[4:], 0o644)
 	out := filepath.Join(dir, "out")
