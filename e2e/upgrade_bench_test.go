@@ -129,7 +129,8 @@ func powerCutTrial(ctx context.Context, l *upgradeLab, file string, cut time.Dur
 	if err := l.box.Get(ctx, "/api/v1/system", &sys); err != nil {
 		return "read the configuration: " + err.Error()
 	}
-	if s, _ := sys["settings"].(map[string]any); s == nil || s["hostname"] != "powercut-box" {
+	// Form values are lists: ["powercut-box"].
+	if s, _ := sys["settings"].(map[string]any); s == nil || fmt.Sprint(s["hostname"]) != "[powercut-box]" {
 		return fmt.Sprintf("the configuration lost the host name: %v", sys["settings"])
 	}
 	l.stop()
