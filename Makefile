@@ -7,11 +7,12 @@ BOARD   ?= qemu
 OUT     ?= out
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 GO      ?= go
+KEY     ?= $(FLASHGATE_SIGNING_KEY)
 export PATH := $(PATH):/usr/local/go/bin:/usr/sbin:/sbin
 
 FLASHGATE = $(GO) run ./cmd/flashgate
 
-.PHONY: all setup run image flash test test-unit bench fuzz clean
+.PHONY: all setup run image upgrade-image keygen upgrade flash test test-unit bench fuzz clean
 
 all: image
 
@@ -22,9 +23,21 @@ setup:
 run: setup
 	$(FLASHGATE) run -board $(BOARD) -out $(OUT) -version $(VERSION)
 
-## image: build out/flashgate-$(BOARD)-$(VERSION).img
+## image: build out/flashgate-$(BOARD)-$(VERSION).img and its upgrade file .fgup (signed with KEY=file from `flashgate keygen`)
 image: setup
-	$(FLASHGATE) image -board $(BOARD) -out $(OUT) -version $(VERSION)
+	$(FLASHGATE) image -board $(BOARD) -out $(OUT) -version $(VERSION) $(if $(KEY),-key $(KEY))
+
+## upgrade-image: the same build; the .fgup next to the image is what a box takes
+upgrade-image: image
+
+## keygen: make the upgrade signing key pair upgrade.key and upgrade.key.pub (never overwrites)
+keygen:
+	$(FLASHGATE) keygen -out $(or $(KEY),upgrade.key)
+
+## upgrade: send UPGRADE=out/....fgup to BOX=https://addr (FLASHGATE_FINGERPRINT, FLASHGATE_PASSWORD)
+upgrade:
+	@test -n "$(UPGRADE)" -a -n "$(BOX)" || { echo "usage: make upgrade BOX=https://192.168.1.1 UPGRADE=out/flashgate-<board>-<version>.fgup"; exit 2; }
+	$(FLASHGATE) upgrade -box $(BOX) -image $(UPGRADE)
 
 ## flash: write IMAGE to the card DEV (asks first; refuses mounted and system disks)
 flash:

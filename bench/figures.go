@@ -24,7 +24,21 @@ func Figures(res []Result, failures []string) []Figure {
 	figs = append(figs, webuiFigures(res, why)...)
 	figs = append(figs, floodFigures(res, why)...)
 	figs = append(figs, e2eFigures(res, why)...)
+	figs = append(figs, upgradeFigures(res, why)...)
 	return figs
+}
+
+// upgradeFigures: in-place upgrades in qemu, and power cuts during them.
+func upgradeFigures(res []Result, why string) []Figure {
+	const b = "BenchmarkUpgradePowerCut"
+	return []Figure{
+		one(res, "upgrade.total_s", b, "total_s", "s", 1, "",
+			"start of the upload to the new version committed after its health checks (includes the reboot; qemu, software emulation)", why),
+		one(res, "upgrade.powercut.trials", b, "trials", "", 1, ">= 100",
+			"qemu killed at a random moment from the start of the upload to the new firmware's health checks", why),
+		one(res, "upgrade.powercut.bricked", b, "bricked", "", 1, "0",
+			"trials whose next boot lacked a web UI, ran neither version, lost the configuration, or failed fsck.vfat -n / e2fsck -fn", why),
+	}
 }
 
 // e2eFigures: the two-appliance scenario in qemu. Its throughput is

@@ -31,6 +31,8 @@ var Suites = []Suite{
 	{Package: "./images", Pattern: "BootBoards", Benchtime: "1x", Timeout: 60 * time.Minute},
 	{Package: "./e2e", Pattern: "ApplianceRSS", Benchtime: "1x", Timeout: 10 * time.Minute},
 	{Package: "./e2e", Pattern: "E2ETunnelUp", Benchtime: "1x", Timeout: 15 * time.Minute},
+	// 100 power cuts at one to two minutes each ($FLASHGATE_POWERCUT_TRIALS lowers it).
+	{Package: "./e2e", Pattern: "UpgradePowerCut", Benchtime: "1x", Timeout: 4 * time.Hour},
 	{Package: "./config", Pattern: "CommitSmallChange50Tunnels", Benchtime: "300x", Timeout: 5 * time.Minute},
 	{Package: "./ipsec/ike", Pattern: "BytesPerSA", Benchtime: "1000x", Timeout: 5 * time.Minute},
 	{Package: "./webui", Pattern: "Page", Benchtime: "100x", Timeout: 5 * time.Minute},

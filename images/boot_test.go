@@ -323,7 +323,7 @@ func bootToLogin(ctx context.Context, vm *VM, board boards.Board, version string
 		return bootTimes{}, fmt.Errorf("the kernel command line did not end: %w", err)
 	}
 	cmdline := lineAt(vm.Log(), at)
-	for _, want := range []string{"BOOT_IMAGE=/a/vmlinuz", "flashgate.board=" + board.Name, "flashgate.version=" + version,
+	for _, want := range []string{"BOOT_IMAGE=/a/vmlinuz", "flashgate.board=" + board.Name, "flashgate.slot=a",
 		fmt.Sprintf("console=%s,%d", board.Console.Device, board.Console.Baud)} {
 		if !strings.Contains(cmdline, want) {
 			return bootTimes{}, fmt.Errorf("kernel command line %q lacks %q: syslinux did not pass syslinux.cfg's APPEND", cmdline, want)

@@ -34,6 +34,7 @@ var (
 	toolSyslinux = hostTool{"syslinux", "syslinux"}
 	toolMBR      = hostTool{"/usr/lib/syslinux/mbr/mbr.bin", "syslinux-common"}
 	toolMke2fs   = hostTool{"mke2fs", "e2fsprogs"}
+	toolMenuC32  = hostTool{"/usr/lib/syslinux/modules/bios/menu.c32", "syslinux-common"}
 	toolGo       = hostTool{"go", "golang-go (or Go from go.dev)"}
 	toolTimeout  = hostTool{"timeout", "coreutils"}
 	// the kernel build
@@ -49,7 +50,7 @@ var (
 // buildTools are the tools Build needs.
 var buildTools = []hostTool{toolAptCache, toolAptGet, toolDpkgDeb, toolDepmod, toolModprobe,
 	toolZstd, toolSfdisk, toolMkfsVfat, toolMcopy, toolMmd, toolMdir, toolSyslinux, toolMBR,
-	toolMke2fs, toolGo, toolMake, toolGCC, toolFlex, toolBison, toolBc, toolLibelf, toolOpenSSL}
+	toolMke2fs, toolGo, toolMake, toolGCC, toolFlex, toolBison, toolBc, toolLibelf, toolOpenSSL, toolMenuC32}
 
 // sbinDirs are searched after $PATH: depmod, sfdisk and mke2fs live in
 // /usr/sbin, which is not on an ordinary user's $PATH on Debian.

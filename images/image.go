@@ -2,6 +2,7 @@ package images
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/boards"
+	"github.com/flashgate/flashgate/upgrade/imagefile"
 )
 
 // Builder builds card images.
@@ -26,6 +28,16 @@ type Builder struct {
 	AptOpts        []string  // extra apt "-o" settings (tests point apt at a dead proxy)
 	Epoch          time.Time // every timestamp in the image; see SourceDateEpoch
 	Log            io.Writer // progress, or nil
+	// SigningKey signs the slot's manifest and the upgrade file, and its
+	// public key goes on the card as the one the box trusts. Without one
+	// the image is a developer's: unsigned, and its card accepts unsigned
+	// upgrades (the dashboard says so).
+	SigningKey ed25519.PrivateKey
+}
+
+// UpgradePath is where Build writes the upgrade file of board at version.
+func (b *Builder) UpgradePath(board, version string) string {
+	return filepath.Join(b.OutDir, fmt.Sprintf("flashgate-%s-%s.fgup", board, version))
 }
 
 // ImagePath is where Build writes the image of board at version.
@@ -59,8 +71,8 @@ func (b *Builder) Build(ctx context.Context, board boards.Board, version string)
 	if err != nil {
 		return nil, fmt.Errorf("board %s: %w", board.Name, err)
 	}
-	cfg, err := SyslinuxConfig(board, version)
-	if err != nil {
+	// Checked before the long part of the build: the board's console.
+	if _, err := SyslinuxConfig(board); err != nil {
 		return nil, fmt.Errorf("board %s: %w", board.Name, err)
 	}
 	epoch := b.Epoch
@@ -120,10 +132,18 @@ func (b *Builder) Build(ctx context.Context, board boards.Board, version string)
 	initrd := filepath.Join(work, "initrd.img")
 	ir := &Initramfs{RepoRoot: b.RepoRoot, CacheDir: cache, GOARCH: board.GOARCH, GO386: board.GO386,
 		ModulesDir: modRoot, Log: b.logf}
-	initrdBytes, cpioBytes, err := ir.Build(ctx, initrd)
+	_, cpioBytes, err := ir.Build(ctx, initrd)
 	if err != nil {
 		return nil, err
 	}
+	if err := AppendToInitramfs(initrd, map[string][]byte{VersionFile: []byte(version + "\n")}, nil); err != nil {
+		return nil, fmt.Errorf("stamp the version into the initramfs: %w", err)
+	}
+	ifi, err := os.Stat(initrd)
+	if err != nil {
+		return nil, err
+	}
+	initrdBytes := ifi.Size()
 	kfi, err := os.Stat(kern.Vmlinuz)
 	if err != nil {
 		return nil, err
@@ -140,28 +160,146 @@ func (b *Builder) Build(ctx context.Context, board boards.Board, version string)
 		return nil, err
 	}
 
-	cfgFile := filepath.Join(work, "syslinux.cfg")
-	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
-		return nil, err
-	}
-	card := &cardBuild{Image: filepath.Join(work, "card.img"), Layout: layout,
-		IDs: deriveCardIDs(board.Name, version), Epoch: epoch, Work: work}
 	b.logf("laying out the card (%d MiB)", layout.CardBytes/mib)
-	if err := card.create(ctx, []bootFile{
-		{Src: cfgFile, Dst: "/syslinux.cfg"},
-		{Src: kern.Vmlinuz, Dst: slotAKernel},
-		{Src: initrd, Dst: slotAInitramfs},
-	}); err != nil {
+	spec := CardSpec{Board: board, Version: version, Epoch: epoch, Kernel: kern.Vmlinuz, Initrd: initrd,
+		Key: b.SigningKey, Image: rep.Image, UpgradeFile: b.UpgradePath(board.Name, version), Work: work}
+	if rep.Slot, rep.BootFreeBytes, err = MakeCard(ctx, spec); err != nil {
 		return nil, err
 	}
-	if rep.BootFreeBytes, err = card.bootFreeBytes(ctx); err != nil {
-		return nil, err
-	}
-	if err := os.Rename(card.Image, rep.Image); err != nil {
-		return nil, fmt.Errorf("move the image into place: %w", err)
+	rep.UpgradeFile = spec.UpgradeFile
+	rep.Signer = "unsigned (a developer's image; its card accepts unsigned upgrades)"
+	if b.SigningKey != nil {
+		rep.Signer = imagefile.Fingerprint(b.SigningKey.Public().(ed25519.PublicKey))
 	}
 	return rep, nil
 }
+
+// CardSpec is a card to lay out around a built kernel and initramfs.
+type CardSpec struct {
+	Board          boards.Board
+	Version        string
+	Epoch          time.Time // every timestamp; its Unix time is the manifest's build time
+	Kernel, Initrd string    // the slot's files (the initramfs already stamped with its version)
+	Key            ed25519.PrivateKey
+	Image          string // the card image to write
+	UpgradeFile    string // the .fgup to write alongside
+	Work           string // scratch directory
+}
+
+// MakeCard lays out s's card (partitions, syslinux, both slots, the key)
+// and writes its upgrade file. It returns the slot plan and the free bytes
+// left on the boot partition.
+func MakeCard(ctx context.Context, s CardSpec) (SlotPlan, int64, error) {
+	layout, err := PlanLayout(s.Board.MinCardMB)
+	if err != nil {
+		return SlotPlan{}, 0, fmt.Errorf("board %s: %w", s.Board.Name, err)
+	}
+	cfg, err := SyslinuxConfig(s.Board)
+	if err != nil {
+		return SlotPlan{}, 0, fmt.Errorf("board %s: %w", s.Board.Name, err)
+	}
+	var sizes [2]int64
+	for i, p := range []string{s.Kernel, s.Initrd} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return SlotPlan{}, 0, err
+		}
+		sizes[i] = fi.Size()
+	}
+	plan, err := planSlots(layout.BootBytes, sizes[0], sizes[1])
+	if err != nil {
+		return SlotPlan{}, 0, fmt.Errorf("board %s: %w", s.Board.Name, err)
+	}
+	slot := imagefile.Slot{Version: s.Version, Board: s.Board.Name, Built: s.Epoch.Unix(), Kernel: s.Kernel, Initrd: s.Initrd}
+	upgradeTmp := filepath.Join(s.Work, "upgrade.fgup")
+	header, err := WriteUpgradeFile(upgradeTmp, slot, s.Key)
+	if err != nil {
+		return SlotPlan{}, 0, err
+	}
+	files, err := stageBootFiles(s.Work, cfg, plan, slot, header, s.Key)
+	if err != nil {
+		return SlotPlan{}, 0, err
+	}
+	card := &cardBuild{Image: filepath.Join(s.Work, "card.img"), Layout: layout,
+		IDs: deriveCardIDs(s.Board.Name, s.Version), Epoch: s.Epoch, Work: s.Work}
+	if err := card.create(ctx, files); err != nil {
+		return SlotPlan{}, 0, err
+	}
+	free, err := card.bootFreeBytes(ctx)
+	if err != nil {
+		return SlotPlan{}, 0, err
+	}
+	if err := os.Rename(card.Image, s.Image); err != nil {
+		return SlotPlan{}, 0, fmt.Errorf("move the image into place: %w", err)
+	}
+	if err := os.Rename(upgradeTmp, s.UpgradeFile); err != nil {
+		return SlotPlan{}, 0, fmt.Errorf("move the upgrade file into place: %w", err)
+	}
+	return plan, free, nil
+}
+
+// stageBootFiles writes the boot partition's files into work: syslinux.cfg
+// and its menu modules, the trusted key file, slot A (kernel and initramfs
+// padded to the plan, and the upgrade header as its manifest) and slot B at
+// the same sizes, all zeros.
+func stageBootFiles(work, cfg string, plan SlotPlan, slot imagefile.Slot, header []byte, key ed25519.PrivateKey) ([]bootFile, error) {
+	dir := filepath.Join(work, "slots")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	stage := func(name string, write func(string) error) (string, error) {
+		p := filepath.Join(dir, name)
+		return p, write(p)
+	}
+	var files []bootFile
+	add := func(dst, name string, write func(string) error) error {
+		p, err := stage(name, write)
+		if err != nil {
+			return fmt.Errorf("stage %s: %w", dst, err)
+		}
+		files = append(files, bootFile{Src: p, Dst: dst})
+		return nil
+	}
+	if err := add("/syslinux.cfg", "syslinux.cfg", func(p string) error { return os.WriteFile(p, []byte(cfg), 0o644) }); err != nil {
+		return nil, err
+	}
+	for _, m := range syslinuxModules {
+		files = append(files, bootFile{Src: filepath.Join(syslinuxModuleDir, m), Dst: "/" + m})
+	}
+	trust := imagefile.Trust{AllowUnsigned: key == nil}
+	if key != nil {
+		trust.Keys = []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}
+	}
+	if err := add(TrustPath, "upgrade.pub", func(p string) error { return os.WriteFile(p, imagefile.MarshalTrust(trust), 0o644) }); err != nil {
+		return nil, err
+	}
+	for _, s := range Slots {
+		k, i, m := SlotPaths(s)
+		var err error
+		if s == "a" {
+			err = errors.Join(
+				add(k, "a-vmlinuz", func(p string) error { return padFile(slot.Kernel, p, plan.KernelBytes) }),
+				add(i, "a-initrd", func(p string) error { return padFile(slot.Initrd, p, plan.InitrdBytes) }),
+				add(m, "a-manifest", func(p string) error { return writeSlotManifest(p, header) }))
+		} else {
+			err = errors.Join(
+				add(k, s+"-vmlinuz", func(p string) error { return zeroFile(p, plan.KernelBytes) }),
+				add(i, s+"-initrd", func(p string) error { return zeroFile(p, plan.InitrdBytes) }),
+				add(m, s+"-manifest", func(p string) error { return zeroFile(p, slotManifestBytes) }))
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
+}
+
+// TrustPath is the file on the boot partition that says which upgrade
+// signatures the box accepts.
+const TrustPath = "/upgrade.pub"
+
+// syslinuxModuleDir holds the BIOS com32 modules (syslinux-common).
+const syslinuxModuleDir = "/usr/lib/syslinux/modules/bios"
 
 // checkFit refuses firmware that does not fit the boot partition of the
 // board's smallest card, with the numbers.

@@ -3,6 +3,7 @@ package images
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -319,53 +319,31 @@ func PrepareRunCard(ctx context.Context, image, card string) (reset bool, err er
 	if len(old) < 512 || !bytes.Equal(old[446:512], newMBR[446:512]) {
 		return true, CopyCard(image, card)
 	}
-	mtools := command{Env: []string{"MTOOLS_SKIP_CHECK=1", "MTOOLSRC=/dev/null"}}
-	tmp, err := os.MkdirTemp("", "flashgate-run-")
-	if err != nil {
-		return false, err
-	}
-	defer os.RemoveAll(tmp)
-	for _, p := range []string{"/syslinux.cfg", slotAKernel, slotAInitramfs} {
-		local := filepath.Join(tmp, filepath.Base(p))
-		if _, err := mtools.run(ctx, tool(toolMcopy), "-n", "-m", "-i", fmt.Sprintf("%s@@%d", image, bootStart), "::"+p, local); err != nil {
-			return false, fmt.Errorf("read %s from the new image: %w", p, err)
-		}
-		if _, err := mtools.run(ctx, tool(toolMcopy), "-o", "-m", "-i", fmt.Sprintf("%s@@%d", card, bootStart), local, "::"+p); err != nil {
-			return false, fmt.Errorf("update %s on %s: %w", p, card, err)
-		}
-	}
-	if err := removeStaleBootFiles(ctx, mtools, fmt.Sprintf("%s@@%d", card, bootStart)); err != nil {
-		return false, fmt.Errorf("update %s: %w", card, err)
+	// The boot partition is wholly the image's (both slots, syslinux and
+	// its ADV, which a test upgrade on the run card may have changed):
+	// copy its bytes. The config partition after it is kept.
+	if err := copyRange(image, card, bootStart, int64(binary.LittleEndian.Uint32(newMBR[446+12:]))*512); err != nil {
+		return false, fmt.Errorf("update the boot partition of %s: %w", card, err)
 	}
 	return false, nil
 }
 
-// staleBootFiles are files older images put on the boot partition that no
-// syslinux.cfg names any more: slot A's initramfs was /a/initrd.xz until it
-// became zstd in /a/initrd.img.
-var staleBootFiles = []string{"::/a/initrd.xz"}
-
-// removeStaleBootFiles deletes staleBootFiles from the FAT file system at
-// fat (an mtools image@@offset), so that a run card kept across firmware
-// updates does not fill its boot partition with them.
-func removeStaleBootFiles(ctx context.Context, mtools command, fat string) error {
-	out, err := mtools.run(ctx, tool(toolMdir), "-b", "-i", fat, "::/a")
+// copyRange copies n bytes at off from file src to the same place in dst.
+func copyRange(src, dst string, off, n int64) error {
+	in, err := os.Open(src)
 	if err != nil {
-		return fmt.Errorf("list the boot partition: %w", err)
+		return err
 	}
-	present := map[string]bool{}
-	for _, l := range strings.Split(string(out), "\n") {
-		present[strings.TrimSpace(l)] = true
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY, 0)
+	if err != nil {
+		return err
 	}
-	for _, f := range staleBootFiles {
-		if !present[f] {
-			continue
-		}
-		if _, err := mtools.run(ctx, tool(toolMdel), "-i", fat, f); err != nil {
-			return fmt.Errorf("remove the stale %s: %w", f, err)
-		}
+	if _, err := io.Copy(io.NewOffsetWriter(out, off), io.NewSectionReader(in, off, n)); err != nil {
+		out.Close()
+		return err
 	}
-	return nil
+	return out.Close()
 }
 
 // CopyCard makes card a fresh copy of a card image (through a temporary

@@ -33,14 +33,20 @@ type Report struct {
 	ConfigBytes    int64 // config partition size
 	CardBytes      int64 // image size
 	MinCardMB      int   // the board's smallest supported card
+	Slot           SlotPlan
+	UpgradeFile    string // the signed (or developer's unsigned) upgrade file
+	Signer         string // key fingerprint, or why unsigned
 }
 
 // FirmwareBytes is one firmware slot: kernel plus initramfs.
 func (r *Report) FirmwareBytes() int64 { return r.KernelBytes + r.InitramfsBytes }
 
-// SlotBFits reports whether a second slot of the same size fits in the free
-// space of the boot partition (for A/B upgrades).
-func (r *Report) SlotBFits() bool { return r.BootFreeBytes >= r.FirmwareBytes() }
+// SlotBFits reports whether a second slot of the same size fits: slot B is
+// laid out at flash time at slot A's size, so it does whenever the card
+// was built.
+func (r *Report) SlotBFits() bool {
+	return r.Slot.KernelBytes >= r.KernelBytes && r.Slot.InitrdBytes >= r.InitramfsBytes
+}
 
 // Write prints the report for humans.
 func (r *Report) Write(w io.Writer) {
@@ -54,15 +60,15 @@ func (r *Report) Write(w io.Writer) {
 	row("init", r.InitBytes, "PID 1's binary, uncompressed, in the initramfs")
 	row("initramfs", r.InitramfsBytes, fmt.Sprintf("zstd (%s as cpio)", human(r.CPIOBytes)))
 	row("firmware", r.FirmwareBytes(), "kernel + initramfs, one slot")
-	slotB := "room for slot B"
-	if !r.SlotBFits() {
-		slotB = "NO room for a slot B of this size"
-	}
-	row("boot free", r.BootFreeBytes, fmt.Sprintf("of %s on p1; %s", human(r.BootBytes), slotB))
-	row("config", r.ConfigBytes, "p2, ext2 fgconfig")
+	row("slot", r.Slot.KernelBytes+r.Slot.InitrdBytes, fmt.Sprintf("each of slots a and b: kernel up to %s, initramfs up to %s", human(r.Slot.KernelBytes), human(r.Slot.InitrdBytes)))
+	row("boot free", r.BootFreeBytes, fmt.Sprintf("of %s on p1, after both slots", human(r.BootBytes)))
+	row("config", r.ConfigBytes, "p2, ext3 fgconfig (journalled)")
 	row("card", r.CardBytes, fmt.Sprintf("image, for cards of %d MB and up", r.MinCardMB))
 	tw.Flush()
 	fmt.Fprintln(w, r.Image)
+	if r.UpgradeFile != "" {
+		fmt.Fprintf(w, "%s (signer: %s)\n", r.UpgradeFile, r.Signer)
+	}
 }
 
 func human(n int64) string {

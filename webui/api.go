@@ -23,6 +23,7 @@ func (s *Server) apiRoutes(r *mux.Router) {
 		r.HandleFunc(path, h).Methods(method)
 	}
 	api("/session", "GET", s.apiSession)
+	s.upgradeRoutes(api)
 	api("/logout", "POST", s.apiLogout)
 	api("/dashboard", "GET", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.dashboard(r.Context()))

@@ -97,10 +97,13 @@ type Dashboard struct {
 	Tunnels    []tunnelRow `json:"tunnels"`
 	Crypto     string      `json:"crypto_engine"`
 	Problems   []string    `json:"problems,omitempty"` // what could not be read, in words
+	// Firmware notes: the last upgrade's outcome, and a warning when the
+	// box accepts unsigned firmware.
+	Firmware []string `json:"firmware_notes,omitempty"`
 }
 
 func (s *Server) dashboard(ctx context.Context) Dashboard {
-	d := Dashboard{Board: s.opts.Board, Crypto: s.cryptoSummary(), Links: []Link{}, Tunnels: []tunnelRow{}}
+	d := Dashboard{Board: s.opts.Board, Crypto: s.cryptoSummary(), Links: []Link{}, Tunnels: []tunnelRow{}, Firmware: s.firmwareNotes()}
 	if up, err := readUptime(s.opts.Root); err == nil {
 		d.Uptime = roundDuration(up)
 	} else {

@@ -19,7 +19,9 @@ import (
 	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/firmware/bootparam"
+	"github.com/flashgate/flashgate/firmware/bootslot"
 	"github.com/flashgate/flashgate/firmware/supervisor"
+	"github.com/flashgate/flashgate/firmware/upgrade"
 	"github.com/flashgate/flashgate/ipsec/hwcrypto"
 	"github.com/flashgate/flashgate/services/configd"
 	"github.com/flashgate/flashgate/services/configd/client"
@@ -113,6 +115,8 @@ func run(ctx context.Context, args []string) int {
 		Root:        *root,
 		Fingerprint: cert.Fingerprint,
 		Logf:        logger.Printf,
+		Upgrade: UpgradeSource{Open: bootslot.OpenBox, Status: bootslot.StatusPath,
+			Running: upgrade.Running{Slot: params.Slot, Version: params.Version, Board: params.Board}},
 	})
 	if err != nil {
 		logger.Print(err)

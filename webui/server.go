@@ -20,6 +20,7 @@ import (
 	"github.com/flashgate/flashgate/ipsec"
 	"github.com/flashgate/flashgate/ipsec/hwcrypto"
 	"github.com/flashgate/flashgate/services/configd/client"
+	"github.com/flashgate/flashgate/upgrade/imagefile"
 )
 
 //go:embed templates/*.html
@@ -52,6 +53,9 @@ type Options struct {
 	AbsoluteTimeout time.Duration // default DefaultAbsoluteTimeout
 	Now             func() time.Time
 	Logf            func(format string, args ...any)
+	// Upgrade is the card's boot partition and the running firmware, for
+	// firmware upgrades; without Open the upgrade routes say there is none.
+	Upgrade UpgradeSource
 }
 
 // Server is the web UI: pages, the JSON API and their shared state.
@@ -65,12 +69,15 @@ type Server struct {
 	handler   http.Handler
 	verifySem chan struct{} // one argon2id at a time: each takes 19 MiB
 	proposals proposalCatalog
+	upgrade   upgradeState
 }
 
 // Upload and body limits.
 const (
 	maxFormBody   = 64 << 10
 	maxUploadBody = config.MaxDocumentSize + 64<<10 // a backup plus the form around it
+	// maxFirmwareBody bounds an upgrade file: a header and two parts.
+	maxFirmwareBody = 2*imagefile.MaxPart + int64(imagefile.MaxHeader)
 )
 
 // New builds the server and its routes.
@@ -333,8 +340,13 @@ func (s *Server) requireCSRF(class routeClass) mux.MiddlewareFunc {
 				return
 			}
 			limit := int64(maxFormBody)
-			if strings.HasSuffix(r.URL.Path, "/restore") {
+			switch {
+			case strings.HasSuffix(r.URL.Path, "/restore"):
 				limit = maxUploadBody
+			case r.URL.Path == "/api/v1/upgrade" && class == classAPI:
+				// A firmware file, streamed into the slot, never
+				// held; the handler bounds it by its manifest.
+				limit = maxFirmwareBody
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, limit)
 			sess := sessionOf(r)

@@ -22,6 +22,7 @@ type systemData struct {
 	Board       BoardInfo
 	PasswordErr formErrors
 	Storage     configd.Status
+	Upgrade     UpgradeView
 }
 
 func (s *Server) systemData(ctx context.Context, settings *formState) (systemData, error) {
@@ -35,7 +36,7 @@ func (s *Server) systemData(ctx context.Context, settings *formState) (systemDat
 	}
 	st, _ := s.status(ctx)
 	return systemData{Settings: settings, Now: s.opts.Now(), Timezone: cand.Config.System.Timezone,
-		Fingerprint: s.opts.Fingerprint, Board: s.opts.Board, Storage: st}, nil
+		Fingerprint: s.opts.Fingerprint, Board: s.opts.Board, Storage: st, Upgrade: s.upgradeView()}, nil
 }
 
 func (s *Server) systemPage(w http.ResponseWriter, r *http.Request) {

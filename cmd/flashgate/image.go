@@ -14,7 +14,7 @@ import (
 
 // imageFlags are the flags image and run share.
 type imageFlags struct {
-	board, out, version string
+	board, out, version, key string
 }
 
 func (f *imageFlags) register(fs interface {
@@ -23,6 +23,7 @@ func (f *imageFlags) register(fs interface {
 	fs.StringVar(&f.board, "board", defaultBoard, "board to build for (list: flashgate boards)")
 	fs.StringVar(&f.out, "out", "out", "output directory (the kernel cache is out/cache)")
 	fs.StringVar(&f.version, "version", "", "firmware version (default: git describe)")
+	fs.StringVar(&f.key, "key", os.Getenv("FLASHGATE_SIGNING_KEY"), "signing key from `flashgate keygen` ($FLASHGATE_SIGNING_KEY); without one the image is a developer's, unsigned, and its card accepts unsigned upgrades")
 }
 
 func runImage(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -63,7 +64,11 @@ func buildImage(ctx context.Context, f imageFlags, log io.Writer) (*images.Repor
 	if version == "" {
 		version = gitVersion(root)
 	}
-	b := &images.Builder{RepoRoot: root, OutDir: f.out, Log: log}
+	key, err := loadSigningKey(f.key)
+	if err != nil {
+		return nil, err
+	}
+	b := &images.Builder{RepoRoot: root, OutDir: f.out, Log: log, SigningKey: key}
 	return b.Build(ctx, board, version)
 }
 

@@ -32,6 +32,8 @@ var subcommands = map[string]subcommand{
 	"boards":  {"list the boards", runBoards},
 	"kernels": {"build (or find cached) every board's kernel", runKernels},
 	"bench":   {"run the measurements of make bench (out/bench/results.json)", runBench},
+	"keygen":  {"make the Ed25519 key pair that signs upgrade files", runKeygen},
+	"upgrade": {"send an upgrade file to a box and follow its test boot", runUpgrade},
 }
 
 // errUsage is returned after a flag set printed its own usage.

@@ -13,7 +13,8 @@ import (
 // Params are the kernel command line arguments flashgate uses.
 type Params struct {
 	Board   string // flashgate.board=, "" if absent
-	Version string // flashgate.version=, "" if absent
+	Version string // flashgate.version=, else the initramfs's /etc/flashgate/version (see Read), "" if neither
+	Slot    string // flashgate.slot=: the boot partition slot ("a" or "b") the kernel came from, "" if absent
 	// Console is the last console= argument ("ttyS0,115200n8" gives
 	// ConsoleDevice "ttyS0" and ConsoleBaud 115200); the kernel also
 	// makes the last one /dev/console.
@@ -36,6 +37,8 @@ func Parse(cmdline string) Params {
 			p.Board = val
 		case "flashgate.version":
 			p.Version = val
+		case "flashgate.slot":
+			p.Slot = val
 		case "loglevel", "debug", "quiet":
 			p.ConsoleLogLevelSet = true
 		case "console":
@@ -81,11 +84,30 @@ func fields(s string) []string {
 	return out
 }
 
-// Read parses /proc/cmdline.
+// Read parses /proc/cmdline; without flashgate.version on it, the version
+// is read from VersionFile.
 func Read() (Params, error) {
 	b, err := os.ReadFile("/proc/cmdline")
 	if err != nil {
 		return Params{}, err
 	}
-	return Parse(string(b)), nil
+	p := Parse(string(b))
+	if p.Version == "" {
+		p.Version = ReadVersion(VersionFile)
+	}
+	return p, nil
+}
+
+// VersionFile is where the image builder puts the firmware's version in
+// the initramfs. The kernel command line cannot carry it: syslinux.cfg is
+// written once at flash time, and each slot's firmware brings its own.
+const VersionFile = "/etc/flashgate/version"
+
+// ReadVersion returns the version in file, "" if there is none.
+func ReadVersion(file string) string {
+	b, err := os.ReadFile(file)
+	if err != nil || len(b) > 128 {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }

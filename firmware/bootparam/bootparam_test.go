@@ -17,6 +17,7 @@ func TestParse(t *testing.T) {
 		{"console=ttyS0,fast", Params{ConsoleDevice: "ttyS0"}},
 		{`flashgate.version="1.0 beta" flashgate.board=qemu`, Params{Board: "qemu", Version: "1.0 beta"}},
 		{"flashgate.board", Params{}},
+		{"flashgate.slot=b flashgate.board=qemu", Params{Board: "qemu", Slot: "b"}},
 		{"console=ttyS0,19200 loglevel=7", Params{ConsoleDevice: "ttyS0", ConsoleBaud: 19200, ConsoleLogLevelSet: true}},
 		{"debug", Params{ConsoleLogLevelSet: true}},
 		{"quiet panic=10", Params{ConsoleLogLevelSet: true}},

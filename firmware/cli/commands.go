@@ -42,6 +42,8 @@ func init() {
 		{name: "ping", usage: "ping HOST [COUNT]", help: "ICMP echo, at most 20 (^C stops)", run: runPing},
 		{name: "ipsec", usage: "ipsec up|down TUNNEL", help: "bring a tunnel up now, or tear it down", run: runIPsec, complete: completeIPsec},
 		{name: "restart", usage: "restart SERVICE", help: "restart a service", run: runRestart, complete: completeService},
+		{name: "upgrade", interactive: true, usage: "upgrade [URL [confirm-downgrade]]", help: "the firmware slots; or install a signed .fgup from a web server", run: runUpgrade},
+		{name: "boot", interactive: true, usage: "boot other slot", help: "test-boot the other slot's firmware (asks first)", run: runBoot},
 		{name: "reboot", interactive: true, usage: "reboot", help: "reboot the box (asks first)", run: runPower("reboot")},
 		{name: "poweroff", interactive: true, usage: "poweroff", help: "power the box off (asks first)", run: runPower("poweroff")},
 		{name: "passwd", interactive: true, usage: "passwd", help: "change your password", run: runPasswd},

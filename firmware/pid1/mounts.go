@@ -83,9 +83,11 @@ func mountConfig(wait time.Duration) (string, error) {
 		return "", err
 	}
 	flags := uintptr(unix.MS_RDONLY | unix.MS_NOATIME | unix.MS_NODEV | unix.MS_NOEXEC | unix.MS_NOSUID)
-	// ext2 is mounted by the ext2 driver or, on kernels built without
-	// it, by ext4.
-	for _, fstype := range []string{"ext2", "ext4"} {
+	// ext4 first: the partition is ext3 (journalled) and the ext4 driver
+	// replays its journal at mount; mounted as "ext2" a clean journalled
+	// file system would be written without its journal. ext2 remains for
+	// kernels built without ext4.
+	for _, fstype := range []string{"ext4", "ext2"} {
 		err = unix.Mount(dev, "/cfg", fstype, flags, "")
 		if err == nil {
 			return dev, nil

@@ -55,6 +55,7 @@ type initProc struct {
 
 	mu      sync.Mutex
 	bootLog []string // messages printed before the supervisor existed
+	slots   slotBoot // guarded by mu once the trial's health checks run
 }
 
 // options are PID 1's flags. The image passes none: they exist for tests
@@ -192,6 +193,7 @@ func (in *initProc) boot() {
 		in.cfgDev = dev
 		in.logf("config partition %s mounted read-only on /cfg", dev)
 	})
+	in.step("upgrade", in.upgradeAtBoot)
 	in.step("watchdog", func() {
 		in.watchdog = openWatchdog(in.opts.watchdog, in.board.Board.Watchdog, in.logf)
 	})
@@ -209,6 +211,16 @@ func (in *initProc) boot() {
 	})
 	in.step("supervisor", in.startSupervisor)
 	go in.loadServiceModules(moduleDir, serviceModules)
+	if rec := in.slots.trial; rec != nil {
+		go func() {
+			defer func() {
+				if r := recover(); r != nil {
+					in.logf("upgrade: health checks: panic: %v; the next boot falls back\n%s", r, debug.Stack())
+				}
+			}()
+			in.checkTrial(rec)
+		}()
+	}
 }
 
 // loadServiceModules loads the modules netd and iked need while the

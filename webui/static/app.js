@@ -68,4 +68,73 @@
     }
     tick();
   });
+  // Firmware upgrade (System page): the file's header goes to
+  // /api/v1/upgrade/inspect first, so version, board and signer show
+  // before anything is written; the file then streams to /api/v1/upgrade
+  // with a progress bar, and the page follows the box through its reboot.
+  document.querySelectorAll("[data-upgrade]").forEach(function (box) {
+    var input = box.querySelector('input[type="file"]');
+    var plan = box.querySelector("[data-upgrade-plan]");
+    var go = box.querySelector("[data-upgrade-go]");
+    var down = box.querySelector("[data-upgrade-downgrade]");
+    var bar = box.querySelector("[data-upgrade-progress]");
+    function query() {
+      return "?size=" + input.files[0].size + (down.checked ? "&confirm_downgrade=1" : "");
+    }
+    function describe(j) {
+      return j.version ? "flashgate " + j.version + " for " + j.board + ", signed by " + j.signer +
+        (j.target_slot ? ", into slot " + j.target_slot : "") + (j.downgrade ? " (a downgrade)" : "") : "";
+    }
+    function inspect() {
+      go.disabled = true;
+      if (!input.files.length) return;
+      plan.textContent = "Checking…";
+      fetch("/api/v1/upgrade/inspect" + query(), { method: "POST", credentials: "same-origin",
+        headers: { "X-CSRF-Token": csrf, "Content-Type": "application/octet-stream" }, body: input.files[0].slice(0, 4096) })
+        .then(function (r) { return r.json().then(function (j) { return [r.ok, j]; }); })
+        .then(function (a) {
+          var ok = a[0], j = a[1];
+          plan.textContent = ok ? describe(j) : "Refused: " + (j.error || "?") + (j.version ? " (" + describe(j) + ")" : "");
+          plan.className = ok ? "help" : "flash error";
+          go.disabled = !ok;
+        })
+        .catch(function (e) { plan.textContent = "Could not ask the box: " + e; });
+    }
+    input.addEventListener("change", inspect);
+    down.addEventListener("change", inspect);
+    go.addEventListener("click", function () {
+      go.disabled = true; input.disabled = true; bar.hidden = false;
+      var x = new XMLHttpRequest();
+      x.open("POST", "/api/v1/upgrade" + query() + "&reboot=1");
+      x.setRequestHeader("X-CSRF-Token", csrf);
+      x.setRequestHeader("Content-Type", "application/octet-stream");
+      x.upload.onprogress = function (e) {
+        if (e.lengthComputable) bar.value = Math.round(100 * e.loaded / e.total);
+      };
+      x.upload.onload = function () { plan.textContent = "Uploaded; the box is reading the slot back…"; };
+      x.onload = function () {
+        var j = {};
+        try { j = JSON.parse(x.responseText); } catch (e) {}
+        if (x.status !== 200) {
+          plan.textContent = "Upgrade failed, nothing switched: " + (j.error || x.status);
+          plan.className = "flash error"; input.disabled = false;
+          return;
+        }
+        plan.textContent = "Slot " + j.target_slot + " written and verified. The box reboots into a test boot of " +
+          j.version + "; this page reloads when it answers again (log in once more).";
+        plan.className = "flash";
+        var tries = 0;
+        (function wait() {
+          if (++tries > 200) return;
+          setTimeout(function () {
+            fetch("/login", { credentials: "same-origin" }).then(function (r) {
+              if (r.ok && tries > 5) location.href = "/system#firmware"; else wait();
+            }).catch(wait);
+          }, 3000);
+        })();
+      };
+      x.onerror = function () { plan.textContent = "The upload broke off; nothing was switched."; input.disabled = false; };
+      x.send(input.files[0]);
+    });
+  });
 })();

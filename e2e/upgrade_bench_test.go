@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/images"
+)
+
+// BenchmarkUpgradePowerCut pulls the plug at random moments of an
+// upgrade, from the start of the upload to the new firmware's health
+// checks, then boots the card again without interference and counts it
+// bricked unless it comes up with a web UI, runs v1 or v2 (not a half
+// state), still has the admin's setting, and both file systems are clean
+// by fsck.vfat -n and e2fsck -fn. Trials: $FLASHGATE_POWERCUT_TRIALS
+// (default 100, the target; each takes one to two minutes in software
+// emulation).
+//
+// Reported: upgrade.powercut.trials, .bricked, and upgrade.total_s (start
+// of the upload to the new version committed, from an uncut run).
+func BenchmarkUpgradePowerCut(b *testing.B) {
+	trials := 100
+	if v, err := strconv.Atoi(os.Getenv("FLASHGATE_POWERCUT_TRIALS")); err == nil && v > 0 {
+		trials = v
+	}
+	ctx := context.Background()
+	l := prepareUpgradeCard(b)
+	if err := l.boot(true); err != nil {
+		b.Fatal(err)
+	}
+	var sys map[string]any
+	if err := l.box.Get(ctx, "/api/v1/system", &sys); err != nil {
+		b.Fatal(err)
+	}
+	settings, _ := sys["settings"].(map[string]any)
+	settings["hostname"] = "powercut-box"
+	if err := l.box.Put(ctx, "/api/v1/system", settings); err != nil {
+		b.Fatal(err)
+	}
+	if err := l.box.Post(ctx, "/api/v1/commit", map[string]any{}); err != nil {
+		b.Fatal(err)
+	}
+	l.stop()
+	golden, err := os.ReadFile(l.card)
+	if err != nil {
+		b.Fatal(err)
+	}
+	v1, v2 := l.base.Version, l.base.Version+"-v2"
+	file := l.variant(b, v2, l.base.Built+100, l.key, "qemu", nil)
+
+	// One uncut upgrade: the total time, and the span the cuts fall in.
+	if err := l.boot(false); err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := l.box.Upload(ctx, file, false, true, nil); err != nil {
+		b.Fatal(err)
+	}
+	if err := l.box.WaitResult(ctx, v2, 8*time.Minute, nil); err != nil {
+		b.Fatalf("uncut upgrade: %v", err)
+	}
+	total := time.Since(start)
+	l.stop()
+	b.Logf("upgrade.total_s %.1f", total.Seconds())
+
+	r := rand.New(rand.NewSource(time.Now().UnixNano()))
+	bricked := 0
+	b.ResetTimer()
+	for i := 0; i < trials; i++ {
+		if err := os.WriteFile(l.card, golden, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		cut := time.Duration(r.Int63n(int64(total)))
+		why := powerCutTrial(ctx, l, file, cut, v1, v2)
+		if why != "" {
+			bricked++
+			b.Logf("trial %d, cut %.1f s into the upgrade: BRICKED: %s", i+1, cut.Seconds(), why)
+			os.WriteFile(fmt.Sprintf("%s/bricked-%d.img", l.dir, i+1), mustRead(l.card), 0o644)
+		} else {
+			b.Logf("trial %d, cut %.1f s into the upgrade: ok", i+1, cut.Seconds())
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(trials), "trials")
+	b.ReportMetric(float64(bricked), "bricked")
+	b.ReportMetric(total.Seconds(), "total_s")
+}
+
+func mustRead(p string) []byte { b, _ := os.ReadFile(p); return b }
+
+// powerCutTrial boots the card, starts the upgrade, kills qemu cut after
+// the upload began, boots again and returns what is wrong ("" if
+// nothing).
+func powerCutTrial(ctx context.Context, l *upgradeLab, file string, cut time.Duration, v1, v2 string) string {
+	if err := l.boot(false); err != nil {
+		l.stop()
+		return "the pristine card did not boot: " + err.Error()
+	}
+	go l.box.Upload(ctx, file, false, true, nil)
+	time.Sleep(cut)
+	l.stop() // the plug
+	if err := l.boot(false); err != nil {
+		l.stop()
+		return "no web UI after the cut: " + err.Error()
+	}
+	defer l.stop()
+	// A cut after the switch leaves a test boot to finish: wait for it.
+	deadline := time.Now().Add(6 * time.Minute)
+	for {
+		st, err := l.box.Status(ctx)
+		if err == nil && st.Boot != nil && !st.Boot.Trial {
+			if st.Running.Version != v1 && st.Running.Version != v2 {
+				return "runs " + st.Running.Version
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Sprintf("the test boot never ended (%+v, %v)", st, err)
+		}
+		time.Sleep(3 * time.Second)
+		l.box.Login(ctx) // a fallback reboot ends the session
+	}
+	var sys map[string]any
+	if err := l.box.Get(ctx, "/api/v1/system", &sys); err != nil {
+		return "read the configuration: " + err.Error()
+	}
+	// Form values are lists: ["powercut-box"].
+	if s, _ := sys["settings"].(map[string]any); s == nil || fmt.Sprint(s["hostname"]) != "[powercut-box]" {
+		return fmt.Sprintf("the configuration lost the host name: %v", sys["settings"])
+	}
+	l.stop()
+	if err := images.CheckCard(ctx, l.card); err != nil {
+		return err.Error()
+	}
+	return ""
+}

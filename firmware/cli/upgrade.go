@@ -1,0 +1,181 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/flashgate/flashgate/firmware/bootparam"
+	"github.com/flashgate/flashgate/firmware/bootslot"
+	"github.com/flashgate/flashgate/firmware/supervisor"
+	"github.com/flashgate/flashgate/firmware/upgrade"
+	"github.com/flashgate/flashgate/upgrade/imagefile"
+)
+
+// openBootCard opens the box's boot partition; tests point it elsewhere.
+var openBootCard = bootslot.OpenBox
+
+// runningFirmware says which slot and version run.
+var runningFirmware = func() upgrade.Running {
+	p, _ := bootparam.Read()
+	return upgrade.Running{Slot: p.Slot, Version: p.Version, Board: p.Board}
+}
+
+// runUpgrade: `upgrade` shows the slots; `upgrade URL [confirm-downgrade]`
+// fetches an upgrade file from an HTTP(S) server on the LAN, shows what it
+// is, and after a yes writes it into the other slot and reboots into a
+// test boot. The signature, not the transport, is what the box trusts, so
+// an HTTPS server's certificate is not checked.
+func runUpgrade(ctx context.Context, s *session, args []string) error {
+	run := runningFirmware()
+	if len(args) == 0 {
+		return showSlots(s, run)
+	}
+	url := args[0]
+	downgrade := false
+	for _, a := range args[1:] {
+		if a != "confirm-downgrade" {
+			return usageError("upgrade")
+		}
+		downgrade = true
+	}
+	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
+		return fmt.Errorf("%q: give an http:// or https:// URL of the .fgup file", url)
+	}
+	fetchCtx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(fetchCtx, "GET", url, nil)
+	if err != nil {
+		return err
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, ResponseHeaderTimeout: 30 * time.Second}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("fetch %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("fetch %s: the server answered %s", url, resp.Status)
+	}
+	h, err := imagefile.ReadHeader(resp.Body)
+	if err != nil {
+		return fmt.Errorf("%s: %w", url, err)
+	}
+	card, err := openBootCard()
+	if err != nil {
+		return err
+	}
+	defer card.Close()
+	opts := upgrade.Options{Size: resp.ContentLength, AllowDowngrade: downgrade}
+	s.printf("file: flashgate %s for %s, signed by %s, %d bytes\n", h.Manifest.Version, h.Manifest.Board, h.SignerName(), h.Size())
+	plan, err := upgrade.Check(card, h, run, opts)
+	if err != nil {
+		return fmt.Errorf("refused, nothing written: %w", err)
+	}
+	if plan.Downgrade {
+		s.printf("This is a downgrade from %s.\n", plan.Running.Manifest.Version)
+	}
+	ok, err := s.confirmWord(fmt.Sprintf("Write it to slot %s and reboot into a test boot of it?", plan.Target), "yes")
+	if err != nil || !ok {
+		return err
+	}
+	last := int64(-1)
+	opts.Progress = func(p upgrade.Progress) {
+		pct := p.Done * 100 / max(p.Total, 1)
+		if pct/10 != last/10 || p.Stage == "read back" || p.Stage == "switch" {
+			s.printf("  %s %d%%\n", p.Stage, pct)
+			last = pct
+		}
+	}
+	if _, err := upgrade.Install(card, io.MultiReader(bytes.NewReader(h.Raw), resp.Body), run, opts); err != nil {
+		return fmt.Errorf("upgrade: %w (the box still boots %s)", err, run.Version)
+	}
+	card.Close()
+	return s.rebootInto(ctx, fmt.Sprintf("slot %s written and verified. Rebooting into the test boot of %s; if it is not healthy the box comes back to %s by itself.", plan.Target, h.Manifest.Version, run.Version))
+}
+
+// runBoot: `boot other slot` test-boots the other slot's firmware.
+func runBoot(ctx context.Context, s *session, args []string) error {
+	if w := strings.Join(args, " "); w != "other slot" && w != "other-slot" {
+		return usageError("boot")
+	}
+	run := runningFirmware()
+	card, err := openBootCard()
+	if err != nil {
+		return err
+	}
+	defer card.Close()
+	other := upgrade.ReadSlot(card, bootslot.OtherSlot(run.Slot))
+	if other.Manifest == nil {
+		return fmt.Errorf("slot %s holds no firmware (%s)", other.Name, other.Problem)
+	}
+	ok, err := s.confirmWord(fmt.Sprintf("Test-boot slot %s (%s)? It becomes the default only if its health checks pass.", other.Name, other.Manifest.Version), "yes")
+	if err != nil || !ok {
+		return err
+	}
+	if _, err := upgrade.ArmOtherSlot(card, run); err != nil {
+		return err
+	}
+	card.Close()
+	return s.rebootInto(ctx, fmt.Sprintf("Rebooting into slot %s.", other.Name))
+}
+
+func (s *session) rebootInto(ctx context.Context, msg string) error {
+	s.printf("%s\n", msg)
+	ctx, cancel := apiContext(ctx)
+	defer cancel()
+	var err error
+	if s.opts.Power != nil {
+		err = s.opts.Power(ctx, "reboot")
+	} else {
+		err = s.supervisor.Power(ctx, supervisor.Reboot)
+	}
+	if err != nil {
+		return fmt.Errorf("reboot: %w (the test boot happens at the next reboot)", err)
+	}
+	s.done = true
+	return nil
+}
+
+func showSlots(s *session, run upgrade.Running) error {
+	card, err := openBootCard()
+	if err != nil {
+		return err
+	}
+	defer card.Close()
+	boot, err := bootslot.ReadBoot(card.Vol)
+	if err != nil {
+		s.printf("warning: %v\n", err)
+	}
+	for _, name := range []string{"a", "b"} {
+		sl := upgrade.ReadSlot(card, name)
+		what := sl.Problem
+		if sl.Manifest != nil {
+			what = fmt.Sprintf("%s for %s, signed by %s", sl.Manifest.Version, sl.Manifest.Board, sl.Signer)
+		}
+		var marks []string
+		if name == run.Slot {
+			marks = append(marks, "running")
+		}
+		if name == boot.Committed {
+			marks = append(marks, "default")
+		}
+		s.printf("slot %s: %s", name, what)
+		if len(marks) > 0 {
+			s.printf(" (%s)", strings.Join(marks, ", "))
+		}
+		s.printf("\n")
+	}
+	if m := boot.Last.Message(run.Version); m != "" {
+		s.printf("%s\n", m)
+	}
+	if t, err := upgrade.Trust(card); err == nil && t.AllowUnsigned {
+		s.printf("warning: this box accepts unsigned firmware (a developer's card)\n")
+	}
+	return nil
+}
