@@ -30,6 +30,16 @@ func BenchmarkUpgradePowerCut(b *testing.B) {
 	}
 	ctx := context.Background()
 	l := prepareUpgradeCard(b)
+	b.Cleanup(func() {
+		if b.Failed() && l.vm != nil {
+			log := l.vm.Log()
+			if len(log) > 15000 {
+				log = log[len(log)-15000:]
+			}
+			b.Logf("serial console (end):\n%s", log)
+		}
+		l.stop()
+	})
 	if err := l.boot(true); err != nil {
 		b.Fatal(err)
 	}

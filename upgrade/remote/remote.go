@@ -277,7 +277,7 @@ func (b *Box) WaitResult(ctx context.Context, version string, timeout time.Durat
 			say(fmt.Sprintf("the box runs %s (slot %s)", st.Running.Version, st.Running.Slot))
 		}
 	}
-	return fmt.Errorf("the box did not report the upgrade's result within %s", timeout)
+	return fmt.Errorf("the box did not report the upgrade's result within %s (last: %s)", timeout, last)
 }
 
 // Get, Put and Post call other JSON API routes with the session (tests
