@@ -2,11 +2,16 @@ package images
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 )
 
 // FirmwarePackage is the appliance's multi-call binary. On the box it is
@@ -43,9 +48,99 @@ type Initramfs struct {
 	InitBytes int64
 }
 
+// built remembers, for the life of this process, the initramfs built for
+// each target (GOARCH, GO386 and the module files): the u-root busybox of
+// one target is the same bytes for every board (the version is appended
+// by the caller), and compiling it takes minutes on a 2-core machine, so
+// the tests that build a card for every board build it once per target.
+var built struct {
+	sync.Mutex
+	byKey map[string]builtInitramfs
+}
+
+type builtInitramfs struct {
+	path                      string // a copy kept under the cache
+	compressed, cpio, initBin int64
+}
+
 // Build writes the compressed initramfs to out and returns its size and the
 // size of the uncompressed cpio archive.
 func (r *Initramfs) Build(ctx context.Context, out string) (compressedBytes, cpioBytes int64, err error) {
+	key, err := r.memoKey()
+	if err != nil {
+		return 0, 0, err
+	}
+	built.Lock()
+	defer built.Unlock()
+	if b, ok := built.byKey[key]; ok {
+		if _, err := copyFile(b.path, out); err == nil {
+			r.InitBytes = b.initBin
+			r.logf("the initramfs for GOARCH=%s %s was built by this process already: reused", r.GOARCH, r.GO386)
+			return b.compressed, b.cpio, nil
+		}
+	}
+	compressedBytes, cpioBytes, err = r.build(ctx, out)
+	if err != nil {
+		return 0, 0, err
+	}
+	dir := filepath.Join(r.CacheDir, "initramfs", strconv.Itoa(os.Getpid()))
+	if err := os.MkdirAll(dir, 0o755); err == nil {
+		keep := filepath.Join(dir, fmt.Sprintf("%x.img", sha256.Sum256([]byte(key))))
+		if _, err := copyFile(out, keep); err == nil {
+			if built.byKey == nil {
+				built.byKey = map[string]builtInitramfs{}
+				removeStaleInitramfs(filepath.Dir(dir))
+			}
+			built.byKey[key] = builtInitramfs{path: keep, compressed: compressedBytes, cpio: cpioBytes, initBin: r.InitBytes}
+		}
+	}
+	return compressedBytes, cpioBytes, nil
+}
+
+// memoKey names what the initramfs is built from besides the source tree,
+// which does not change under a running process.
+func (r *Initramfs) memoKey() (string, error) {
+	key := r.RepoRoot + "\x00" + r.GOARCH + "\x00" + r.GO386
+	if r.ModulesDir == "" {
+		return key, nil
+	}
+	h := sha256.New()
+	err := filepath.WalkDir(r.ModulesDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(r.ModulesDir, p)
+		fmt.Fprintf(h, "%s %d\n", rel, len(b))
+		h.Write(b)
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("initramfs modules: %w", err)
+	}
+	return fmt.Sprintf("%s\x00%x", key, h.Sum(nil)), nil
+}
+
+// removeStaleInitramfs removes the kept copies of processes that have
+// ended.
+func removeStaleInitramfs(dir string) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if syscall.Kill(pid, 0) == nil {
+			continue
+		}
+		os.RemoveAll(filepath.Join(dir, e.Name()))
+	}
+}
+
+func (r *Initramfs) build(ctx context.Context, out string) (compressedBytes, cpioBytes int64, err error) {
 	if err := r.checkFirmwareSource(); err != nil {
 		return 0, 0, err
 	}
