@@ -64,14 +64,7 @@ func TestBoardFacts(t *testing.T) {
 			check("MinCardMB", b.MinCardMB, tc.minCardMB)
 			check("number of NICs", len(b.NICs), tc.nics)
 			check("watchdog identity", b.Watchdog, tc.watchdog)
-			frags, err := kernel.Fragments(b.KernelClass, b.Name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			set, err := kernel.ParseSettings(frags...)
-			if err != nil {
-				t.Fatal(err)
-			}
+			set := kernelSettings(t, b)
 			for _, sym := range tc.builtIn {
 				if set[sym] != "y" {
 					t.Errorf("%s: kernel config builds %s as %q, want y", tc.name, sym, set[sym])
@@ -128,14 +121,7 @@ func TestDefinitionsAreConsistent(t *testing.T) {
 		if b.Console.Device != "ttyS0" || b.Console.Baud <= 0 {
 			t.Errorf("board %s: console %+v", b.Name, b.Console)
 		}
-		frags, err := kernel.Fragments(b.KernelClass, b.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		set, err := kernel.ParseSettings(frags...)
-		if err != nil {
-			t.Fatal(err)
-		}
+		set := kernelSettings(t, b)
 		for i, nic := range b.NICs {
 			if want := fmt.Sprintf("eth%d", i); nic.Name != want {
 				t.Errorf("board %s: NIC %d is named %q, want %q (BIOS order)", b.Name, i, nic.Name, want)
@@ -274,4 +260,18 @@ func TestKernelFragments(t *testing.T) {
 			t.Errorf("kernel/config/board/%s.config belongs to no supported board", f)
 		}
 	}
+}
+
+// kernelSettings are the merged kernel config fragments of b's kernel.
+func kernelSettings(t *testing.T, b Board) kernel.Settings {
+	t.Helper()
+	frags, err := kernel.Fragments(b.KernelClass, b.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := kernel.ParseSettings(frags...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
 }
