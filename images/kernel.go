@@ -31,8 +31,8 @@ type Kernel struct {
 	Board   string       // the board it was configured for
 	Class   kernel.Class // CPU class: the build tree it came from
 	Key     string       // cache key: source version, class, fragments, compiler
-	Package string       // "linux-source-6.1 6.1.172-1", what it was built from
-	Release string       // uname -r: "6.1.172-flashgate"
+	Package string       // "linux-source-6.1 6.1.192-3", what it was built from
+	Release string       // uname -r: "6.1.192-3-flashgate"
 	Root    string       // this build's directory in the cache
 	Vmlinuz string       // the bzImage
 	// Modules is true when the board has loadable modules (optional
@@ -380,10 +380,11 @@ func ccacheCC() string {
 	return ""
 }
 
-// kernelTimestamp is the build date the kernel prints (uname -v), fixed so
-// that two builds of one input are the same bytes.
+// kernelTimestamp is the build date the kernel prints (uname -v), fixed to
+// the Unix epoch, as reproducible builds do, so that two builds of one input
+// are the same bytes; the release names the source version instead.
 func kernelTimestamp() string {
-	return time.Unix(0, 0).UTC().Add(10 * 365 * 24 * time.Hour).Format("Mon Jan 2 15:04:05 UTC 2006")
+	return time.Unix(0, 0).UTC().Format("Mon Jan 2 15:04:05 UTC 2006")
 }
 
 // lockFile takes an exclusive flock on name, waiting for it.
