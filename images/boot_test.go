@@ -59,19 +59,7 @@ func TestBootQEMU(t *testing.T) {
 	if err := CopyCard(rep.Image, card); err != nil {
 		t.Fatal(err)
 	}
-	vm, err := StartVM(QEMUConfig{Board: board, Image: card, NoReboot: true}, bootLimit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logPath := filepath.Join(outDir, "boot-qemu.log")
-	defer func() {
-		vm.Stop()
-		log := vm.Log()
-		os.WriteFile(logPath, log, 0o644)
-		if t.Failed() {
-			t.Logf("serial console (also in %s):\n%s", logPath, log)
-		}
-	}()
+	vm := startTestVM(t, QEMUConfig{Board: board, Image: card, NoReboot: true}, filepath.Join(outDir, "boot-qemu.log"))
 	bootCtx, bootCancel := context.WithTimeout(ctx, bootLimit)
 	defer bootCancel()
 
@@ -135,19 +123,8 @@ func TestBootBoards(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer os.Remove(card)
-			vm, err := StartVM(QEMUConfig{Board: board, Image: card, NoReboot: true, Emulate: true}, bootLimit)
-			if err != nil {
-				t.Fatal(err)
-			}
-			logPath := filepath.Join(outDir, "boot-"+board.Name+".log")
-			defer func() {
-				vm.Stop()
-				log := vm.Log()
-				os.WriteFile(logPath, log, 0o644)
-				if t.Failed() {
-					t.Logf("serial console (also in %s):\n%s", logPath, log)
-				}
-			}()
+			vm := startTestVM(t, QEMUConfig{Board: board, Image: card, NoReboot: true, Emulate: true},
+				filepath.Join(outDir, "boot-"+board.Name+".log"))
 			bootCtx, bootCancel := context.WithTimeout(ctx, bootLimit)
 			defer bootCancel()
 			times, err := bootToLogin(bootCtx, vm, board, version, false)
@@ -164,6 +141,26 @@ func TestBootBoards(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startTestVM boots c for a test, limited to bootLimit; when the test ends
+// it stops qemu and keeps the serial console in logPath, printed as well if
+// the test failed.
+func startTestVM(t *testing.T, c QEMUConfig, logPath string) *VM {
+	t.Helper()
+	vm, err := StartVM(c, bootLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		vm.Stop()
+		log := vm.Log()
+		os.WriteFile(logPath, log, 0o644)
+		if t.Failed() {
+			t.Logf("serial console (also in %s):\n%s", logPath, log)
+		}
+	})
+	return vm
 }
 
 // checkInitramfs lists the initramfs on the built card with zstd and cpio
