@@ -178,6 +178,15 @@ func checkInitramfs(t *testing.T, rep *Report) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The slot's files are preallocated, so the archive is followed by
+	// zeros up to the slot's size; the kernel skips them, zstd does not.
+	if int64(len(packed)) < rep.InitramfsBytes {
+		t.Fatalf("the card's initramfs has %d bytes, the build made %d", len(packed), rep.InitramfsBytes)
+	}
+	if pad := packed[rep.InitramfsBytes:]; len(bytes.Trim(pad, "\x00")) != 0 {
+		t.Errorf("the initramfs slot has non-zero bytes after the archive")
+	}
+	packed = packed[:rep.InitramfsBytes]
 	// The kernel picks the decompressor by the magic number: a zstd
 	// frame starts with 28 b5 2f fd.
 	if zstdMagic := []byte{0x28, 0xb5, 0x2f, 0xfd}; !bytes.HasPrefix(packed, zstdMagic) {

@@ -94,6 +94,26 @@ func TestI586AssumesNoCMOV(t *testing.T) {
 	}
 }
 
+// Go's 386 runtime and x/sys make system calls that tinyconfig leaves out:
+// nanosleep, futex and ppoll with a 32-bit time_t (without them every
+// sleep returns ENOSYS at once, so Go processes spin, and the console's
+// ppoll fails), epoll for the netpoller, futexes for its locks.
+func TestI586HasWhatGo386Needs(t *testing.T) {
+	frags, err := Fragments(ClassI586, "qemu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ParseSettings(frags...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sym := range []string{"CONFIG_COMPAT_32BIT_TIME", "CONFIG_FUTEX", "CONFIG_EPOLL", "CONFIG_POSIX_TIMERS"} {
+		if s[sym] != "y" {
+			t.Errorf("%s = %q, want y", sym, s[sym])
+		}
+	}
+}
+
 func TestLocalVersion(t *testing.T) {
 	if lv := LocalVersion(); !strings.HasPrefix(lv, "-") || !strings.HasSuffix(lv, "-flashgate") || strings.Count(lv, "-") != 2 {
 		t.Errorf("LocalVersion %q, want -<debian revision>-flashgate", lv)
