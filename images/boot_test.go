@@ -192,13 +192,27 @@ func checkInitramfs(t *testing.T, rep *Report) {
 	if zstdMagic := []byte{0x28, 0xb5, 0x2f, 0xfd}; !bytes.HasPrefix(packed, zstdMagic) {
 		t.Errorf("the initramfs does not start with the zstd magic % x (header % x)", zstdMagic, packed[:min(8, len(packed))])
 	}
-	cpioData, err := command{Stdin: packed}.run(ctx, tool(toolZstd), "-dc")
+	// The build's zstd archive, then the uncompressed one that stamps the
+	// version (AppendToInitramfs), 4-byte aligned: the kernel unpacks both.
+	frame, err := zstdFrameLen(packed)
 	if err != nil {
 		t.Fatalf("the initramfs is not zstd: %v", err)
 	}
+	cpioData, err := command{Stdin: packed[:frame]}.run(ctx, tool(toolZstd), "-dc")
+	if err != nil {
+		t.Fatalf("the initramfs is not zstd: %v", err)
+	}
+	stamp := bytes.TrimLeft(packed[frame:], "\x00")
 	listing, err := command{Stdin: cpioData}.run(ctx, tool(hostTool{"cpio", "cpio"}), "-it", "--quiet")
 	if err != nil {
 		t.Fatalf("the initramfs is not a cpio archive: %v", err)
+	}
+	stamped, err := command{Stdin: stamp}.run(ctx, tool(hostTool{"cpio", "cpio"}), "-it", "--quiet")
+	if err != nil {
+		t.Fatalf("what follows the initramfs's zstd frame is not a cpio archive: %v", err)
+	}
+	if !strings.Contains(string(stamped), "etc/flashgate/version") {
+		t.Errorf("the appended archive lacks etc/flashgate/version: %q", stamped)
 	}
 	files := map[string]bool{}
 	for _, f := range strings.Split(strings.TrimSpace(string(listing)), "\n") {
@@ -401,4 +415,52 @@ func lineAt(log []byte, at int) string {
 		end = len(log) - at
 	}
 	return strings.TrimRight(string(log[start:at+end]), "\r")
+}
+
+// zstdFrameLen walks the zstd frame at the start of b (RFC 8878 section 3.1:
+// the frame header, then blocks up to the one flagged last, then an
+// optional checksum) and returns its length, so what follows it can be
+// told apart.
+func zstdFrameLen(b []byte) (int, error) {
+	if len(b) < 6 || !bytes.HasPrefix(b, []byte{0x28, 0xb5, 0x2f, 0xfd}) {
+		return 0, fmt.Errorf("no zstd magic (header % x)", b[:min(8, len(b))])
+	}
+	fhd := b[4]
+	fcsFlag, single, checksum, didFlag := fhd>>6, fhd&0x20 != 0, fhd&0x04 != 0, fhd&0x03
+	n := 5
+	if !single {
+		n++ // window descriptor
+	}
+	n += []int{0, 1, 2, 4}[didFlag]
+	fcs := []int{0, 2, 4, 8}[fcsFlag]
+	if fcsFlag == 0 && single {
+		fcs = 1
+	}
+	n += fcs
+	for {
+		if n+3 > len(b) {
+			return 0, fmt.Errorf("zstd frame cut at byte %d", n)
+		}
+		h := int(b[n]) | int(b[n+1])<<8 | int(b[n+2])<<16
+		last, typ, size := h&1 != 0, (h>>1)&3, h>>3
+		n += 3
+		switch typ {
+		case 0, 2: // raw, compressed
+			n += size
+		case 1: // RLE: one byte repeated size times
+			n++
+		default:
+			return 0, fmt.Errorf("reserved zstd block type at byte %d", n-3)
+		}
+		if last {
+			break
+		}
+	}
+	if checksum {
+		n += 4
+	}
+	if n > len(b) {
+		return 0, fmt.Errorf("zstd frame of %d bytes in %d", n, len(b))
+	}
+	return n, nil
 }
