@@ -1,0 +1,237 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/images"
+	"github.com/flashgate/flashgate/internal/testnet"
+	"github.com/flashgate/flashgate/upgrade/remote"
+)
+
+// upgradeNet is the network of TestUpgrade's box: the e2e lab (doc.go),
+// with the box in appliance A's place and strongSwan's charon as the
+// site C it makes a tunnel with:
+//
+//	hostA 10.10.1.2 ─ brlana ─ box (eth1 10.10.1.1 + 192.168.1.1, eth0 10.10.0.1) ─ brwan ─ gwC 10.10.0.3 (charon) ─ hostC 10.10.3.2
+//
+// remote.Box, which the upgrade tests drive the box with as `flashgate
+// upgrade` does, dials the URL it is given from the test process's own
+// network namespace, where the lab's addresses do not exist: port is a
+// TCP forward on the host's loopback to the box's web UI, each connection
+// dialled from hostA (so the box sees a LAN client, as its firewall
+// wants).
+type upgradeNet struct {
+	lab            *Lab
+	wanTap, lanTap string
+	mac            byte
+	port           int
+	charon         *testnet.Charon
+}
+
+// upgradeTunnel is the tunnel the box initiates to the strongSwan site.
+const upgradeTunnel = "to-c"
+
+func newUpgradeNet(t testing.TB) *upgradeNet {
+	t.Helper()
+	testnet.RequireRoot(t)
+	p := testnet.Prefix()
+	macSeed++
+	n := &upgradeNet{lab: NewLab(t), wanTap: p + "w", lanTap: p + "l", mac: macSeed}
+	n.port = forwardLoopback(t, n.lab.HostA, net.JoinHostPort(firstBootLAN.String(), "443"))
+	return n
+}
+
+// start boots l's card in qemu inside the lab's switch namespace, its WAN
+// port on brwan and its LAN port on brlana. Guest reboots (upgrades,
+// panics) stay in this qemu, and so on these ports.
+func (n *upgradeNet) start(l *upgradeLab) error {
+	tap := func(name string) string { return "tap,ifname=" + name + ",script=no,downscript=no" }
+	vm, err := images.StartVM(images.QEMUConfig{
+		Board: l.board, Image: l.card, Netns: n.lab.Switch.Name,
+		NetDevs: []string{tap(n.wanTap), tap(n.lanTap)}, MACSeed: n.mac,
+	}, upgradeVMLimit)
+	if err != nil {
+		return fmt.Errorf("start the upgrade box in the lab: %w", err)
+	}
+	l.vm = vm
+	n.lab.plug(l.tb, n.wanTap, "brwan")
+	n.lab.plug(l.tb, n.lanTap, "brlana")
+	return nil
+}
+
+// forwardLoopback listens on a free port of 127.0.0.1 in the test's own
+// namespace and joins every connection to dst, dialled inside ns. It stops,
+// with the connections it carries, when the test ends.
+func forwardLoopback(t testing.TB, ns *testnet.NS, dst string) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("loopback forward to %s in %s: %v", dst, ns.Name, err)
+	}
+	var mu sync.Mutex
+	open := map[net.Conn]bool{}
+	track := func(c net.Conn, on bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if on {
+			open[c] = true
+		} else {
+			delete(open, c)
+		}
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for c := range open {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return // closed at cleanup
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				track(c, true)
+				defer track(c, false)
+				var up net.Conn
+				if err := ns.Do(func() error {
+					var err error
+					up, err = net.DialTimeout("tcp", dst, 5*time.Second)
+					return err
+				}); err != nil {
+					return // the client sees its connection closed, as from a box not answering yet
+				}
+				defer up.Close()
+				track(up, true)
+				defer track(up, false)
+				done := make(chan struct{}, 2)
+				go func() { io.Copy(up, c); done <- struct{}{} }()
+				go func() { io.Copy(c, up); done <- struct{}{} }()
+				// One direction ending ends both: a box that reboots
+				// sends no FIN, and HTTP needs no half-closed stream.
+				<-done
+				c.Close()
+				up.Close()
+				<-done
+			}()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// configureTunnel gives the box its lab addresses and a tunnel it
+// initiates to the strongSwan site, through the JSON API as an admin
+// would, and starts that site's charon. charon checks the box with DPD
+// every 5 s, so that the IKE_SA of a box that rebooted is gone from it
+// before the box's new one comes (strongSwan here keeps duplicate SAs:
+// unique = never).
+func (n *upgradeNet) configureTunnel(t testing.TB, box *remote.Box) {
+	t.Helper()
+	n.charon = testnet.StartCharon(t, n.lab.GwC, testnet.CharonConn{
+		Name: "to-box", LocalAddr: wanC, RemoteAddr: wanA, LocalID: "c.example", RemoteID: "a.example",
+		PSK: pskAC, Proposals: "aes128-sha256-ecp256", ESPProposals: "aes128-sha256",
+		LocalTS: []netip.Prefix{lanC}, RemoteTS: []netip.Prefix{lanA}, DPDDelay: 5 * time.Second,
+	})
+	ctx := context.Background()
+	steps := []struct {
+		path string
+		body map[string]any
+	}{
+		{"/api/v1/interfaces/eth0", map[string]any{"addressing": "static", "addresses": []string{wanA.String() + "/24"}}},
+		{"/api/v1/interfaces/eth1", map[string]any{"addresses": []string{firstBootLAN.String() + "/24", "10.10.1.1/24"}}},
+		{"/api/v1/tunnels/" + upgradeTunnel, map[string]any{
+			"local_address": wanA.String(), "remote_address": wanC.String(),
+			"local_id": "a.example", "remote_id": "c.example", "psk": pskAC,
+			"local_subnets": []string{lanA.String()}, "remote_subnets": []string{lanC.String()},
+			"ike_proposals": []string{"aes128-sha256-ecp256"}, "esp_proposals": []string{"aes128-sha256"},
+			"start_action": "initiate",
+		}},
+	}
+	for _, s := range steps {
+		if err := box.Put(ctx, s.path, s.body); err != nil {
+			t.Fatalf("PUT %s: %v", s.path, err)
+		}
+	}
+	if err := box.Post(ctx, "/api/v1/commit", map[string]any{"message": "e2e: lab addresses and a tunnel to strongSwan"}); err != nil {
+		t.Fatalf("commit the tunnel: %v", err)
+	}
+}
+
+// tunnelPasses pings hostA, on the box's LAN, from hostC behind strongSwan:
+// the only way between them is the tunnel (the box drops traffic of the
+// tunnel's subnets that did not come out of it, and gwC has no route to
+// the box's LAN but the tunnel's).
+func (n *upgradeNet) tunnelPasses(count int) error {
+	return testnet.Ping(n.lab.HostC, hostA, count)
+}
+
+// waitTunnelPasses waits up to timeout for a single ping through the tunnel
+// to be answered and returns when it was sent.
+func (n *upgradeNet) waitTunnelPasses(timeout time.Duration) (time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		sent := time.Now()
+		err := testnet.Ping(n.lab.HostC, hostA, 1)
+		if err == nil {
+			return sent, nil
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("no ping hostC %v -> hostA %v through the tunnel answered within %v: %w", hostC, hostA, timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitWebUI waits up to timeout for the box's web UI to answer an HTTPS
+// request (any HTTP status: without a session the API says 401) from
+// hostA, and returns when it answered.
+func (n *upgradeNet) waitWebUI(timeout time.Duration) (time.Time, error) {
+	api := NewAPI(n.lab.HostA, firstBootLAN.String())
+	deadline := time.Now().Add(timeout)
+	for {
+		err := api.WaitListening(time.Until(deadline))
+		if err == nil {
+			err = api.Do("GET", "/api/v1/upgrade", nil, nil)
+			var refused *APIError
+			if err == nil || errors.As(err, &refused) {
+				return time.Now(), nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("the box's web UI did not answer within %v: %w", timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// tunnelState is the tunnel's state as the box's API says it.
+func tunnelState(box *remote.Box) string {
+	var v struct {
+		Live struct {
+			State  string `json:"state"`
+			Reason string `json:"reason"`
+		} `json:"live"`
+	}
+	if err := box.Get(context.Background(), "/api/v1/tunnels/"+upgradeTunnel, &v); err != nil {
+		return fmt.Sprintf("GET /api/v1/tunnels/%s: %v", upgradeTunnel, err)
+	}
+	return v.Live.State + ": " + v.Live.Reason
+}
