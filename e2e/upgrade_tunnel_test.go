@@ -14,6 +14,7 @@ import (
 	"github.com/flashgate/flashgate/images"
 	"github.com/flashgate/flashgate/internal/testnet"
 	"github.com/flashgate/flashgate/upgrade/remote"
+	"github.com/strongswan/govici/vici"
 )
 
 // upgradeNet is the network of TestUpgrade's box: the e2e lab (doc.go),
@@ -183,15 +184,17 @@ func (n *upgradeNet) tunnelPasses(count int) error {
 	return testnet.Ping(n.lab.HostC, hostA, count)
 }
 
-// waitTunnelPasses waits up to timeout for a single ping through the tunnel
-// to be answered and returns when it was sent.
+// waitTunnelPasses waits up to timeout for a ping through the tunnel to be
+// answered and returns about when the answer came: each try sends every
+// 0.2 s until one is answered (the time returned) or, without an SA at
+// strongSwan's end, gives up at once on "network unreachable" and is tried
+// again 0.2 s later.
 func (n *upgradeNet) waitTunnelPasses(timeout time.Duration) (time.Time, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		sent := time.Now()
 		err := testnet.Ping(n.lab.HostC, hostA, 1)
 		if err == nil {
-			return sent, nil
+			return time.Now(), nil
 		}
 		if time.Now().After(deadline) {
 			return time.Time{}, fmt.Errorf("no ping hostC %v -> hostA %v through the tunnel answered within %v: %w", hostC, hostA, timeout, err)
@@ -234,4 +237,54 @@ func tunnelState(box *remote.Box) string {
 		return fmt.Sprintf("GET /api/v1/tunnels/%s: %v", upgradeTunnel, err)
 	}
 	return v.Live.State + ": " + v.Live.Reason
+}
+
+// charonIKESAs describes strongSwan's IKE_SAs: which end initiated each
+// and how long ago it was established, to tell who brought the tunnel
+// back after the box rebooted (the box initiates; strongSwan re-initiates
+// only after DPD declared the box dead, and gives up after one try).
+func (n *upgradeNet) charonIKESAs() (string, error) {
+	s, err := n.charon.Session()
+	if err != nil {
+		return "", err
+	}
+	defer s.Close()
+	if err := s.Subscribe("list-sa"); err != nil {
+		return "", fmt.Errorf("vici subscribe list-sa: %w", err)
+	}
+	// As testnet.Charon.SAs: events to a channel of our own, all in
+	// before the command's response.
+	events := make(chan vici.Event, 64)
+	s.NotifyEvents(events)
+	defer s.StopEvents(events)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.Call(ctx, "list-sas", nil); err != nil {
+		return "", fmt.Errorf("vici list-sas: %w", err)
+	}
+	var out []string
+	for range len(events) {
+		m := (<-events).Message
+		for _, name := range m.Keys() {
+			ike, ok := m.Get(name).(*vici.Message)
+			if !ok {
+				continue
+			}
+			state, _ := ike.Get("state").(string)
+			established, _ := ike.Get("established").(string)
+			by := "the box"
+			if init, _ := ike.Get("initiator").(string); init == "yes" {
+				by = "strongSwan"
+			}
+			children := 0
+			if c, ok := ike.Get("child-sas").(*vici.Message); ok {
+				children = len(c.Keys())
+			}
+			out = append(out, fmt.Sprintf("IKE_SA %s %s, initiated by %s, established %s s ago, %d CHILD_SA(s)", name, state, by, established, children))
+		}
+	}
+	if len(out) == 0 {
+		return "no IKE_SA", nil
+	}
+	return fmt.Sprint(out), nil
 }
