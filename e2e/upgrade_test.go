@@ -250,7 +250,8 @@ func (l *upgradeLab) settings(t testing.TB) string {
 // the e2e lab's network with a tunnel to a strongSwan site (upgradeNet):
 // files it must refuse (another key, another board, truncated) leave the
 // boot partition untouched; v2 is written, test-booted and committed, and
-// runs with the configuration unchanged and the tunnel back by itself,
+// runs with the configuration unchanged, the WAN lease back and the
+// tunnel back by itself,
 // passing traffic (upgrade.tunnel_after_webui_s: v2's web UI answering to
 // the tunnel passing traffic); an image whose services never come up, one
 // whose kernel cannot start its init (a panic) and one whose PID 1 starts
@@ -371,6 +372,7 @@ func TestUpgrade(t *testing.T) {
 	if s := tunnelState(l.box); !strings.HasPrefix(s, "up") {
 		t.Errorf("v2 committed: the box says the tunnel is %s", s)
 	}
+	t.Logf("v2 committed: the WAN's DHCP server has the leases %+v", l.net.dhcp.Leases())
 
 	// Services that never come up: back to v2 by itself.
 	broken := l.variant(t, v1+"-v3", l.base.Built+200, l.key, "qemu", map[string][]byte{"bbin/flashgate": []byte("not a program\n")})

@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/images"
 	"github.com/flashgate/flashgate/internal/testnet"
+	"github.com/flashgate/flashgate/services/netd"
 	"github.com/flashgate/flashgate/upgrade/remote"
 	"github.com/strongswan/govici/vici"
 )
@@ -22,6 +24,12 @@ import (
 // site C it makes a tunnel with:
 //
 //	hostA 10.10.1.2 ─ brlana ─ box (eth1 10.10.1.1 + 192.168.1.1, eth0 10.10.0.1) ─ brwan ─ gwC 10.10.0.3 (charon) ─ hostC 10.10.3.2
+//
+// The box's WAN port keeps its default, DHCP, as behind an ISP's router:
+// gwC runs a DHCP server (netd's own, the one the box runs on its LAN)
+// whose only address is 10.10.0.1, so every boot of the box must take its
+// lease again before the tunnel can come back, and the test boot's health
+// check waits for it ("every port that had an IPv4 address").
 //
 // remote.Box, which the upgrade tests drive the box with as `flashgate
 // upgrade` does, dials the URL it is given from the test process's own
@@ -35,6 +43,7 @@ type upgradeNet struct {
 	mac            byte
 	port           int
 	charon         *testnet.Charon
+	dhcp           *netd.DHCPServer // the box's WAN lease
 }
 
 // upgradeTunnel is the tunnel the box initiates to the strongSwan site.
@@ -47,7 +56,41 @@ func newUpgradeNet(t testing.TB) *upgradeNet {
 	macSeed++
 	n := &upgradeNet{lab: NewLab(t), wanTap: p + "w", lanTap: p + "l", mac: macSeed}
 	n.port = forwardLoopback(t, n.lab.HostA, net.JoinHostPort(firstBootLAN.String(), "443"))
+	n.dhcp = serveWANLease(t, n.lab.GwC, "wan0")
 	return n
+}
+
+// serveWANLease runs netd's DHCP server in ns on link (gwC's WAN port,
+// 10.10.0.3/24) with wanA as its only address, until the test ends.
+func serveWANLease(t testing.TB, ns *testnet.NS, link string) *netd.DHCPServer {
+	t.Helper()
+	srv, err := netd.NewScopeServer(netd.DHCPScope{Link: link, Address: netip.PrefixFrom(wanC, 24),
+		First: wanA, Last: wanA, LeaseTime: config.DefaultLeaseTime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	// Serve makes its socket in the namespace of the thread it runs on.
+	go func() { done <- ns.Do(func() error { return srv.Serve(ctx) }) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Logf("the WAN's DHCP server: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Logf("the WAN's DHCP server did not stop within 10 s")
+		}
+	})
+	// It fails at once if it cannot open its port.
+	select {
+	case err := <-done:
+		t.Fatalf("the WAN's DHCP server in %s: %v", ns.Name, err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	return srv
 }
 
 // start boots l's card in qemu inside the lab's switch namespace, its WAN
@@ -138,8 +181,8 @@ func forwardLoopback(t testing.TB, ns *testnet.NS, dst string) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// configureTunnel gives the box its lab addresses and a tunnel it
-// initiates to the strongSwan site, through the JSON API as an admin
+// configureTunnel gives the box its LAN address on the lab and a tunnel it
+// initiates from its WAN lease to the strongSwan site, through the JSON API as an admin
 // would, and starts that site's charon. charon checks the box with DPD
 // every 5 s, so that the IKE_SA of a box that rebooted is gone from it
 // before the box's new one comes (strongSwan here keeps duplicate SAs:
@@ -156,7 +199,6 @@ func (n *upgradeNet) configureTunnel(t testing.TB, box *remote.Box) {
 		path string
 		body map[string]any
 	}{
-		{"/api/v1/interfaces/eth0", map[string]any{"addressing": "static", "addresses": []string{wanA.String() + "/24"}}},
 		{"/api/v1/interfaces/eth1", map[string]any{"addresses": []string{firstBootLAN.String() + "/24", "10.10.1.1/24"}}},
 		{"/api/v1/tunnels/" + upgradeTunnel, map[string]any{
 			"local_address": wanA.String(), "remote_address": wanC.String(),
