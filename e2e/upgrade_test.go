@@ -250,13 +250,12 @@ func (l *upgradeLab) settings(t testing.TB) string {
 // the e2e lab's network with a tunnel to a strongSwan site (upgradeNet):
 // files it must refuse (another key, another board, truncated) leave the
 // boot partition untouched; v2 is written, test-booted and committed, and
-// runs with the configuration unchanged, the WAN lease back and the
-// tunnel back by itself,
-// passing traffic (upgrade.tunnel_after_webui_s: v2's web UI answering to
-// the tunnel passing traffic); an image whose services never come up, one
-// whose kernel cannot start its init (a panic) and one whose PID 1 starts
-// and exits each bring the box back to v2 by itself, with the reason, and
-// the tunnel comes back again.
+// runs with the configuration unchanged, the WAN lease back and the tunnel
+// back by itself, passing traffic (upgrade.tunnel_after_webui_s: from v2's
+// web UI answering to the tunnel passing traffic); an image whose services
+// never come up, one whose kernel cannot start its init (a panic) and one
+// whose PID 1 starts and exits each bring the box back to v2 by itself,
+// with the reason, and the tunnel comes back again.
 func TestUpgrade(t *testing.T) {
 	l := newUpgradeLab(t)
 	ctx := context.Background()
