@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,13 +37,25 @@ type upgradeLab struct {
 	box   *remote.Box
 	logs  []byte
 	board boards.Board
+	// net, if set, is the lab network the box's ports are plugged into
+	// (see upgradeNet); without it the box is on qemu's user network
+	// with only the web UI forwarded (the power-cut benchmark).
+	net *upgradeNet
+	tb  testing.TB
 }
 
 const upgradePassword = "upgrade-e2e-pw-1"
 
+// upgradeVMLimit bounds the life of the one qemu a scenario boots: TestUpgrade
+// takes its box through five upgrades (guest reboots stay in one qemu).
+const upgradeVMLimit = 25 * time.Minute
+
+// newUpgradeLab boots the upgrade card with its WAN and LAN ports on a lab
+// network, next to a strongSwan site to make a tunnel with.
 func newUpgradeLab(t testing.TB) *upgradeLab {
 	t.Helper()
 	l := prepareUpgradeCard(t)
+	l.net, l.tb = newUpgradeNet(t), t
 	if err := l.boot(true); err != nil {
 		t.Fatal(err)
 	}
@@ -94,16 +107,25 @@ func (l *upgradeLab) stop() {
 // boot starts qemu on the card and logs in over the API; on a new card it
 // first sets the admin password at the console.
 func (l *upgradeLab) boot(firstBoot bool) error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
+	if l.net != nil {
+		// The web UI is reached through the loopback forward to the
+		// box's LAN address, dialled from the host on its LAN.
+		l.port = l.net.port
+		if err := l.net.start(l); err != nil {
+			return err
+		}
+	} else {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		l.port = ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if l.vm, err = images.StartVM(images.QEMUConfig{Board: l.board, Image: l.card, WebUIPort: l.port}, upgradeVMLimit); err != nil {
+			return err
+		}
 	}
-	l.port = ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	l.vm, err = images.StartVM(images.QEMUConfig{Board: l.board, Image: l.card, WebUIPort: l.port}, vmLimit)
-	if err != nil {
-		return err
-	}
+	var err error
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	if firstBoot {
@@ -191,7 +213,11 @@ func (l *upgradeLab) bootPartition(t testing.TB) []byte {
 func (l *upgradeLab) settings(t testing.TB) string {
 	t.Helper()
 	var out []string
-	for _, p := range []string{"/api/v1/system", "/api/v1/interfaces", "/api/v1/firewall"} {
+	paths := []string{"/api/v1/system", "/api/v1/interfaces", "/api/v1/firewall"}
+	if l.net != nil {
+		paths = append(paths, "/api/v1/tunnels/"+upgradeTunnel)
+	}
+	for _, p := range paths {
 		var v any
 		if err := l.box.Get(context.Background(), p, &v); err != nil {
 			t.Fatalf("GET %s: %v", p, err)
@@ -210,6 +236,8 @@ func (l *upgradeLab) settings(t testing.TB) string {
 					}
 				}
 				v = cfgs
+			case "/api/v1/tunnels/" + upgradeTunnel:
+				v = m["config"] // not its live state
 			}
 		}
 		b, _ := json.Marshal(v)
@@ -218,12 +246,16 @@ func (l *upgradeLab) settings(t testing.TB) string {
 	return strings.Join(out, "\n")
 }
 
-// TestUpgrade takes one box through the whole life of upgrades in qemu:
+// TestUpgrade takes one box through the whole life of upgrades in qemu, on
+// the e2e lab's network with a tunnel to a strongSwan site (upgradeNet):
 // files it must refuse (another key, another board, truncated) leave the
-// boot partition untouched; v2 is written, test-booted, committed, and
-// runs with the configuration unchanged and the WAN lease back; an image
-// whose services never come up and one whose kernel cannot start its init
-// (a panic) each bring the box back to v2 by itself, with the reason.
+// boot partition untouched; v2 is written, test-booted and committed, and
+// runs with the configuration unchanged, the WAN lease back and the tunnel
+// back by itself, passing traffic (upgrade.tunnel_after_webui_s: from v2's
+// web UI answering to the tunnel passing traffic); an image whose services
+// never come up, one whose kernel cannot start its init (a panic) and one
+// whose PID 1 starts and exits each bring the box back to v2 by itself,
+// with the reason, and the tunnel comes back again.
 func TestUpgrade(t *testing.T) {
 	l := newUpgradeLab(t)
 	ctx := context.Background()
@@ -245,6 +277,13 @@ func TestUpgrade(t *testing.T) {
 	if err := l.box.Post(ctx, "/api/v1/commit", map[string]any{}); err != nil {
 		t.Fatal(err)
 	}
+	// A tunnel to a strongSwan site, passing traffic.
+	committed := time.Now()
+	l.net.configureTunnel(t, l.box)
+	if _, err := l.net.waitTunnelPasses(3 * time.Minute); err != nil {
+		t.Fatalf("before the upgrade: %v\nthe box says: %s", err, tunnelState(l.box))
+	}
+	t.Logf("tunnel box-strongSwan passing traffic (hostC -> hostA) %.1f s after its commit", time.Since(committed).Seconds())
 	before := l.settings(t)
 
 	other, _ := imagefile.GenerateKey()
@@ -270,10 +309,50 @@ func TestUpgrade(t *testing.T) {
 		t.Fatal("a refused upload wrote to the boot partition")
 	}
 
-	// v1 -> v2.
+	// v1 -> v2, with the tunnel up. Once v2's PID 1 has started, the web
+	// UI and the tunnel are watched side by side from the lab's hosts
+	// (cheap probes: a TCP connect and an unauthenticated GET, one ping
+	// at a time), and nobody touches the tunnel at either end.
 	start := time.Now()
+	at := len(l.vm.Log())
 	if _, err := l.box.Upload(ctx, good, false, true, nil); err != nil {
 		t.Fatal(err)
+	}
+	uploaded := time.Now()
+	bootCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	_, _, err := l.vm.WaitFor(bootCtx, at, "flashgate init: pid 1")
+	cancel()
+	if err != nil {
+		t.Fatalf("the box did not start v2's test boot: %v", err)
+	}
+	pid1 := time.Now()
+	var webUI, tunnelBack time.Time
+	var webErr, tunnelErr error
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); webUI, webErr = l.net.waitWebUI(4 * time.Minute) }()
+	go func() { defer wg.Done(); tunnelBack, tunnelErr = l.net.waitTunnelPasses(4 * time.Minute) }()
+	wg.Wait()
+	if webErr != nil {
+		t.Errorf("v2's test boot: %v", webErr)
+	}
+	if tunnelErr != nil {
+		t.Errorf("v2's test boot: %v\nthe box says: %s", tunnelErr, tunnelState(l.box))
+	}
+	if webErr == nil && tunnelErr == nil {
+		d := tunnelBack.Sub(webUI).Seconds()
+		order := "after"
+		if d < 0 {
+			order = "before" // iked may start before the web UI
+		}
+		t.Logf("upgrade.tunnel_after_webui_s %.1f (the tunnel, untouched, passed traffic again %.1f s %s v2's web UI first answered; "+
+			"v2's PID 1 started %.1f s after the upload was answered; from there the web UI answered at +%.1f s, the tunnel passed traffic at +%.1f s)",
+			d, max(d, -d), order, pid1.Sub(uploaded).Seconds(), webUI.Sub(pid1).Seconds(), tunnelBack.Sub(pid1).Seconds())
+		if sas, err := l.net.charonIKESAs(); err != nil {
+			t.Logf("strongSwan's SAs: %v", err)
+		} else {
+			t.Logf("strongSwan once the tunnel passed traffic again: %s", sas)
+		}
 	}
 	if err := l.box.WaitResult(ctx, v1+"-v2", 6*time.Minute, func(s string) { t.Log(s) }); err != nil {
 		t.Fatalf("upgrade to v2: %v", err)
@@ -286,6 +365,13 @@ func TestUpgrade(t *testing.T) {
 	if after := l.settings(t); after != before {
 		t.Errorf("the configuration changed across the upgrade:\nbefore %s\nafter  %s", before, after)
 	}
+	if err := l.net.tunnelPasses(3); err != nil {
+		t.Errorf("v2 committed: hostC -> hostA through the tunnel: %v", err)
+	}
+	if s := tunnelState(l.box); !strings.HasPrefix(s, "up") {
+		t.Errorf("v2 committed: the box says the tunnel is %s", s)
+	}
+	t.Logf("v2 committed: the WAN's DHCP server has the leases %+v", l.net.dhcp.Leases())
 
 	// Services that never come up: back to v2 by itself.
 	broken := l.variant(t, v1+"-v3", l.base.Built+200, l.key, "qemu", map[string][]byte{"bbin/flashgate": []byte("not a program\n")})
@@ -311,11 +397,42 @@ func TestUpgrade(t *testing.T) {
 		t.Fatalf("panicking kernel: %v", err)
 	}
 	t.Logf("panic: %v", err)
+
+	// A PID 1 that starts and exits: /init is a script (the kernel has
+	// BINFMT_SCRIPT) whose interpreter is the firmware's multi-call
+	// binary, which runs, finds itself PID 1 and exits 1 ("this is PID 1,
+	// which is firmware/init's job"). The kernel cannot go on without
+	// init ("Attempted to kill init"), panics, and panic=10 reboots it.
+	exits := l.variant(t, v1+"-v5", l.base.Built+400, l.key, "qemu", map[string][]byte{
+		"init": []byte("#!/bbin/flashgate\n")})
+	at = len(l.vm.Log())
+	if _, err := l.box.Upload(ctx, exits, false, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	err = l.box.WaitResult(ctx, v1+"-v5", 8*time.Minute, func(s string) { t.Log(s) })
+	if err == nil || !strings.Contains(err.Error(), "did not finish its test boot") || !strings.Contains(err.Error(), "running "+v1+"-v2") {
+		t.Fatalf("PID 1 exiting: %v", err)
+	}
+	console := string(l.vm.Log()[at:])
+	if i := strings.Index(console, "Attempted to kill init"); i < 0 {
+		t.Errorf("PID 1 exiting: the serial console shows no \"Attempted to kill init\": the test boot failed some other way")
+	} else {
+		lines := strings.Split(console[:i], "\n")
+		t.Logf("PID 1 exiting: the console of the test boot, up to the kernel's panic:\n%s",
+			strings.Join(lines[max(0, len(lines)-4):], "\n")+console[i:min(len(console), i+len("Attempted to kill init! exitcode=0x00000000"))])
+	}
+	t.Logf("PID 1 exits: %v", err)
 	st, err = l.box.Status(ctx)
 	if err != nil || st.Running.Slot != "b" || st.Running.Version != v1+"-v2" {
 		t.Fatalf("after the failed upgrades: %+v %v", st, err)
 	}
 	if after := l.settings(t); after != before {
 		t.Errorf("the configuration changed across the failed upgrades:\nbefore %s\nafter  %s", before, after)
+	}
+	back := time.Now()
+	if at, err := l.net.waitTunnelPasses(3 * time.Minute); err != nil {
+		t.Errorf("back on v2 after the failed upgrades: %v\nthe box says: %s", err, tunnelState(l.box))
+	} else {
+		t.Logf("back on v2 after the failed upgrades: the tunnel passes traffic (%.1f s after the box reported the last fallback)", at.Sub(back).Seconds())
 	}
 }
