@@ -51,6 +51,7 @@ type initProc struct {
 	watchdog *supervisor.Watchdog
 	sup      *supervisor.Supervisor
 	power    chan supervisor.PowerAction
+	signals  chan os.Signal // taken from the first step on: see boot
 	stopping atomic.Bool
 
 	mu      sync.Mutex
@@ -129,9 +130,20 @@ func (in *initProc) step(name string, f func()) {
 		}
 	}()
 	f()
+	if in.watchdog != nil {
+		if err := in.watchdog.Pet(); err != nil {
+			in.logf("watchdog: %v", err)
+		}
+	}
 }
 
 func (in *initProc) boot() {
+	// The signals that ask for a reboot or power-off are caught before
+	// anything else: with Go's default action a ctrl-alt-del pressed
+	// while the box boots would end PID 1, which panics the kernel. The
+	// main loop acts on them once the services run.
+	in.signals = make(chan os.Signal, 4)
+	signal.Notify(in.signals, unix.SIGINT, unix.SIGTERM, unix.SIGUSR2, unix.SIGPWR)
 	in.step("mount", func() {
 		mountAll(earlyMounts, in.logf)
 		ensureConsole()
@@ -165,6 +177,13 @@ func (in *initProc) boot() {
 			in.logf("board %s, unconfirmed: %s", in.board.Board.Name, u)
 		}
 	})
+	// The watchdog is armed as soon as the board is known, before the
+	// steps that touch the card (modules, the config partition, a test
+	// boot's slot records): one of them hanging resets the box, and on a
+	// test boot that brings back the old slot. step pets it after each.
+	in.step("watchdog", func() {
+		in.watchdog = openWatchdog(in.opts.watchdog, in.board.Board.Watchdog, in.logf)
+	})
 	in.step("ctrl-alt-del", func() {
 		// The kernel then sends SIGINT to PID 1 instead of rebooting
 		// at once, so ctrl-alt-del gets an orderly reboot.
@@ -194,9 +213,6 @@ func (in *initProc) boot() {
 		in.logf("config partition %s mounted read-only on /cfg", dev)
 	})
 	in.step("upgrade", in.upgradeAtBoot)
-	in.step("watchdog", func() {
-		in.watchdog = openWatchdog(in.opts.watchdog, in.board.Board.Watchdog, in.logf)
-	})
 	if up, err := os.ReadFile("/proc/uptime"); err == nil {
 		secs, _, _ := strings.Cut(string(up), " ")
 		in.logf("starting services %s s after the kernel started", secs)
@@ -361,8 +377,7 @@ func (in *initProc) requestPower(a supervisor.PowerAction) error {
 // (ctrl-alt-del) and SIGTERM reboot, SIGUSR2 and SIGPWR power off, as
 // other inits do.
 func (in *initProc) loop() {
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGUSR2, unix.SIGPWR)
+	sigs := in.signals // caught since boot began
 	for {
 		func() {
 			defer func() {

@@ -214,8 +214,8 @@ func TestBootAndPowerOff(t *testing.T) {
 	b := bootInit(t)
 	b.expect(t, "flashgate init: pid 1, version ")
 	b.expect(t, "flashgate init: board ")
+	b.expect(t, "flashgate init: watchdog: disabled") // armed before the card is touched
 	b.expect(t, "running from RAM defaults, nothing will be saved")
-	b.expect(t, "flashgate init: watchdog: disabled")
 	c := b.client(t)
 	sys, err := c.System(context.Background())
 	if err != nil || sys.PID != 1 || sys.RSSKiB <= 0 {
@@ -261,6 +261,22 @@ func TestCtrlAltDelReboots(t *testing.T) {
 	b := bootInit(t)
 	b.client(t) // booted
 	// With ctrl-alt-del handling off the kernel sends PID 1 SIGINT.
+	if err := b.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	b.expect(t, "flashgate init: interrupt: reboot")
+	b.expect(t, "flashgate init: rebooting")
+	if sig := b.endedBy(t); sig != syscall.SIGHUP {
+		t.Errorf("PID 1 ended by %v, want SIGHUP (restart in a PID namespace)", sig)
+	}
+}
+
+// A ctrl-alt-del while the box is still booting is kept for the main
+// loop, not Go's default action (which would end PID 1 and panic the
+// kernel).
+func TestCtrlAltDelWhileBooting(t *testing.T) {
+	b := bootInit(t)
+	b.expect(t, "flashgate init: pid 1, version ")
 	if err := b.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
