@@ -36,7 +36,7 @@ func (s *Server) systemData(ctx context.Context, settings *formState) (systemDat
 	}
 	st, _ := s.status(ctx)
 	return systemData{Settings: settings, Now: s.opts.Now(), Timezone: cand.Config.System.Timezone,
-		Fingerprint: s.opts.Fingerprint, Board: s.opts.Board, Storage: st, Upgrade: s.upgradeView()}, nil
+		Fingerprint: s.opts.Fingerprint, Board: s.opts.Board, Storage: st, Upgrade: s.upgradeView(ctx)}, nil
 }
 
 func (s *Server) systemPage(w http.ResponseWriter, r *http.Request) {
@@ -108,6 +108,12 @@ func (s *Server) backup(ctx context.Context, secrets, passphrase string, allowPl
 }
 
 func (s *Server) backupDownload(w http.ResponseWriter, r *http.Request) {
+	if r.PostFormValue("secrets") != config.SecretsOmitted {
+		if msg, _ := s.reauthMessage(r, "backup with secrets", r.PostFormValue("password")); msg != "" {
+			s.redirect(w, r, "/system", "Backup refused: "+msg, true)
+			return
+		}
+	}
 	data, name, err := s.backup(r.Context(), r.PostFormValue("secrets"), r.PostFormValue("passphrase"), false)
 	if err != nil {
 		s.redirect(w, r, "/system", "Backup failed: "+err.Error(), true)
@@ -154,6 +160,11 @@ func (s *Server) restore(ctx context.Context, data []byte, passphrase string) er
 func (s *Server) restoreUpload(w http.ResponseWriter, r *http.Request) {
 	data, err := readUpload(r)
 	if err == nil {
+		if msg, _ := s.reauthMessage(r, "restore", r.FormValue("password")); msg != "" {
+			err = errors.New(msg)
+		}
+	}
+	if err == nil {
 		err = s.restore(r.Context(), data, r.FormValue("passphrase"))
 	}
 	if err != nil {
@@ -166,6 +177,10 @@ func (s *Server) restoreUpload(w http.ResponseWriter, r *http.Request) {
 func (s *Server) factoryReset(w http.ResponseWriter, r *http.Request) {
 	if r.PostFormValue("confirm") != "factory-reset" {
 		s.redirect(w, r, "/system", "Type factory-reset into the box to confirm.", true)
+		return
+	}
+	if msg, _ := s.reauthMessage(r, "factory reset", r.PostFormValue("password")); msg != "" {
+		s.redirect(w, r, "/system", "Factory reset refused: "+msg, true)
 		return
 	}
 	if _, err := s.opts.Config.FactoryReset(r.Context(), sessionOf(r).User); err != nil {

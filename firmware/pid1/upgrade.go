@@ -118,7 +118,9 @@ func (in *initProc) writeUpgradeStatus() {
 	b, err := json.Marshal(in.slots.status)
 	in.mu.Unlock()
 	if err == nil {
-		err = writeFileAtomic(bootslot.StatusPath, b)
+		// World-readable: versions and slots, no secret; the web UI,
+		// which runs as its own user, shows it.
+		err = writeFileAtomicMode(bootslot.StatusPath, b, 0o644)
 	}
 	if err != nil {
 		in.logf("upgrade: status: %v", err)
@@ -338,12 +340,22 @@ func withConfigWritable(f func() error) error {
 // writeFileAtomic writes b to path through a temporary file, fsync and
 // rename, so that a cut leaves the old file or the new one.
 func writeFileAtomic(path string, b []byte) error {
+	return writeFileAtomicMode(path, b, 0o600)
+}
+
+// writeFileAtomicMode is writeFileAtomic with the file's mode.
+func writeFileAtomicMode(path string, b []byte, perm os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {
+		return err
+	}
+	if err := f.Chmod(perm); err != nil { // whatever the umask did
+		f.Close()
+		os.Remove(tmp)
 		return err
 	}
 	_, err = f.Write(b)

@@ -181,7 +181,9 @@ type Server struct {
 	once    sync.Once
 
 	// redact is set on the restricted API (see Restricted).
-	redact    *redactor
+	redact *redactor
+	// firmware is set by WithFirmware (firmware.go).
+	firmware  *firmwareState
 	verifySem chan struct{} // one argon2id at a time: each takes 19 MiB
 	decoyOnce sync.Once
 	decoyHash string
@@ -236,6 +238,7 @@ func NewServer(store *config.Store, storage, note string, logf func(string, ...a
 	s.mux.HandleFunc("GET /v1/files/{name}", s.getFile)
 	s.mux.HandleFunc("PUT /v1/files/{name}", s.putFile)
 	s.mux.HandleFunc("POST /v1/verify-password", s.verifyPassword)
+	s.firmwareRoutes()
 	return s
 }
 
