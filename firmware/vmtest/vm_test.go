@@ -28,8 +28,9 @@ type console struct {
 	log string // where the whole serial log is kept
 }
 
-// bootImage builds the qemu board's image from this tree and boots a copy.
-func bootImage(t testing.TB) *console {
+// bootImage builds the qemu board's image from this tree and boots a copy;
+// opts change qemu's configuration (a port forward to the web UI).
+func bootImage(t testing.TB, opts ...func(*images.QEMUConfig)) *console {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("-short: this test builds an image and boots it in qemu")
@@ -64,7 +65,11 @@ func bootImage(t testing.TB) *console {
 		t.Fatal(err)
 	}
 	// Without -no-reboot: a reboot and a watchdog reset must come back.
-	vm, err := images.StartVM(images.QEMUConfig{Board: board, Image: card}, vmLife)
+	qc := images.QEMUConfig{Board: board, Image: card}
+	for _, o := range opts {
+		o(&qc)
+	}
+	vm, err := images.StartVM(qc, vmLife)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,6 +58,10 @@ func newRedactor() *redactor {
 
 const pskMarkPrefix = "redacted:"
 
+// IsPSKMark reports whether psk is a redaction mark of the restricted API
+// rather than a key.
+func IsPSKMark(psk string) bool { return strings.HasPrefix(psk, pskMarkPrefix) }
+
 func (r *redactor) digest(kind, secret string) []byte {
 	m := hmac.New(sha256.New, r.key[:])
 	m.Write([]byte(kind))
