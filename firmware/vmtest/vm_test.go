@@ -26,6 +26,8 @@ type console struct {
 	vm  *images.VM
 	at  int
 	log string // where the whole serial log is kept
+
+	upgradeFile string // the image's .fgup, the same firmware as the box runs
 }
 
 // bootImage builds the qemu board's image from this tree and boots a copy;
@@ -73,7 +75,7 @@ func bootImage(t testing.TB, opts ...func(*images.QEMUConfig)) *console {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &console{t: t, vm: vm, log: filepath.Join(out, t.Name()+".log")}
+	c := &console{t: t, vm: vm, log: filepath.Join(out, t.Name()+".log"), upgradeFile: rep.UpgradeFile}
 	t.Cleanup(func() {
 		vm.Stop()
 		os.WriteFile(c.log, vm.Log(), 0o644)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/images"
+	"github.com/flashgate/flashgate/upgrade/remote"
 )
 
 var webuiRow = regexp.MustCompile(`(?m)^webui +running +(\d+) `)
@@ -34,7 +35,7 @@ func (c *console) run(cmd string) string {
 // bound for it, and its user reaches configd only through the restricted
 // socket, where a tunnel's pre-shared key is redacted and a clear-text
 // export refused; configd's full socket, the supervisor's and the
-// database refuse it.
+// database refuse it. A firmware upload through it still writes the card.
 func TestWebUIUnprivilegedInVM(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -116,7 +117,36 @@ func TestWebUIUnprivilegedInVM(t *testing.T) {
 	if !strings.Contains(page, "<form") {
 		t.Errorf("the web UI's login page through the port forward: %.300q", page)
 	}
-	if hexOnly := strings.ToLower(strings.ReplaceAll(served, ":", "")); served == "" || !strings.Contains(strings.ToLower(strings.ReplaceAll(fp, ":", "")), hexOnly) {
-		t.Errorf("the certificate served has SHA-256 %s; the fingerprint file says %q", served, fp)
+	if served == "" || !strings.Contains(strings.ToLower(strings.ReplaceAll(fp, ":", "")), served) {
+		t.Fatalf("the certificate served has SHA-256 %s; the fingerprint file says %q", served, fp)
+	}
+
+	// A firmware upload through the unprivileged UI still writes the
+	// card (configd does): the image's own .fgup goes into slot b, armed
+	// but not rebooted into. A wrong password writes nothing.
+	box := &remote.Box{URL: "https://127.0.0.1:" + strconv.Itoa(port), Fingerprint: served, User: "admin", Password: password}
+	if err := box.Login(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wrong := *box
+	wrong.Password = "not-the-password"
+	if _, err := wrong.Upload(ctx, c.upgradeFile, false, false, nil); err == nil || !strings.Contains(err.Error(), "Wrong password") {
+		t.Errorf("upload with a wrong password: %v", err)
+	}
+	plan, err := box.Upload(ctx, c.upgradeFile, false, false, nil)
+	if err != nil || plan.Target != "b" || plan.Version != "vmtest" {
+		t.Fatalf("upload through the web UI: %+v, %v", plan, err)
+	}
+	var view struct {
+		Slots []struct {
+			Name     string `json:"name"`
+			Manifest *struct {
+				Version string `json:"version"`
+			} `json:"manifest"`
+		} `json:"slots"`
+		Error string `json:"error"`
+	}
+	if err := box.Get(ctx, "/api/v1/upgrade", &view); err != nil || len(view.Slots) != 2 || view.Slots[1].Manifest == nil || view.Slots[1].Manifest.Version != "vmtest" {
+		t.Errorf("slots after the upload: %+v, %v; want slot b holding vmtest", view, err)
 	}
 }
