@@ -77,7 +77,8 @@ func (s *Server) firmwareNotes(ctx context.Context) []string {
 	known := s.upgrade.known
 	s.upgrade.mu.Unlock()
 	if !known && src.Firmware != nil {
-		if v, err := src.Firmware.Firmware(ctx); err == nil && v.Error == "" {
+		// Asked once, as the card's keys never change while it runs.
+		if v, err := src.Firmware.Firmware(ctx); err == nil {
 			s.upgrade.mu.Lock()
 			s.upgrade.known, s.upgrade.unsigned = true, v.AcceptsUnsigned
 			s.upgrade.mu.Unlock()
