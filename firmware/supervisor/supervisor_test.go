@@ -465,14 +465,13 @@ func TestServiceUserAndExtraFiles(t *testing.T) {
 	svc := sh("unprivileged", `grep -E '^(Uid|Gid|Groups|CapEff|CapPrm):' /proc/self/status >&3; cat <&4 >&3; echo started >&3`)
 	svc.User = &User{UID: 64043, GID: 64044}
 	svc.ExtraFiles = []*os.File{out, in}
-	svc.Restart = RestartNever
-	s := start(t, Config{Services: []Service{svc}})
-	waitFor(t, "the service to exit", func() bool { return state(s, "unprivileged").State == StateStopped })
-	b, err := os.ReadFile(out.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := string(b)
+	svc.Restart = RestartAlways
+	s := start(t, Config{Services: []Service{svc}, Backoff: Backoff{Base: 10 * time.Millisecond, Max: 10 * time.Millisecond, Healthy: time.Minute}})
+	// The restarted run gets the same files.
+	read := func() string { b, _ := os.ReadFile(out.Name()); return string(b) }
+	waitFor(t, "a second run", func() bool { return strings.Count(read(), "started") >= 2 })
+	s.Stop("unprivileged")
+	got := read()
 	for _, want := range []string{"Uid:\t64043\t64043\t64043\t64043", "Gid:\t64044\t64044\t64044\t64044",
 		"CapEff:\t0000000000000000", "CapPrm:\t0000000000000000", "hello from fd 4", "started"} {
 		if !strings.Contains(got, want) {
