@@ -137,10 +137,13 @@ func (s *Server) apiRoutes(r *mux.Router) {
 		if !decodeAPI(w, r, &req) {
 			return
 		}
-		if req.Secrets != config.SecretsOmitted && !s.reauthorized(w, r, "backup with secrets", req.Password) {
-			return
+		cfg := s.opts.Config
+		if req.Secrets != config.SecretsOmitted {
+			if cfg = s.reauthorized(w, r, "backup with secrets", req.Password); cfg == nil {
+				return
+			}
 		}
-		data, name, err := s.backup(r.Context(), req.Secrets, req.Passphrase, true)
+		data, name, err := s.backup(r.Context(), cfg, req.Secrets, req.Passphrase, true)
 		if err != nil {
 			writeAPIError(w, http.StatusUnprocessableEntity, err.Error())
 			return
@@ -155,10 +158,11 @@ func (s *Server) apiRoutes(r *mux.Router) {
 			writeAPIError(w, http.StatusUnprocessableEntity, "restore refused, nothing was changed: "+err.Error())
 			return
 		}
-		if !s.reauthorized(w, r, "restore", r.FormValue("password")) {
+		cfg := s.reauthorized(w, r, "restore", r.FormValue("password"))
+		if cfg == nil {
 			return
 		}
-		if err = s.restore(r.Context(), data, r.FormValue("passphrase")); err != nil {
+		if err = s.restore(r.Context(), cfg, data, r.FormValue("passphrase")); err != nil {
 			writeAPIError(w, http.StatusUnprocessableEntity, "restore refused, nothing was changed: "+err.Error())
 			return
 		}
@@ -176,10 +180,11 @@ func (s *Server) apiRoutes(r *mux.Router) {
 			writeAPIError(w, http.StatusUnprocessableEntity, `send {"confirm":"factory-reset","password":"<your current password>"} to confirm`)
 			return
 		}
-		if !s.reauthorized(w, r, "factory reset", req.Password) {
+		cfg := s.reauthorized(w, r, "factory reset", req.Password)
+		if cfg == nil {
 			return
 		}
-		info, err := s.opts.Config.FactoryReset(r.Context(), sessionOf(r).User)
+		info, err := cfg.FactoryReset(r.Context(), sessionOf(r).User)
 		if err != nil {
 			writeAPIError(w, http.StatusBadGateway, err.Error())
 			return

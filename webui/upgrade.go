@@ -166,10 +166,14 @@ func (s *Server) upgradeUpload(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusLengthRequired, "send the file with a Content-Length: the box checks it against the manifest before writing")
 		return
 	}
-	// The current password is in reauthHeader (the body is the file).
-	if !s.reauthorized(w, r, "firmware upgrade", "") {
+	// The current password is in reauthHeader (the body is the file);
+	// configd checks it again.
+	password, msg, status := s.reauthPassword(r, "firmware upgrade", "")
+	if msg != "" {
+		writeAPIError(w, status, msg)
 		return
 	}
+	fw = fw.WithPassword(sessionOf(r).User, password)
 	// A large file on a slow link takes longer than the server's
 	// defaults allow.
 	rc := http.NewResponseController(w)

@@ -2,6 +2,7 @@ package configd
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -232,8 +233,8 @@ func NewServer(store *config.Store, storage, note string, logf func(string, ...a
 	s.mux.HandleFunc("GET /v1/history", s.history)
 	s.mux.HandleFunc("GET /v1/history/{rev}", s.revision)
 	s.mux.HandleFunc("POST /v1/export", s.export)
-	s.mux.HandleFunc("POST /v1/import", s.importBackup)
-	s.mux.HandleFunc("POST /v1/factory-reset", s.factoryReset)
+	s.mux.HandleFunc("POST /v1/import", s.requirePassword(s.importBackup))
+	s.mux.HandleFunc("POST /v1/factory-reset", s.requirePassword(s.factoryReset))
 	s.mux.HandleFunc("GET /v1/watch", s.watch)
 	s.mux.HandleFunc("GET /v1/files/{name}", s.getFile)
 	s.mux.HandleFunc("PUT /v1/files/{name}", s.putFile)
@@ -265,6 +266,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, errRestricted):
 		status, resp.Code = http.StatusForbidden, CodeForbidden
+	case errors.Is(err, errWrongPassword):
+		status, resp.Code = http.StatusForbidden, CodeWrongPassword
 	case errors.As(err, &mbe):
 		status, resp.Code = http.StatusRequestEntityTooLarge, CodeTooLarge
 		resp.Error = fmt.Sprintf("request body larger than %d bytes", mbe.Limit)
@@ -628,6 +631,12 @@ func (s *Server) export(w http.ResponseWriter, r *http.Request) {
 	if s.redact != nil && req.Secrets == config.SecretsIncluded {
 		s.fail(w, r, fmt.Errorf("export with secrets in the clear: %w (export them encrypted with a passphrase)", errRestricted))
 		return
+	}
+	if req.Secrets != config.SecretsOmitted {
+		if ok, err := s.reauthenticated(r); err != nil || !ok {
+			s.fail(w, r, cmp.Or(err, errWrongPassword))
+			return
+		}
 	}
 	data, err := s.store.Export(req.Secrets, req.Passphrase)
 	if err != nil {

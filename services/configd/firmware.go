@@ -96,7 +96,7 @@ func (s *Server) firmwareRoutes() {
 		writeJSON(w, http.StatusOK, s.firmware.view())
 	})
 	s.mux.HandleFunc("POST /v1/firmware/check", s.firmwareCheck)
-	s.mux.HandleFunc("POST /v1/firmware", s.firmwareInstall)
+	s.mux.HandleFunc("POST /v1/firmware", s.requirePassword(s.firmwareInstall))
 }
 
 func (f *firmwareState) view() FirmwareView {

@@ -81,9 +81,30 @@ func TestFirmwareIsCheckedAndWrittenByConfigd(t *testing.T) {
 		}))}
 	go srv.Serve(ln)
 	defer srv.Close()
-	c := client.New(sock)
 	ctx := context.Background()
+	hash, err := config.HashPassword("correct horse battery")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, etag := store.Candidate()
+	if _, err := store.EditCandidate(etag, func(c *config.Config) error {
+		c.System.Admins = []config.Admin{{Name: "admin", PasswordHash: config.NewSecret(hash)}}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Commit("t", "an admin"); err != nil {
+		t.Fatal(err)
+	}
 	before, _ := os.ReadFile(card)
+
+	// Without the admin's password nothing is read or written.
+	var apiErr *client.APIError
+	noPassword := client.New(sock)
+	if _, err := noPassword.InstallFirmware(ctx, bytes.NewReader([]byte("anything")), 8, false); !errors.As(err, &apiErr) || apiErr.Code != configd.CodeWrongPassword {
+		t.Errorf("install without the password: %v, want refused with %s", err, configd.CodeWrongPassword)
+	}
+	c := client.New(sock).WithPassword("admin", "correct horse battery")
 
 	other, _ := imagefile.GenerateKey()
 	forged := file("v2x", 1700000050, other)

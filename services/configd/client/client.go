@@ -8,6 +8,7 @@ package client
 
 import (
 	"bufio"
+	"cmp"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -30,6 +31,21 @@ type Client struct {
 	socket string
 	hc     *http.Client // requests with a timeout
 	stream *http.Client // the watch stream: no timeout
+	reauth http.Header  // WithPassword's headers, sent with every request
+}
+
+// WithPassword returns a client that sends user's current password with
+// every request: the restricted API wants it for a factory reset, an
+// import, an export with secrets and a firmware install (see
+// configd.ReauthUserHeader), and refuses them without it with an
+// *APIError whose Code is configd.CodeWrongPassword. The copy shares c's
+// connections.
+func (c *Client) WithPassword(user, password string) *Client {
+	cp := *c
+	cp.reauth = http.Header{}
+	cp.reauth.Set(configd.ReauthUserHeader, user)
+	cp.reauth.Set(configd.ReauthPasswordHeader, url.PathEscape(password))
+	return &cp
 }
 
 // New returns a client for the socket at path (configd.DefaultSocket on
@@ -112,6 +128,9 @@ func (c *Client) do(ctx context.Context, method, path string, hdr http.Header, i
 		return nil, err
 	}
 	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	for k, v := range c.reauth {
 		req.Header[k] = v
 	}
 	if in != nil && req.Header.Get("Content-Type") == "" {
@@ -470,20 +489,32 @@ func (c *Client) InstallFirmware(ctx context.Context, body io.Reader, size int64
 // whatever its status.
 func (c *Client) firmwarePlan(hc *http.Client, req *http.Request) (configd.FirmwarePlan, error) {
 	var p configd.FirmwarePlan
+	for k, v := range c.reauth {
+		req.Header[k] = v
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
 		return p, fmt.Errorf("configd %s %s: %w", req.Method, req.URL.Path, err)
 	}
 	defer resp.Body.Close()
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&p); err != nil {
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err == nil {
+		err = json.Unmarshal(data, &p)
+	}
+	if err != nil {
 		return p, fmt.Errorf("configd %s %s: %s: answer: %w", req.Method, req.URL.Path, resp.Status, err)
 	}
 	if resp.StatusCode >= 300 {
+		// A refusal before the file is looked at (the password) is an
+		// ErrorResponse, with its code.
+		var er configd.ErrorResponse
+		json.Unmarshal(data, &er)
+		code := cmp.Or(er.Code, configd.CodeFirmwareRefused)
 		msg := p.Error
 		if msg == "" {
 			msg = fmt.Sprintf("configd %s %s: %s", req.Method, req.URL.Path, resp.Status)
 		}
-		return p, &APIError{Status: resp.StatusCode, Code: configd.CodeFirmwareRefused, Message: msg}
+		return p, &APIError{Status: resp.StatusCode, Code: code, Message: msg}
 	}
 	return p, nil
 }
