@@ -132,11 +132,18 @@ func (s *Server) apiRoutes(r *mux.Router) {
 		var req struct {
 			Secrets    string `json:"secrets"`
 			Passphrase string `json:"passphrase"`
+			Password   string `json:"password"` // the current one, for a backup with secrets
 		}
 		if !decodeAPI(w, r, &req) {
 			return
 		}
-		data, name, err := s.backup(r.Context(), req.Secrets, req.Passphrase, true)
+		cfg := s.opts.Config
+		if req.Secrets != config.SecretsOmitted {
+			if cfg = s.reauthorized(w, r, "backup with secrets", req.Password); cfg == nil {
+				return
+			}
+		}
+		data, name, err := s.backup(r.Context(), cfg, req.Secrets, req.Passphrase, true)
 		if err != nil {
 			writeAPIError(w, http.StatusUnprocessableEntity, err.Error())
 			return
@@ -147,10 +154,15 @@ func (s *Server) apiRoutes(r *mux.Router) {
 	})
 	api("/system/restore", "POST", func(w http.ResponseWriter, r *http.Request) {
 		data, err := readUpload(r)
-		if err == nil {
-			err = s.restore(r.Context(), data, r.FormValue("passphrase"))
-		}
 		if err != nil {
+			writeAPIError(w, http.StatusUnprocessableEntity, "restore refused, nothing was changed: "+err.Error())
+			return
+		}
+		cfg := s.reauthorized(w, r, "restore", r.FormValue("password"))
+		if cfg == nil {
+			return
+		}
+		if err = s.restore(r.Context(), cfg, data, r.FormValue("passphrase")); err != nil {
 			writeAPIError(w, http.StatusUnprocessableEntity, "restore refused, nothing was changed: "+err.Error())
 			return
 		}
@@ -158,16 +170,21 @@ func (s *Server) apiRoutes(r *mux.Router) {
 	})
 	api("/system/factory-reset", "POST", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
-			Confirm string `json:"confirm"`
+			Confirm  string `json:"confirm"`
+			Password string `json:"password"` // the current one
 		}
 		if !decodeAPI(w, r, &req) {
 			return
 		}
 		if req.Confirm != "factory-reset" {
-			writeAPIError(w, http.StatusUnprocessableEntity, `send {"confirm":"factory-reset"} to confirm`)
+			writeAPIError(w, http.StatusUnprocessableEntity, `send {"confirm":"factory-reset","password":"<your current password>"} to confirm`)
 			return
 		}
-		info, err := s.opts.Config.FactoryReset(r.Context(), sessionOf(r).User)
+		cfg := s.reauthorized(w, r, "factory reset", req.Password)
+		if cfg == nil {
+			return
+		}
+		info, err := cfg.FactoryReset(r.Context(), sessionOf(r).User)
 		if err != nil {
 			writeAPIError(w, http.StatusBadGateway, err.Error())
 			return

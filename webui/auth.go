@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/services/configd/client"
 )
 
 // Accounts are the running configuration's system.admins: a password
@@ -340,4 +341,71 @@ func (s *Server) changePassword(ctx context.Context, user, current, next, repeat
 		}
 	}
 	return "Password changed.", nil
+}
+
+// Re-authentication: the actions that hand out or replace everything, or
+// replace the firmware (a backup with secrets, restore, factory reset,
+// firmware upgrade), need the current password again, so that a session
+// left open in a browser, or stolen, is not enough for them. The password
+// is checked as a login's (checkPassword): a wrong one counts against the
+// client's login rate limit and is logged with the action's name.
+
+// reauthHeader carries the current password on API calls whose body is
+// not a form or JSON object (the firmware upload); the others take it in
+// their "password" field, or in this header. Its value is the password
+// percent-encoded as UTF-8 (JavaScript's encodeURIComponent, Go's
+// url.PathEscape): a header holds ASCII only.
+const reauthHeader = "X-Flashgate-Password"
+
+// reauth checks password (or the one in reauthHeader) as the session's
+// user's current password and returns configd's client carrying it for
+// the action (configd's restricted API checks it again, so that a web UI
+// taken over cannot act without it), or why it is refused, with the HTTP
+// status for the refusal.
+func (s *Server) reauth(r *http.Request, what, password string) (*client.Client, string, int) {
+	password, msg, status := s.reauthPassword(r, what, password)
+	if msg != "" {
+		return nil, msg, status
+	}
+	return s.opts.Config.WithPassword(sessionOf(r).User, password), "", 0
+}
+
+// reauthPassword is reauth's check; it returns the password checked.
+func (s *Server) reauthPassword(r *http.Request, what, password string) (string, string, int) {
+	if password == "" {
+		if h := r.Header.Get(reauthHeader); h != "" {
+			if p, err := url.PathUnescape(h); err == nil {
+				password = p
+			} else {
+				password = h
+			}
+		}
+	}
+	if password == "" {
+		return "", "Enter your current password to confirm the " + what + ".", http.StatusUnauthorized
+	}
+	var addr string
+	if a, ok := r.Context().Value(sessionKey).(authed); ok {
+		addr = a.addr
+	}
+	switch res, wait, _, err := s.checkPassword(r.Context(), what, addr, sessionOf(r).User, password); res {
+	case loginOK:
+		return password, "", 0
+	case loginLimited:
+		return "", fmt.Sprintf("Too many wrong passwords from your address. Try again in %s.", roundWait(wait)), http.StatusTooManyRequests
+	case loginUnavailable:
+		return "", "The configuration service is not answering: " + err.Error(), http.StatusBadGateway
+	default:
+		return "", "Wrong password: the " + what + " needs your current password. Nothing was changed.", http.StatusForbidden
+	}
+}
+
+// reauthorized is reauth for the JSON API: a refusal is answered, and
+// the client is nil.
+func (s *Server) reauthorized(w http.ResponseWriter, r *http.Request, what, password string) *client.Client {
+	cfg, msg, status := s.reauth(r, what, password)
+	if msg != "" {
+		writeAPIError(w, status, msg)
+	}
+	return cfg
 }

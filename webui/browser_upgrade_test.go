@@ -22,7 +22,7 @@ import (
 // uploads with the progress bar and leaves slot b written and armed.
 func TestBrowserUpgrade(t *testing.T) {
 	card, key, file := upgradeCard(t)
-	cfg, _ := startConfigd(t)
+	cfg, _, _, _ := startConfigdAPIs(t, firmwareOn(card))
 	setAdmin(t, cfg, testAdmin, testPassword)
 	cert, err := LoadOrCreateCertificate("flashgate", time.Now(), t.TempDir())
 	if err != nil {
@@ -30,11 +30,7 @@ func TestBrowserUpgrade(t *testing.T) {
 	}
 	srv, err := New(Options{Config: cfg, Board: BoardInfo{Name: "qemu", Version: "v1"}, Root: "/",
 		Fingerprint: cert.Fingerprint, Logf: t.Logf,
-		Upgrade: UpgradeSource{
-			Open:    func() (*bootslot.Card, error) { return bootslot.OpenCard(card, 1<<20) },
-			Running: upgrade.Running{Slot: "a", Version: "v1", Board: "qemu"},
-			Status:  filepath.Join(t.TempDir(), "none.json"),
-		}})
+		Upgrade: UpgradeSource{Firmware: cfg, Status: filepath.Join(t.TempDir(), "none.json")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +64,7 @@ func TestBrowserUpgrade(t *testing.T) {
 	if txt := s.text("[data-upgrade-plan]"); !strings.Contains(txt, "signed by "+imagefile.Fingerprint(key.Public().(ed25519.PublicKey))) || !strings.Contains(txt, "into slot b") {
 		t.Errorf("plan for the signed file: %q", txt)
 	}
-	s.do("install", chromedp.Click(chromedp.CSS("[data-upgrade-go]")),
+	s.do("install", chromedp.SendKeys(chromedp.ID("up-cur"), testPassword), chromedp.Click(chromedp.CSS("[data-upgrade-go]")),
 		chromedp.Poll[chromedp.Void](`document.querySelector("[data-upgrade-plan]").textContent.includes("written and verified")`,
 			chromedp.WithPollingTimeout(60*time.Second)))
 	if v, _ := chromedp.Run(s.ctx, chromedp.Evaluate[int](`document.querySelector("[data-upgrade-progress]").value`)); v != 100 {

@@ -103,7 +103,7 @@ type Dashboard struct {
 }
 
 func (s *Server) dashboard(ctx context.Context) Dashboard {
-	d := Dashboard{Board: s.opts.Board, Crypto: s.cryptoSummary(), Links: []Link{}, Tunnels: []tunnelRow{}, Firmware: s.firmwareNotes()}
+	d := Dashboard{Board: s.opts.Board, Crypto: s.cryptoSummary(), Links: []Link{}, Tunnels: []tunnelRow{}, Firmware: s.firmwareNotes(ctx)}
 	if up, err := readUptime(s.opts.Root); err == nil {
 		d.Uptime = roundDuration(up)
 	} else {

@@ -93,7 +93,7 @@ func TestSessionsEndWhenTheAccountChanges(t *testing.T) {
 	// A factory reset ends every session, and an old session can no
 	// longer change anything.
 	d := h.loginAs(testPassword)
-	if _, err := h.cfg.FactoryReset(ctx, "console"); err != nil {
+	if _, err := h.cfg.WithPassword(testAdmin, testPassword).FactoryReset(ctx, "console"); err != nil {
 		t.Fatal(err)
 	}
 	req, _ := http.NewRequest("POST", h.ts.URL+"/api/v1/commit", nil)

@@ -59,7 +59,7 @@ func startConfigdSocket(t testing.TB) (*client.Client, *config.Store, string) {
 // startConfigdAPIs runs configd's two APIs over one store, as configd does
 // on the box: the restricted one the web UI gets (its client and socket
 // are returned first) and the full one the other services get (iked).
-func startConfigdAPIs(t testing.TB) (web, full *client.Client, store *config.Store, webSock string) {
+func startConfigdAPIs(t testing.TB, webOpts ...configd.ServerOption) (web, full *client.Client, store *config.Store, webSock string) {
 	t.Helper()
 	dir := t.TempDir()
 	store, err := config.Open(filepath.Join(dir, "config.db"), config.Options{Logf: t.Logf})
@@ -81,7 +81,7 @@ func startConfigdAPIs(t testing.TB) (web, full *client.Client, store *config.Sto
 		servers = append(servers, srv)
 		return sock
 	}
-	webSock = serveAPI("configd-web.sock", configd.Restricted())
+	webSock = serveAPI("configd-web.sock", append([]configd.ServerOption{configd.Restricted()}, webOpts...)...)
 	fullSock := serveAPI("configd.sock")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -126,7 +126,14 @@ type harnessOption func(*Options)
 
 func newHarness(t testing.TB, withAdmin bool, opts ...harnessOption) *harness {
 	t.Helper()
-	cfg, store := startConfigd(t)
+	return newHarnessConfigd(t, withAdmin, nil, opts...)
+}
+
+// newHarnessConfigd is newHarness with options for configd's restricted
+// API (the firmware routes).
+func newHarnessConfigd(t testing.TB, withAdmin bool, configdOpts []configd.ServerOption, opts ...harnessOption) *harness {
+	t.Helper()
+	cfg, _, store, _ := startConfigdAPIs(t, configdOpts...)
 	if withAdmin {
 		setAdmin(t, cfg, testAdmin, testPassword)
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/flashgate/flashgate/firmware/bootparam"
 	"github.com/flashgate/flashgate/firmware/bootslot"
 	"github.com/flashgate/flashgate/firmware/supervisor"
-	"github.com/flashgate/flashgate/firmware/upgrade"
 	"github.com/flashgate/flashgate/ipsec/hwcrypto"
 	"github.com/flashgate/flashgate/services/configd"
 	"github.com/flashgate/flashgate/services/configd/client"
@@ -29,7 +28,9 @@ import (
 
 // FingerprintFile is where the certificate's fingerprint is written for
 // the console banner.
-const FingerprintFile = "/run/flashgate/webui.fingerprint"
+// It is in the web UI's own directory: the UI runs as its own user
+// and cannot write /run/flashgate.
+const FingerprintFile = "/run/flashgate/webui/fingerprint"
 
 // Main runs the web UI service: `flashgate webui [flags]`, until SIGTERM
 // or SIGINT.
@@ -43,9 +44,11 @@ func run(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("webui", flag.ContinueOnError)
 	listen := fs.String("listen", ":443", "HTTPS address")
 	plain := fs.String("http", ":80", "plain HTTP address that redirects to HTTPS (empty: none)")
+	listenFD := fs.Int("listen-fd", 0, "serve HTTPS on this inherited listening socket instead of -listen (PID 1 binds port 443 for the UI, which runs as its own user)")
+	plainFD := fs.Int("http-fd", 0, "serve the HTTP redirector on this inherited listening socket instead of -http")
 	configdSock := fs.String("configd", configd.DefaultWebSocket, "configd's socket: its restricted API, which hands out no secrets")
 	ikedSock := fs.String("iked", "/run/flashgate/iked.sock", "iked's socket")
-	superSock := fs.String("supervisor", supervisor.SocketPath, "the supervisor's socket")
+	superSock := fs.String("supervisor", supervisor.WebSocketPath, "the supervisor's socket (its part for the web UI: services, logs, reboot)")
 	certDir := fs.String("cert-dir", "/cfg/webui", "where the TLS certificate and key are kept when configd cannot keep them")
 	certFallback := fs.String("cert-fallback-dir", "/run/flashgate/webui", "where they are kept until reboot when neither configd nor -cert-dir can keep them")
 	configdWait := fs.Duration("configd-wait", 5*time.Second, "how long to wait at start for configd, which may be starting too")
@@ -115,19 +118,54 @@ func run(ctx context.Context, args []string) int {
 		Root:        *root,
 		Fingerprint: cert.Fingerprint,
 		Logf:        logger.Printf,
-		Upgrade: UpgradeSource{Open: bootslot.OpenBox, Status: bootslot.StatusPath,
-			Running: upgrade.Running{Slot: params.Slot, Version: params.Version, Board: params.Board}},
+		// configd writes firmware upgrades: this process cannot open the card.
+		Upgrade: UpgradeSource{Firmware: cfg, Status: bootslot.StatusPath},
 	})
 	if err != nil {
 		logger.Print(err)
 		return 1
 	}
+	ln, err := inheritedOrListen(*listenFD, *listen)
+	if err != nil {
+		logger.Print(err)
+		return 1
+	}
+	var pln net.Listener
+	if *plainFD != 0 || *plain != "" {
+		if pln, err = inheritedOrListen(*plainFD, *plain); err != nil {
+			ln.Close()
+			logger.Print(err)
+			return 1
+		}
+	}
 	go srv.Run(ctx)
-	if err := Serve(ctx, srv, cert, *listen, *plain, logger.Printf); err != nil {
+	if err := ServeListeners(ctx, srv, cert, ln, pln, httpsPort(ln.Addr().String()), logger.Printf); err != nil {
 		logger.Print(err)
 		return 1
 	}
 	return 0
+}
+
+// inheritedOrListen is the listening socket at descriptor fd, which PID 1
+// bound and handed over, or when fd is 0 a new one on addr.
+func inheritedOrListen(fd int, addr string) (net.Listener, error) {
+	if fd == 0 {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("listen %s: %w (as user %d: ports below 1024 need root; on the box PID 1 binds them and passes -listen-fd)", addr, err, os.Getuid())
+		}
+		return ln, nil
+	}
+	f := os.NewFile(uintptr(fd), fmt.Sprintf("inherited listener fd %d", fd))
+	if f == nil {
+		return nil, fmt.Errorf("fd %d: not open", fd)
+	}
+	ln, err := net.FileListener(f)
+	f.Close() // FileListener made its own copy
+	if err != nil {
+		return nil, fmt.Errorf("fd %d: not a listening socket: %w", fd, err)
+	}
+	return ln, nil
 }
 
 // waitForConfigd reads the running configuration, retrying for up to wait
@@ -157,20 +195,30 @@ func Serve(ctx context.Context, h http.Handler, cert *Certificate, addr, plainAd
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", addr, err)
 	}
+	var pln net.Listener
+	if plainAddr != "" {
+		if pln, err = net.Listen("tcp", plainAddr); err != nil {
+			ln.Close()
+			return fmt.Errorf("listen %s: %w", plainAddr, err)
+		}
+	}
+	return ServeListeners(ctx, h, cert, ln, pln, httpsPort(addr), logf)
+}
+
+// ServeListeners is Serve on listeners already bound (PID 1's, on the
+// box); plain may be nil. port is the HTTPS port the redirector names
+// ("" for 443).
+func ServeListeners(ctx context.Context, h http.Handler, cert *Certificate, ln, plain net.Listener, port string, logf func(string, ...any)) error {
 	tlsLn := tls.NewListener(newLimitListener(ln, MaxConns, MaxConnsPerClient, logf), TLSConfig(cert))
 	srv := newHTTPServer(h, logf)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(tlsLn) }()
 	var redirect *http.Server
-	if plainAddr != "" {
-		pln, err := net.Listen("tcp", plainAddr)
-		if err != nil {
-			srv.Close()
-			return fmt.Errorf("listen %s: %w", plainAddr, err)
-		}
-		redirect = newHTTPServer(RedirectToHTTPS(httpsPort(addr)), logf)
-		go func() { errc <- redirect.Serve(newLimitListener(pln, MaxConns, MaxConnsPerClient, logf)) }()
+	if plain != nil {
+		redirect = newHTTPServer(RedirectToHTTPS(port), logf)
+		go func() { errc <- redirect.Serve(newLimitListener(plain, MaxConns, MaxConnsPerClient, logf)) }()
 	}
+	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-errc:

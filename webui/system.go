@@ -12,6 +12,7 @@ import (
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/firmware/supervisor"
 	"github.com/flashgate/flashgate/services/configd"
+	"github.com/flashgate/flashgate/services/configd/client"
 )
 
 type systemData struct {
@@ -36,7 +37,7 @@ func (s *Server) systemData(ctx context.Context, settings *formState) (systemDat
 	}
 	st, _ := s.status(ctx)
 	return systemData{Settings: settings, Now: s.opts.Now(), Timezone: cand.Config.System.Timezone,
-		Fingerprint: s.opts.Fingerprint, Board: s.opts.Board, Storage: st, Upgrade: s.upgradeView()}, nil
+		Fingerprint: s.opts.Fingerprint, Board: s.opts.Board, Storage: st, Upgrade: s.upgradeView(ctx)}, nil
 }
 
 func (s *Server) systemPage(w http.ResponseWriter, r *http.Request) {
@@ -87,14 +88,16 @@ func (s *Server) passwordChange(w http.ResponseWriter, r *http.Request) {
 // Secrets in the clear (allowPlain) are for scripted transfers through the
 // API; the page does not offer them (a file of plaintext PSKs in a
 // downloads folder).
-func (s *Server) backup(ctx context.Context, secrets, passphrase string, allowPlain bool) ([]byte, string, error) {
+// cfg is configd's client, carrying the current password for a backup
+// with secrets (reauth).
+func (s *Server) backup(ctx context.Context, cfg *client.Client, secrets, passphrase string, allowPlain bool) ([]byte, string, error) {
 	switch {
 	case secrets == config.SecretsOmitted, secrets == config.SecretsEncrypted:
 	case secrets == config.SecretsIncluded && allowPlain:
 	default:
 		return nil, "", fmt.Errorf("secrets must be %q or %q", config.SecretsOmitted, config.SecretsEncrypted)
 	}
-	data, err := s.opts.Config.Export(ctx, secrets, passphrase)
+	data, err := cfg.Export(ctx, secrets, passphrase)
 	if err != nil {
 		return nil, "", err
 	}
@@ -108,7 +111,15 @@ func (s *Server) backup(ctx context.Context, secrets, passphrase string, allowPl
 }
 
 func (s *Server) backupDownload(w http.ResponseWriter, r *http.Request) {
-	data, name, err := s.backup(r.Context(), r.PostFormValue("secrets"), r.PostFormValue("passphrase"), false)
+	cfg := s.opts.Config
+	if r.PostFormValue("secrets") != config.SecretsOmitted {
+		var msg string
+		if cfg, msg, _ = s.reauth(r, "backup with secrets", r.PostFormValue("password")); msg != "" {
+			s.redirect(w, r, "/system", "Backup refused: "+msg, true)
+			return
+		}
+	}
+	data, name, err := s.backup(r.Context(), cfg, r.PostFormValue("secrets"), r.PostFormValue("passphrase"), false)
 	if err != nil {
 		s.redirect(w, r, "/system", "Backup failed: "+err.Error(), true)
 		return
@@ -142,19 +153,26 @@ func readUpload(r *http.Request) ([]byte, error) {
 
 // restore makes a backup the candidate. configd checks it completely
 // (format, schema, secrets, validation) before anything changes.
-func (s *Server) restore(ctx context.Context, data []byte, passphrase string) error {
+func (s *Server) restore(ctx context.Context, cfg *client.Client, data []byte, passphrase string) error {
 	cand, err := s.candidate(ctx)
 	if err != nil {
 		return err
 	}
-	_, err = s.opts.Config.Import(ctx, cand.Etag, data, passphrase)
+	_, err = cfg.Import(ctx, cand.Etag, data, passphrase)
 	return err
 }
 
 func (s *Server) restoreUpload(w http.ResponseWriter, r *http.Request) {
 	data, err := readUpload(r)
+	var cfg *client.Client
 	if err == nil {
-		err = s.restore(r.Context(), data, r.FormValue("passphrase"))
+		var msg string
+		if cfg, msg, _ = s.reauth(r, "restore", r.FormValue("password")); msg != "" {
+			err = errors.New(msg)
+		}
+	}
+	if err == nil {
+		err = s.restore(r.Context(), cfg, data, r.FormValue("passphrase"))
 	}
 	if err != nil {
 		s.redirect(w, r, "/system", "Restore refused, nothing was changed: "+err.Error(), true)
@@ -168,7 +186,12 @@ func (s *Server) factoryReset(w http.ResponseWriter, r *http.Request) {
 		s.redirect(w, r, "/system", "Type factory-reset into the box to confirm.", true)
 		return
 	}
-	if _, err := s.opts.Config.FactoryReset(r.Context(), sessionOf(r).User); err != nil {
+	cfg, msg, _ := s.reauth(r, "factory reset", r.PostFormValue("password"))
+	if msg != "" {
+		s.redirect(w, r, "/system", "Factory reset refused: "+msg, true)
+		return
+	}
+	if _, err := cfg.FactoryReset(r.Context(), sessionOf(r).User); err != nil {
 		s.redirect(w, r, "/system", "Factory reset failed: "+err.Error(), true)
 		return
 	}

@@ -15,10 +15,20 @@ import (
 // upload posts a multipart restore form.
 func (b *browser) upload(path string, file []byte, passphrase string) response {
 	b.h.t.Helper()
+	return b.uploadWithPassword(path, file, passphrase, testPassword)
+}
+
+// uploadWithPassword is upload with password as the current password
+// ("": none given).
+func (b *browser) uploadWithPassword(path string, file []byte, passphrase, password string) response {
+	b.h.t.Helper()
 	var body bytes.Buffer
 	mw := multipart.NewWriter(&body)
 	mw.WriteField("csrf", b.csrf)
 	mw.WriteField("passphrase", passphrase)
+	if password != "" {
+		mw.WriteField("password", password)
+	}
 	fw, _ := mw.CreateFormFile("backup", "backup.json")
 	fw.Write(file)
 	mw.Close()
@@ -49,7 +59,7 @@ func TestBackupRestoreRoundTrip(t *testing.T) {
 	b.post("/tunnels/new", tunnelForm("branch"))
 	b.post("/changes/commit", url.Values{"mode": {"plain"}})
 
-	r := b.post("/system/backup", url.Values{"secrets": {"encrypted"}, "passphrase": {"a long passphrase"}})
+	r := b.post("/system/backup", url.Values{"secrets": {"encrypted"}, "passphrase": {"a long passphrase"}, "password": {testPassword}})
 	if r.Code != http.StatusOK || !strings.Contains(r.Header.Get("Content-Disposition"), "attachment") {
 		t.Fatalf("backup: %d %v", r.Code, r.Header)
 	}
@@ -84,7 +94,7 @@ func TestBackupRestoreRoundTrip(t *testing.T) {
 	if r := b.post("/system/backup", url.Values{"secrets": {"omitted"}}); r.Code != http.StatusOK || strings.Contains(r.Body, "long-enough-key") {
 		t.Errorf("backup without secrets: %d, holds the key: %v", r.Code, strings.Contains(r.Body, "long-enough-key"))
 	}
-	if r := b.post("/system/backup", url.Values{"secrets": {"encrypted"}, "passphrase": {"short"}}); !strings.Contains(b.flashOf(r), "passphrase too short") {
+	if r := b.post("/system/backup", url.Values{"secrets": {"encrypted"}, "passphrase": {"short"}, "password": {testPassword}}); !strings.Contains(b.flashOf(r), "passphrase too short") {
 		t.Error("a backup with a short passphrase was not refused with the reason")
 	}
 	if r := b.post("/system/backup", url.Values{"secrets": {"included"}}); r.Code != http.StatusSeeOther {
@@ -98,7 +108,7 @@ func TestRestoreRefusesBadBackups(t *testing.T) {
 	b.login()
 	b.post("/tunnels/new", tunnelForm("branch"))
 	b.post("/changes/commit", url.Values{"mode": {"plain"}})
-	good := []byte(b.post("/system/backup", url.Values{"secrets": {"encrypted"}, "passphrase": {"a long passphrase"}}).Body)
+	good := []byte(b.post("/system/backup", url.Values{"secrets": {"encrypted"}, "passphrase": {"a long passphrase"}, "password": {testPassword}}).Body)
 
 	var doc map[string]any
 	json.Unmarshal(good, &doc)

@@ -18,6 +18,7 @@ import (
 	"github.com/flashgate/flashgate/firmware/bootslot"
 	"github.com/flashgate/flashgate/firmware/upgrade"
 	"github.com/flashgate/flashgate/images"
+	"github.com/flashgate/flashgate/services/configd"
 	"github.com/flashgate/flashgate/upgrade/imagefile"
 	"github.com/flashgate/flashgate/upgrade/remote"
 )
@@ -60,13 +61,20 @@ func upgradeCard(t *testing.T) (card string, key ed25519.PrivateKey, file func(v
 	return card, key, file
 }
 
-func withUpgradeCard(card string) harnessOption {
+// firmwareOn has configd write firmware to the card image (as it writes
+// the box's boot partition).
+func firmwareOn(card string) configd.ServerOption {
+	return configd.WithFirmware(configd.FirmwareSource{
+		Open:    func() (*bootslot.Card, error) { return bootslot.OpenCard(card, 1<<20) },
+		Running: upgrade.Running{Slot: "a", Version: "v1", Board: "qemu"},
+		Status:  filepath.Join(filepath.Dir(card), "no-status.json"),
+	})
+}
+
+// withUpgrades points the web UI's upgrade routes at its configd.
+func withUpgrades(card string) harnessOption {
 	return func(o *Options) {
-		o.Upgrade = UpgradeSource{
-			Open:    func() (*bootslot.Card, error) { return bootslot.OpenCard(card, 1<<20) },
-			Running: upgrade.Running{Slot: "a", Version: "v1", Board: "qemu"},
-			Status:  filepath.Join(filepath.Dir(card), "no-status.json"),
-		}
+		o.Upgrade = UpgradeSource{Firmware: o.Config, Status: filepath.Join(filepath.Dir(card), "no-status.json")}
 	}
 }
 
@@ -76,7 +84,7 @@ func withUpgradeCard(card string) harnessOption {
 // slot b and armed, and the API then shows it.
 func TestUpgradeAPI(t *testing.T) {
 	card, key, file := upgradeCard(t)
-	h := newHarness(t, true, withUpgradeCard(card))
+	h := newHarnessConfigd(t, true, []configd.ServerOption{firmwareOn(card)}, withUpgrades(card))
 	sum := sha256.Sum256(h.ts.Certificate().Raw)
 	box := &remote.Box{URL: h.ts.URL, Fingerprint: hex.EncodeToString(sum[:]), User: testAdmin, Password: testPassword}
 	ctx := context.Background()
@@ -103,7 +111,17 @@ func TestUpgradeAPI(t *testing.T) {
 		t.Fatal("a refused upload changed the card")
 	}
 
+	// The upload needs the current password: a wrong one is refused
+	// before configd sees a byte, and counts against the login limiter.
 	good := file("v2", 1700000100, key)
+	wrongPassword := *box
+	wrongPassword.Password = "not the password"
+	if _, err := wrongPassword.Upload(ctx, good, false, false, nil); err == nil || !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "Wrong password") {
+		t.Errorf("upload with a wrong password: %v", err)
+	}
+	if after, _ := os.ReadFile(card); !bytes.Equal(before, after) {
+		t.Fatal("an upload with a wrong password changed the card")
+	}
 	p, err := box.Inspect(ctx, good, false)
 	if err != nil || p.Version != "v2" || p.Board != "qemu" || p.Target != "b" || p.Signer != imagefile.Fingerprint(key.Public().(ed25519.PublicKey)) {
 		t.Fatalf("inspect: %+v %v", p, err)

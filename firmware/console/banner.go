@@ -10,7 +10,7 @@ import (
 // WebUIFingerprintFile is where the web UI writes its TLS certificate's
 // SHA-256 fingerprint once it serves (webui.FingerprintFile; not imported,
 // so the getty stays free of the web UI's dependencies).
-const WebUIFingerprintFile = "/run/flashgate/webui.fingerprint"
+const WebUIFingerprintFile = "/run/flashgate/webui/fingerprint"
 
 // iface is one address of an interface that is up.
 type iface struct {

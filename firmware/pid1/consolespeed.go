@@ -36,7 +36,7 @@ func consoleBaudHook(exe string, c consoleSpec, sup func() *supervisor.Superviso
 // table's own, so that the two cannot drift apart.
 func consoleArgs(exe string, c consoleSpec, baud int) ([]string, error) {
 	c.Baud = baud
-	for _, svc := range serviceTable(exe, c) {
+	for _, svc := range serviceTable(exe, c, webListeners{}) {
 		if svc.Name == "console" {
 			return svc.Args, nil
 		}

@@ -310,8 +310,15 @@ func (in *initProc) startSupervisor() {
 	if c.Baud == 0 {
 		c.Baud = 115200
 	}
+	if err := prepareWebUIDirs(webUIRunDir, webUIUID, webUIGID); err != nil {
+		in.logf("%v", err)
+	}
+	web, err := openWebListeners(":443", ":80")
+	if err != nil {
+		in.logf("%v; the web UI tries itself, which it cannot as its own user", err)
+	}
 	sup, err := supervisor.New(supervisor.Config{
-		Services:    serviceTable(in.opts.exe, c),
+		Services:    serviceTable(in.opts.exe, c, web),
 		Conditions:  []string{modulesLoaded},
 		Logf:        func(format string, args ...any) { in.print(fmt.Sprintf(format, args...)) },
 		Watchdog:    in.watchdog,
@@ -335,6 +342,9 @@ func (in *initProc) startSupervisor() {
 	ctx := context.Background()
 	if err := sup.Serve(ctx, supervisor.SocketPath); err != nil {
 		in.logf("supervisor API: %v; `flashgate status` will not work", err)
+	}
+	if err := sup.ServeWeb(ctx, supervisor.WebSocketPath, webUIGID); err != nil {
+		in.logf("supervisor API for the web UI: %v; its Logs page and reboot will not work", err)
 	}
 	if err := sup.FollowKernelLog(ctx, "/dev/kmsg"); err != nil {
 		in.logf("%v", err)

@@ -1,12 +1,95 @@
 package pid1
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"time"
 
 	"github.com/flashgate/flashgate/firmware/supervisor"
 )
+
+// The web UI's user and group on the appliance. The initramfs has no
+// /etc/passwd: the numbers are the identity (443, for its port), and
+// nothing else on the box runs as them. The web UI runs with them and no
+// capabilities; what it may reach is given to this group (docs/architecture.md,
+// "Who can reach what"):
+//
+//   - configd-web.sock (configd's restricted API), iked.sock and
+//     supervisor-web.sock (services, logs, reboot): root:443, 0660;
+//   - webUIRunDir (its certificate when configd cannot keep it, the
+//     fingerprint for the console): 443:443, 0700;
+//   - its listeners on 443 and 80, which PID 1 binds and hands over as
+//     fds 3 and 4.
+const (
+	webUIUID = 443
+	webUIGID = 443
+)
+
+// webUIRunDir is the web UI's own directory in RAM.
+const webUIRunDir = "/run/flashgate/webui"
+
+// webListeners are the sockets PID 1 binds for the web UI, which cannot
+// bind ports below 1024 itself. nil: not bound (the UI then tries itself,
+// and says why it cannot).
+type webListeners struct {
+	HTTPS, HTTP *os.File
+}
+
+// openWebListeners binds the web UI's ports, 443 and 80 on every address.
+// PID 1 keeps the sockets for the life of the box, so a restarted web UI
+// gets the same ones and no connection is refused between two runs.
+func openWebListeners(httpsAddr, httpAddr string) (webListeners, error) {
+	var w webListeners
+	for _, l := range []struct {
+		addr string
+		f    **os.File
+	}{{httpsAddr, &w.HTTPS}, {httpAddr, &w.HTTP}} {
+		ln, err := net.Listen("tcp", l.addr)
+		if err != nil {
+			w.Close()
+			return webListeners{}, fmt.Errorf("web UI listener: %w", err)
+		}
+		f, err := ln.(*net.TCPListener).File() // a duplicate; the listener is not needed
+		ln.Close()
+		if err != nil {
+			w.Close()
+			return webListeners{}, fmt.Errorf("web UI listener %s: %w", l.addr, err)
+		}
+		*l.f = f
+	}
+	return w, nil
+}
+
+// All are the bound sockets.
+func (w webListeners) All() []*os.File {
+	var fs []*os.File
+	for _, f := range []*os.File{w.HTTPS, w.HTTP} {
+		if f != nil {
+			fs = append(fs, f)
+		}
+	}
+	return fs
+}
+
+// Close closes the sockets (tests, and the development supervisor).
+func (w webListeners) Close() {
+	for _, f := range w.All() {
+		f.Close()
+	}
+}
+
+// prepareWebUIDirs makes the web UI's run directory, its own.
+func prepareWebUIDirs(runDir string, uid, gid int) error {
+	if err := os.MkdirAll(runDir, 0o700); err != nil {
+		return fmt.Errorf("web UI directory: %w", err)
+	}
+	if err := os.Chown(runDir, uid, gid); err != nil {
+		return fmt.Errorf("web UI directory: %w", err)
+	}
+	return os.Chmod(runDir, 0o700)
+}
 
 // consoleSpec is the console getty's device and what its banner shows.
 type consoleSpec struct {
@@ -48,13 +131,13 @@ const modulesLoaded = "modules"
 // not set.
 const localtimePath = "/etc/localtime"
 
-func serviceTable(exe string, c consoleSpec) []supervisor.Service {
+func serviceTable(exe string, c consoleSpec, web webListeners) []supervisor.Service {
 	env := []string{"PATH=/bbin:/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/", godebug}
 	const configdSock = "/run/flashgate/configd.sock"
 	// configd writes the defaults of a first boot or a factory reset, which
 	// name the board's own ports; it falls back to eth0/eth1 (and says so)
 	// for a board it does not know.
-	configdArgs := []string{"configd"}
+	configdArgs := []string{"configd", "-web-group", strconv.Itoa(webUIGID)}
 	if c.Board != "" {
 		configdArgs = append(configdArgs, "-board", c.Board)
 	}
@@ -72,13 +155,10 @@ func serviceTable(exe string, c consoleSpec) []supervisor.Service {
 		// (netd.DefaultResolvConf; it leaves the file alone unless told).
 		{Name: "netd", Path: exe, Args: []string{"netd", "-configd", configdSock, "-resolv-conf", "/etc/resolv.conf"}, Env: env,
 			After: []string{"configd"}, Needs: []string{modulesLoaded}, Restart: supervisor.RestartAlways},
-		{Name: "iked", Path: exe, Args: []string{"iked", "-configd", configdSock}, Env: env,
+		{Name: "iked", Path: exe, Args: []string{"iked", "-configd", configdSock, "-socket-group", strconv.Itoa(webUIGID)}, Env: env,
 			After: []string{"configd"}, Needs: []string{modulesLoaded}, Restart: supervisor.RestartAlways,
 			StopTimeout: 3 * time.Second},
-		// The web UI gets configd's restricted API, which hands out no
-		// secrets (services/configd/restricted.go).
-		{Name: "webui", Path: exe, Args: []string{"webui", "-configd", "/run/flashgate/configd-web.sock"}, Env: env,
-			After: []string{"configd"}, Restart: supervisor.RestartAlways},
+		webUIService(exe, env, web),
 	}
 	if c.Device != "" {
 		table = append(table, supervisor.Service{
@@ -92,6 +172,23 @@ func serviceTable(exe string, c consoleSpec) []supervisor.Service {
 		})
 	}
 	return table
+}
+
+// webUIService runs the web UI as its own user, with no capabilities, on
+// the listeners PID 1 bound, and with the restricted sockets of configd
+// (which hands out no secrets, services/configd/restricted.go) and of the
+// supervisor.
+func webUIService(exe string, env []string, web webListeners) supervisor.Service {
+	args := []string{"webui", "-configd", "/run/flashgate/configd-web.sock", "-supervisor", supervisor.WebSocketPath,
+		"-cert-dir", webUIRunDir, "-cert-fallback-dir", "", "-fingerprint-file", webUIRunDir + "/fingerprint"}
+	var files []*os.File
+	if web.HTTPS != nil && web.HTTP != nil {
+		files = []*os.File{web.HTTPS, web.HTTP}
+		args = append(args, "-listen-fd", "3", "-http-fd", "4")
+	}
+	return supervisor.Service{Name: "webui", Path: exe, Args: args, Env: env,
+		After: []string{"configd"}, Restart: supervisor.RestartAlways,
+		User: &supervisor.User{UID: webUIUID, GID: webUIGID}, ExtraFiles: files}
 }
 
 // hostdArgs are hostd's flags on the appliance. -console-baud is the speed

@@ -1,7 +1,12 @@
 package pid1
 
 import (
+	"net"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/flashgate/flashgate/firmware/supervisor"
@@ -12,12 +17,12 @@ func TestServiceTableGivesConfigdTheBoard(t *testing.T) {
 		board string
 		want  []string
 	}{
-		{"alix2d13", []string{"configd", "-board", "alix2d13"}},
-		{"unknown", []string{"configd", "-board", "unknown"}},
-		{"", []string{"configd"}},
+		{"alix2d13", []string{"configd", "-web-group", "443", "-board", "alix2d13"}},
+		{"unknown", []string{"configd", "-web-group", "443", "-board", "unknown"}},
+		{"", []string{"configd", "-web-group", "443"}},
 	} {
 		var got []string
-		for _, s := range serviceTable("/bbin/flashgate", consoleSpec{Device: "ttyS0", Baud: 38400, Board: tc.board}) {
+		for _, s := range serviceTable("/bbin/flashgate", consoleSpec{Device: "ttyS0", Baud: 38400, Board: tc.board}, webListeners{}) {
 			if s.Name == "configd" {
 				got = s.Args
 			}
@@ -32,7 +37,7 @@ func TestServiceTableGivesConfigdTheBoard(t *testing.T) {
 // hand or by a test cannot rewrite a host's resolver): the appliance's
 // table must tell it, or the box never learns its DNS servers.
 func TestServiceTableGivesNetdTheResolver(t *testing.T) {
-	for _, s := range serviceTable("/bbin/flashgate", consoleSpec{}) {
+	for _, s := range serviceTable("/bbin/flashgate", consoleSpec{}, webListeners{}) {
 		if s.Name != "netd" {
 			continue
 		}
@@ -58,7 +63,7 @@ func TestServiceTableGivesHostdTheAppliancePaths(t *testing.T) {
 			"-supervisor", supervisor.SocketPath, "-hostname", "-localtime", "/etc/localtime"}},
 	} {
 		var hostd *supervisor.Service
-		for _, s := range serviceTable("/bbin/flashgate", tc.console) {
+		for _, s := range serviceTable("/bbin/flashgate", tc.console, webListeners{}) {
 			if s.Name == "hostd" {
 				hostd = &s
 			}
@@ -72,5 +77,72 @@ func TestServiceTableGivesHostdTheAppliancePaths(t *testing.T) {
 		if !slices.Equal(hostd.After, []string{"configd"}) || hostd.Restart != supervisor.RestartAlways {
 			t.Errorf("hostd after %q, restart %v; want after configd, restarted always", hostd.After, hostd.Restart)
 		}
+	}
+}
+
+// The web UI runs as its own user with no capabilities: PID 1 binds its
+// ports and hands them over as fds 3 and 4, and gives it the restricted
+// sockets of configd and the supervisor.
+func TestServiceTableRunsTheWebUIUnprivileged(t *testing.T) {
+	web, err := openWebListeners("127.0.0.1:0", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer web.Close()
+	var webui *supervisor.Service
+	for _, s := range serviceTable("/bbin/flashgate", consoleSpec{}, web) {
+		if s.Name == "webui" {
+			webui = &s
+		}
+	}
+	if webui == nil {
+		t.Fatal("no webui in the service table")
+	}
+	if webui.User == nil || webui.User.UID != 443 || webui.User.GID != 443 {
+		t.Errorf("webui runs as %+v, want uid and gid 443", webui.User)
+	}
+	if len(webui.ExtraFiles) != 2 || webui.ExtraFiles[0] != web.HTTPS || webui.ExtraFiles[1] != web.HTTP {
+		t.Errorf("webui extra files %v, want the HTTPS and the HTTP listener", webui.ExtraFiles)
+	}
+	args := strings.Join(webui.Args, " ")
+	for _, want := range []string{"-listen-fd 3", "-http-fd 4", "-configd /run/flashgate/configd-web.sock",
+		"-supervisor " + supervisor.WebSocketPath, "-fingerprint-file /run/flashgate/webui/fingerprint"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("webui args %q lack %q", args, want)
+		}
+	}
+	// The listeners are real, bound sockets.
+	for _, f := range web.All() {
+		ln, err := net.FileListener(f)
+		if err != nil {
+			t.Fatalf("listener %s: %v", f.Name(), err)
+		}
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Errorf("dial the listener: %v", err)
+		} else {
+			c.Close()
+		}
+		ln.Close()
+	}
+	for _, s := range serviceTable("/bbin/flashgate", consoleSpec{}, webListeners{}) {
+		if s.Name == "webui" && (len(s.ExtraFiles) != 0 || strings.Contains(strings.Join(s.Args, " "), "-listen-fd")) {
+			t.Errorf("without listeners, webui gets %v and %q", s.ExtraFiles, s.Args)
+		}
+	}
+}
+
+func TestPrepareWebUIDirs(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run", "flashgate", "webui")
+	if err := prepareWebUIDirs(dir, 443, 443); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if fi.Mode().Perm() != 0o700 || st.Uid != 443 || st.Gid != 443 {
+		t.Errorf("%s: mode %v owner %d:%d, want 0700 443:443", dir, fi.Mode().Perm(), st.Uid, st.Gid)
 	}
 }

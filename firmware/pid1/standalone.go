@@ -36,7 +36,20 @@ func SupervisorMain(args []string) int {
 		logf("cannot become a subreaper (%v): orphans will not be reaped here", err)
 	}
 	exe, spec := firmwareBinary(), consoleSpec{Device: *console, Baud: *baud, Board: *board, Version: *version}
-	table, err := selectServices(serviceTable(exe, spec), *only)
+	// The web UI, when it runs, runs as on the appliance: as its own
+	// user, on listeners bound here.
+	var web webListeners
+	if *only == "all" || slices.Contains(strings.Split(*only, ","), "webui") {
+		if err := prepareWebUIDirs(webUIRunDir, webUIUID, webUIGID); err != nil {
+			logf("%v", err)
+		}
+		var err error
+		if web, err = openWebListeners(":443", ":80"); err != nil {
+			logf("%v", err)
+		}
+		defer web.Close()
+	}
+	table, err := selectServices(serviceTable(exe, spec, web), *only)
 	if err != nil {
 		logf("%v", err)
 		return 2
@@ -59,6 +72,11 @@ func SupervisorMain(args []string) int {
 	if err := sup.Serve(ctx, *sock); err != nil {
 		logf("%v", err)
 		return 1
+	}
+	if web.HTTPS != nil {
+		if err := sup.ServeWeb(ctx, supervisor.WebSocketPath, webUIGID); err != nil {
+			logf("%v", err)
+		}
 	}
 	if *kmsg {
 		if err := sup.FollowKernelLog(ctx, "/dev/kmsg"); err != nil {

@@ -118,7 +118,9 @@ func (in *initProc) writeUpgradeStatus() {
 	b, err := json.Marshal(in.slots.status)
 	in.mu.Unlock()
 	if err == nil {
-		err = writeFileAtomic(bootslot.StatusPath, b)
+		// World-readable: versions and slots, no secret; the web UI,
+		// which runs as its own user, shows it.
+		err = writeFileAtomicMode(bootslot.StatusPath, b, 0o644)
 	}
 	if err != nil {
 		in.logf("upgrade: status: %v", err)
@@ -236,10 +238,15 @@ func (h healthChecks) problem() (string, bool) {
 	if addr == "" {
 		addr = "127.0.0.1:443"
 	}
-	if c, err := net.DialTimeout("tcp", addr, 2*time.Second); err != nil {
+	// PID 1 holds the web UI's listening socket itself, so a connection
+	// is accepted by the kernel whether or not the UI runs: the UI must
+	// answer. A plain HTTP request on its TLS port is answered by Go's
+	// HTTPS server with a 400 ("Client sent an HTTP request to an HTTPS
+	// server"), which needs no TLS here (PID 1 links none).
+	if status, err := httpStatus("tcp", addr, "/"); err != nil {
 		return "the web UI does not answer: " + err.Error(), false
-	} else {
-		c.Close()
+	} else if status != "400" {
+		return "the web UI answers plain HTTP on its TLS port with " + status + ", not with the TLS server's 400", false
 	}
 	for _, name := range h.waitFor {
 		if !hasIPv4(name) {
@@ -252,23 +259,34 @@ func (h healthChecks) problem() (string, bool) {
 // httpOK sends a bare HTTP/1.0 GET (PID 1 links no HTTP client) and wants
 // a 200.
 func httpOK(network, addr, path string) error {
+	status, err := httpStatus(network, addr, path)
+	if err == nil && status != "200" {
+		err = fmt.Errorf("answered %s", status)
+	}
+	return err
+}
+
+// httpStatus sends a bare HTTP/1.0 GET and returns the status code of
+// the answer.
+func httpStatus(network, addr, path string) (string, error) {
 	c, err := net.DialTimeout(network, addr, 2*time.Second)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(3 * time.Second))
 	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path); err != nil {
-		return err
+		return "", err
 	}
 	line, err := bufio.NewReader(io.LimitReader(c, 256)).ReadString('\n')
 	if err != nil {
-		return err
+		return "", err
 	}
-	if f := strings.Fields(line); len(f) < 2 || f[1] != "200" {
-		return fmt.Errorf("answered %q", strings.TrimSpace(line))
+	f := strings.Fields(line)
+	if len(f) < 2 || !strings.HasPrefix(f[0], "HTTP/") {
+		return "", fmt.Errorf("answered %q, not HTTP", strings.TrimSpace(line))
 	}
-	return nil
+	return f[1], nil
 }
 
 func hasIPv4(name string) bool {
@@ -338,12 +356,22 @@ func withConfigWritable(f func() error) error {
 // writeFileAtomic writes b to path through a temporary file, fsync and
 // rename, so that a cut leaves the old file or the new one.
 func writeFileAtomic(path string, b []byte) error {
+	return writeFileAtomicMode(path, b, 0o600)
+}
+
+// writeFileAtomicMode is writeFileAtomic with the file's mode.
+func writeFileAtomicMode(path string, b []byte, perm os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {
+		return err
+	}
+	if err := f.Chmod(perm); err != nil { // whatever the umask did
+		f.Close()
+		os.Remove(tmp)
 		return err
 	}
 	_, err = f.Write(b)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +22,8 @@ func TestHealthChecks(t *testing.T) {
 	dir := t.TempDir()
 	healthy := startUnreaped(t, []supervisor.Service{{Name: "configd", Path: "/bin/sleep", Args: []string{"1000"}, StopTimeout: time.Second}})
 	sock := filepath.Join(dir, "configd.sock")
+	// The web UI's port as PID 1 holds it: the kernel accepts on it
+	// whether or not a server answers.
 	web, _ := net.Listen("tcp", "127.0.0.1:0")
 	defer web.Close()
 	h := healthChecks{status: func() ([]supervisor.ServiceStatus, bool) { return healthy.Status(), true }, stable: 300 * time.Millisecond,
@@ -53,6 +56,11 @@ func TestHealthChecks(t *testing.T) {
 	})}
 	go srv.Serve(ln)
 	defer srv.Close()
+	wait("the web UI does not answer") // nothing serves its socket yet
+	ui := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	ui.Listener = web
+	ui.StartTLS()
+	defer ui.Close()
 	wait("") // lo has 127.0.0.1
 	h.waitFor = []string{"nosuch0"}
 	wait("nosuch0 has no IPv4 address yet")

@@ -95,13 +95,45 @@ func (s *Supervisor) Serve(ctx context.Context, path string) error {
 		return err
 	}
 	context.AfterFunc(ctx, func() { ln.Close() })
-	go s.guard("api", func() { s.serveAPI(ln) })
+	go s.guard("api", func() { s.serveAPI(ln, nil) })
+	return nil
+}
+
+// WebSocketPath is the supervisor API's socket for the web UI, which runs
+// as its own user: it answers only WebOps.
+const WebSocketPath = "/run/flashgate/supervisor-web.sock"
+
+// webOps are the ops of the web UI's socket: the Logs page (the service
+// list and their logs) and the System page's reboot. Not stop, restart,
+// syslog, console speed or the watchdog hook: a web UI taken over could
+// otherwise stop the firewall's services or silence the remote log.
+var webOps = map[op]bool{opServices: true, opService: true, opLogs: true, opReboot: true}
+
+// ServeWeb serves the web UI's part of the API (services, service, logs,
+// reboot) on a unix socket at path, mode 0660 and group gid, until ctx is
+// done: the web UI's user reaches it, no other user but root does.
+func (s *Supervisor) ServeWeb(ctx context.Context, path string, gid int) error {
+	ln, err := Listen(path)
+	if err != nil {
+		return err
+	}
+	if err := os.Chown(path, 0, gid); err != nil {
+		ln.Close()
+		return fmt.Errorf("api socket %s: group %d: %w", path, gid, err)
+	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		ln.Close()
+		return fmt.Errorf("api socket %s mode: %w", path, err)
+	}
+	context.AfterFunc(ctx, func() { ln.Close() })
+	go s.guard("web api", func() { s.serveAPI(ln, webOps) })
 	return nil
 }
 
 // serveAPI accepts connections until ln is closed and serves each in its
-// own goroutine, at most maxAPIConns at once.
-func (s *Supervisor) serveAPI(ln net.Listener) {
+// own goroutine, at most maxAPIConns at once. allowed, if not nil, is the
+// only ops answered.
+func (s *Supervisor) serveAPI(ln net.Listener, allowed map[op]bool) {
 	slots := make(chan struct{}, maxAPIConns)
 	for {
 		conn, err := ln.Accept()
@@ -123,7 +155,7 @@ func (s *Supervisor) serveAPI(ln net.Listener) {
 			wait.Stop()
 			go s.guard("api connection", func() {
 				defer func() { <-slots }()
-				s.serveConn(conn)
+				s.serveConn(conn, allowed)
 			})
 		case <-wait.C:
 			// A fresh connection's send buffer is empty: this write
@@ -136,7 +168,7 @@ func (s *Supervisor) serveAPI(ln net.Listener) {
 }
 
 // serveConn reads one request from conn, answers it and closes conn.
-func (s *Supervisor) serveConn(conn net.Conn) {
+func (s *Supervisor) serveConn(conn net.Conn, allowed map[op]bool) {
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(s.apiTimeout))
 	line, err := readRequest(conn)
@@ -152,7 +184,7 @@ func (s *Supervisor) serveConn(conn net.Conn) {
 		}
 		return
 	}
-	resp := s.answer(line)
+	resp := s.answer(line, allowed)
 	conn.SetDeadline(time.Now().Add(s.apiTimeout))
 	writeResponse(conn, resp) // an error here means the client left: nobody to tell
 }
@@ -196,7 +228,7 @@ func writeResponse(w io.Writer, resp response) error {
 // answer decodes and carries out one request. It never panics: a panic
 // below it (a hook, a bug) becomes an error answer and a log line, since
 // in PID 1 it would panic the kernel.
-func (s *Supervisor) answer(line []byte) (resp response) {
+func (s *Supervisor) answer(line []byte, allowed map[op]bool) (resp response) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.logf("api: panic answering %.200q: %v\n%s", line, r, debug.Stack())
@@ -206,6 +238,9 @@ func (s *Supervisor) answer(line []byte) (resp response) {
 	req, err := decodeRequest(line)
 	if err != nil {
 		return response{Error: err.Error()}
+	}
+	if allowed != nil && !allowed[req.Op] {
+		return response{Error: fmt.Sprintf("op %s is not available on this socket (the web UI's)", req.Op)}
 	}
 	result, err := s.call(req)
 	if err != nil {

@@ -432,3 +432,44 @@ func TestClientErrors(t *testing.T) {
 		t.Errorf("System on a mute server: %v, want the context's deadline", err)
 	}
 }
+
+// The web UI's socket is its group's (0660) and answers only what the web
+// UI needs: the service list, logs and reboot, not stop or restart.
+func TestServeWebAnswersOnlyTheWebOps(t *testing.T) {
+	s := start(t, Config{Services: []Service{sh("svc", "echo hi; sleep 60")}})
+	waitFor(t, "svc running", running(s, "svc"))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	sock := filepath.Join(t.TempDir(), "supervisor-web.sock")
+	if err := s.ServeWeb(ctx, sock, 64044); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); fi.Mode().Perm() != 0o660 || st.Uid != 0 || st.Gid != 64044 {
+		t.Errorf("socket mode %v owner %d:%d, want 0660 root:64044", fi.Mode(), st.Uid, st.Gid)
+	}
+	c := NewClient(sock)
+	if svcs, err := c.Services(ctx); err != nil || len(svcs) != 1 {
+		t.Errorf("services: %v, %v", svcs, err)
+	}
+	if _, err := c.Logs(ctx, "svc", 10); err != nil {
+		t.Errorf("logs: %v", err)
+	}
+	for _, req := range []string{`{"op":"stop","name":"svc"}`, `{"op":"restart","name":"svc"}`,
+		`{"op":"syslog","syslog":{"addr":"127.0.0.1:514"}}`, `{"op":"stop-petting"}`, `{"op":"console-baud","baud":9600}`, `{"op":"poweroff"}`} {
+		resp := rawCall(t, sock, []byte(req+"\n"))
+		if !strings.Contains(resp.Error, "not available on this socket") {
+			t.Errorf("%s on the web socket: %+v, want refused", req, resp)
+		}
+	}
+	if st := state(s, "svc"); st.State != StateRunning || st.Restarts != 0 {
+		t.Errorf("svc %+v after the refused ops, want running, never restarted", st)
+	}
+	// Reboot is allowed through; here, outside PID 1, it has no hook.
+	if resp := rawCall(t, sock, []byte(`{"op":"reboot"}`+"\n")); !strings.Contains(resp.Error, "not running as PID 1") {
+		t.Errorf("reboot on the web socket: %+v, want it to reach the supervisor", resp)
+	}
+}

@@ -79,7 +79,7 @@ func FuzzRequest(f *testing.F) {
 		}
 
 		powered, bauds = powered[:0], bauds[:0]
-		resp := s.answer(line)
+		resp := s.answer(line, nil)
 		if strings.HasPrefix(resp.Error, "internal error") {
 			t.Fatalf("request %q: %s", line, resp.Error)
 		}

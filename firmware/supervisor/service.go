@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -56,6 +57,23 @@ type Service struct {
 	// StopTimeout is how long a SIGTERM is given before SIGKILL. Zero means
 	// DefaultStopTimeout.
 	StopTimeout time.Duration
+
+	// User, if set, runs the service as that numeric user and group with
+	// no supplementary groups; a service started as a non-zero uid keeps
+	// no capabilities. nil runs it as root, like PID 1.
+	User *User
+
+	// ExtraFiles are handed to every run of the service as descriptors 3,
+	// 4, ... in order: sockets PID 1 opened for it (the web UI's listeners
+	// on 443 and 80, which a non-root process cannot bind). The
+	// supervisor keeps them open and never closes them.
+	ExtraFiles []*os.File
+}
+
+// User is a numeric user and group to run a service as. The initramfs has
+// no user database: the numbers are the names.
+type User struct {
+	UID, GID uint32
 }
 
 // DefaultStopTimeout is the grace period between SIGTERM and SIGKILL.
@@ -85,6 +103,14 @@ func validateTable(table []Service, conditions []string) error {
 		for _, dep := range s.After {
 			if !seen[dep] {
 				return fmt.Errorf("service %q depends on %q, which is not declared before it", s.Name, dep)
+			}
+		}
+		if s.User != nil && s.User.UID == 0 {
+			return fmt.Errorf("service %q: User with uid 0 (leave User nil to run as root)", s.Name)
+		}
+		for i, f := range s.ExtraFiles {
+			if f == nil {
+				return fmt.Errorf("service %q: extra file %d (fd %d) is nil", s.Name, i, 3+i)
 			}
 		}
 		for _, c := range s.Needs {

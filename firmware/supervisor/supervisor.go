@@ -277,14 +277,24 @@ func (s *Supervisor) forkLocked(p *proc) (int, error) {
 		env = []string{"PATH=/bbin:/bin:/sbin:/usr/bin:/usr/sbin"}
 	}
 	argv := append([]string{p.spec.Path}, p.spec.Args...)
+	files := []uintptr{devnull.Fd(), outW.Fd(), errW.Fd()}
+	for _, f := range p.spec.ExtraFiles {
+		files = append(files, f.Fd())
+	}
+	// Its own session: the service gets its own process group (so stop
+	// signals reach its children too) and may take a controlling
+	// terminal (the console getty does).
+	sys := &syscall.SysProcAttr{Setsid: true}
+	if u := p.spec.User; u != nil {
+		// setgroups([]), setgid, setuid in the child before exec: a
+		// non-zero uid leaves every capability behind.
+		sys.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: []uint32{}}
+	}
 	pid, err := syscall.ForkExec(p.spec.Path, argv, &syscall.ProcAttr{
 		Dir:   "/",
 		Env:   env,
-		Files: []uintptr{devnull.Fd(), outW.Fd(), errW.Fd()},
-		// Its own session: the service gets its own process group (so
-		// stop signals reach its children too) and may take a
-		// controlling terminal (the console getty does).
-		Sys: &syscall.SysProcAttr{Setsid: true},
+		Files: files,
+		Sys:   sys,
 	})
 	outW.Close()
 	errW.Close()

@@ -442,3 +442,54 @@ func TestServiceOutputGoesToItsRing(t *testing.T) {
 		t.Errorf("ring holds %v; want stdout to-out and stderr to-err", lines)
 	}
 }
+
+// A service with a User runs as that uid and gid with no supplementary
+// groups and no capabilities, and finds its ExtraFiles at fds 3, 4, ...
+// on every run (the web UI's listeners, which PID 1 opens).
+func TestServiceUserAndExtraFiles(t *testing.T) {
+	dir := t.TempDir()
+	out, err := os.Create(filepath.Join(dir, "status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	in, err := os.Create(filepath.Join(dir, "greeting"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.WriteString("hello from fd 4\n")
+	in.Seek(0, 0)
+	defer in.Close()
+	// Both files are 0600 root's in a 0700 directory: only the inherited
+	// descriptors let the service reach them.
+	svc := sh("unprivileged", `grep -E '^(Uid|Gid|Groups|CapEff|CapPrm):' /proc/self/status >&3; cat <&4 >&3; echo started >&3`)
+	svc.User = &User{UID: 64043, GID: 64044}
+	svc.ExtraFiles = []*os.File{out, in}
+	svc.Restart = RestartAlways
+	s := start(t, Config{Services: []Service{svc}, Backoff: Backoff{Base: 10 * time.Millisecond, Max: 10 * time.Millisecond, Healthy: time.Minute}})
+	// The restarted run gets the same files.
+	read := func() string { b, _ := os.ReadFile(out.Name()); return string(b) }
+	waitFor(t, "a second run", func() bool { return strings.Count(read(), "started") >= 2 })
+	s.Stop("unprivileged")
+	got := read()
+	for _, want := range []string{"Uid:\t64043\t64043\t64043\t64043", "Gid:\t64044\t64044\t64044\t64044",
+		"CapEff:\t0000000000000000", "CapPrm:\t0000000000000000", "hello from fd 4", "started"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the service wrote %q; want %q in it", got, want)
+		}
+	}
+	if i := strings.Index(got, "Groups:"); i < 0 || strings.TrimSpace(strings.SplitN(got[i+len("Groups:"):], "\n", 2)[0]) != "" {
+		t.Errorf("the service wrote %q; want no supplementary groups", got)
+	}
+}
+
+func TestValidateTableRefusesRootUserAndNilFiles(t *testing.T) {
+	for _, svc := range []Service{
+		{Name: "a", Path: "/bin/sh", User: &User{UID: 0, GID: 10}},
+		{Name: "a", Path: "/bin/sh", ExtraFiles: []*os.File{nil}},
+	} {
+		if err := validateTable([]Service{svc}, nil); err == nil {
+			t.Errorf("validateTable accepted %+v", svc)
+		}
+	}
+}

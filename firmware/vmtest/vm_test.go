@@ -26,10 +26,13 @@ type console struct {
 	vm  *images.VM
 	at  int
 	log string // where the whole serial log is kept
+
+	upgradeFile string // the image's .fgup, the same firmware as the box runs
 }
 
-// bootImage builds the qemu board's image from this tree and boots a copy.
-func bootImage(t testing.TB) *console {
+// bootImage builds the qemu board's image from this tree and boots a copy;
+// opts change qemu's configuration (a port forward to the web UI).
+func bootImage(t testing.TB, opts ...func(*images.QEMUConfig)) *console {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("-short: this test builds an image and boots it in qemu")
@@ -64,11 +67,15 @@ func bootImage(t testing.TB) *console {
 		t.Fatal(err)
 	}
 	// Without -no-reboot: a reboot and a watchdog reset must come back.
-	vm, err := images.StartVM(images.QEMUConfig{Board: board, Image: card}, vmLife)
+	qc := images.QEMUConfig{Board: board, Image: card}
+	for _, o := range opts {
+		o(&qc)
+	}
+	vm, err := images.StartVM(qc, vmLife)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &console{t: t, vm: vm, log: filepath.Join(out, t.Name()+".log")}
+	c := &console{t: t, vm: vm, log: filepath.Join(out, t.Name()+".log"), upgradeFile: rep.UpgradeFile}
 	t.Cleanup(func() {
 		vm.Stop()
 		os.WriteFile(c.log, vm.Log(), 0o644)

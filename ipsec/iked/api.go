@@ -192,6 +192,14 @@ func (d *Daemon) Stats() Stats {
 
 // Serve serves the local API on a unix socket until ctx ends.
 func (d *Daemon) Serve(ctx context.Context, path string) error {
+	return d.ServeGroup(ctx, path, -1)
+}
+
+// ServeGroup is Serve with the socket's group set to gid (-1: root's),
+// whose members may then use the API: the web UI's group on the
+// appliance (tunnel status, connect and disconnect; the API hands out no
+// keys).
+func (d *Daemon) ServeGroup(ctx context.Context, path string, gid int) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("iked API: %w", err)
 	}
@@ -200,7 +208,16 @@ func (d *Daemon) Serve(ctx context.Context, path string) error {
 	if err != nil {
 		return fmt.Errorf("iked API: %w", err)
 	}
-	os.Chmod(path, 0o660)
+	if gid >= 0 {
+		if err := os.Chown(path, -1, gid); err != nil {
+			l.Close()
+			return fmt.Errorf("iked API: socket group %d: %w", gid, err)
+		}
+	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		l.Close()
+		return fmt.Errorf("iked API: %w", err)
+	}
 	srv := &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()

@@ -29,6 +29,7 @@ func Main(args []string) int {
 	file := fs.String("config", "", "configuration file (the configuration's JSON form, see docs/config.md); SIGHUP reloads it")
 	configd := fs.String("configd", "", "configd's socket: follow the running configuration (the appliance's mode)")
 	sock := fs.String("socket", DefaultSocket, "local API socket")
+	sockGroup := fs.Int("socket-group", -1, "group whose members may use the local API, besides root (the web UI's, on the appliance); -1: root only")
 	plane := fs.String("dataplane", "auto", "data plane: auto, xfrm or userspace")
 	tun := fs.String("tun", "fgesp0", "TUN interface of the userspace data plane")
 	ikePort := fs.Uint("ike-port", 500, "IKE port")
@@ -79,7 +80,7 @@ func Main(args []string) int {
 		go followConfigd(ctx, d, client.New(*configd), logger)
 	}
 	go func() {
-		if err := d.Serve(ctx, *sock); err != nil {
+		if err := d.ServeGroup(ctx, *sock, *sockGroup); err != nil {
 			logger.Printf("iked: %v", err)
 		}
 	}()

@@ -2,6 +2,7 @@ package configd
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -181,7 +182,9 @@ type Server struct {
 	once    sync.Once
 
 	// redact is set on the restricted API (see Restricted).
-	redact    *redactor
+	redact *redactor
+	// firmware is set by WithFirmware (firmware.go).
+	firmware  *firmwareState
 	verifySem chan struct{} // one argon2id at a time: each takes 19 MiB
 	decoyOnce sync.Once
 	decoyHash string
@@ -230,12 +233,13 @@ func NewServer(store *config.Store, storage, note string, logf func(string, ...a
 	s.mux.HandleFunc("GET /v1/history", s.history)
 	s.mux.HandleFunc("GET /v1/history/{rev}", s.revision)
 	s.mux.HandleFunc("POST /v1/export", s.export)
-	s.mux.HandleFunc("POST /v1/import", s.importBackup)
-	s.mux.HandleFunc("POST /v1/factory-reset", s.factoryReset)
+	s.mux.HandleFunc("POST /v1/import", s.requirePassword(s.importBackup))
+	s.mux.HandleFunc("POST /v1/factory-reset", s.requirePassword(s.factoryReset))
 	s.mux.HandleFunc("GET /v1/watch", s.watch)
 	s.mux.HandleFunc("GET /v1/files/{name}", s.getFile)
 	s.mux.HandleFunc("PUT /v1/files/{name}", s.putFile)
 	s.mux.HandleFunc("POST /v1/verify-password", s.verifyPassword)
+	s.firmwareRoutes()
 	return s
 }
 
@@ -262,6 +266,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, errRestricted):
 		status, resp.Code = http.StatusForbidden, CodeForbidden
+	case errors.Is(err, errWrongPassword):
+		status, resp.Code = http.StatusForbidden, CodeWrongPassword
 	case errors.As(err, &mbe):
 		status, resp.Code = http.StatusRequestEntityTooLarge, CodeTooLarge
 		resp.Error = fmt.Sprintf("request body larger than %d bytes", mbe.Limit)
@@ -625,6 +631,12 @@ func (s *Server) export(w http.ResponseWriter, r *http.Request) {
 	if s.redact != nil && req.Secrets == config.SecretsIncluded {
 		s.fail(w, r, fmt.Errorf("export with secrets in the clear: %w (export them encrypted with a passphrase)", errRestricted))
 		return
+	}
+	if req.Secrets != config.SecretsOmitted {
+		if ok, err := s.reauthenticated(r); err != nil || !ok {
+			s.fail(w, r, cmp.Or(err, errWrongPassword))
+			return
+		}
 	}
 	data, err := s.store.Export(req.Secrets, req.Passphrase)
 	if err != nil {

@@ -23,6 +23,9 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/firmware/bootparam"
+	"github.com/flashgate/flashgate/firmware/bootslot"
+	"github.com/flashgate/flashgate/firmware/upgrade"
 )
 
 // Default locations on the appliance.
@@ -44,6 +47,7 @@ func Main(args []string) int {
 	dbPath := fs.String("db", "", "database file (default: "+DefaultCfgDir+"/"+DefaultDBName+", or "+ramDB+" without a config partition)")
 	socket := fs.String("socket", DefaultSocket, "unix socket of the local API")
 	webSocket := fs.String("web-socket", "next-to-socket", "unix socket of the restricted API for the web UI, which hands out no secrets (default: "+filepath.Base(DefaultWebSocket)+" in -socket's directory; empty: none)")
+	webGroup := fs.Int("web-group", -1, "group of the restricted API's socket, whose members (the web UI's user) may use it besides root; -1: root only")
 	cfgDir := fs.String("cfg", DefaultCfgDir, "config partition mount point, remounted read-write only to commit; empty: never remount")
 	board := fs.String("board", "", "board whose ports the defaults of a fresh database or a factory reset name (boards.Lookup); empty or unknown: eth0 and eth1")
 	if err := fs.Parse(args); err != nil {
@@ -90,7 +94,7 @@ func Main(args []string) int {
 	}
 	var webLn net.Listener
 	if *webSocket != "" {
-		if webLn, err = listen(*webSocket); err != nil {
+		if webLn, err = listenGroup(*webSocket, *webGroup); err != nil {
 			ln.Close()
 			logf("configd: %v", err)
 			return 1
@@ -129,7 +133,12 @@ func Main(args []string) int {
 	go func() { errc <- srv.Serve(ln) }()
 	var webSrv *http.Server
 	if webLn != nil {
-		webAPI := NewServer(store, storage, note, logf, WithFiles(files), Restricted())
+		// The web UI runs as its own user and cannot write the card's
+		// boot partition: configd writes firmware upgrades for it.
+		params, _ := bootparam.Read()
+		fw := FirmwareSource{Open: bootslot.OpenBox, Status: bootslot.StatusPath, WaitFor: AddressedInterfaces,
+			Running: upgrade.Running{Slot: params.Slot, Version: params.Version, Board: params.Board}}
+		webAPI := NewServer(store, storage, note, logf, WithFiles(files), Restricted(), WithFirmware(fw))
 		webSrv = &http.Server{Handler: webAPI, ConnContext: connContext, ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog: log.New(io.Discard, "", 0)}
 		webSrv.RegisterOnShutdown(webAPI.StopWatches)
@@ -153,6 +162,26 @@ func Main(args []string) int {
 	}
 	logf("configd: stopped")
 	return 0
+}
+
+// listenGroup is listen for the restricted API: with gid >= 0 the socket
+// is root:gid 0660, so that the web UI, which runs as its own user in that
+// group, can connect and nobody else but root can. The socket is made 0600
+// and opened to the group only once it is the group's.
+func listenGroup(path string, gid int) (net.Listener, error) {
+	ln, err := listen(path)
+	if err != nil || gid < 0 {
+		return ln, err
+	}
+	if err := os.Chown(path, 0, gid); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("socket %s: group %d: %w", path, gid, err)
+	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("chmod %s: %w", path, err)
+	}
+	return ln, nil
 }
 
 // listen binds the API socket. A socket file that accepts connections

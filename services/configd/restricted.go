@@ -1,6 +1,7 @@
 package configd
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/flashgate/flashgate/config"
@@ -32,6 +34,9 @@ import (
 //     files other than the web UI's own (webui.*) are refused.
 //   - POST /v1/verify-password checks a password in configd, so the web UI
 //     never needs a hash.
+//   - A factory reset, an import, an export with secrets and a firmware
+//     install need an admin's current password in the request
+//     (ReauthUserHeader, ReauthPasswordHeader), checked here.
 
 // DefaultWebSocket is the restricted API's socket.
 const DefaultWebSocket = "/run/flashgate/configd-web.sock"
@@ -57,6 +62,10 @@ func newRedactor() *redactor {
 }
 
 const pskMarkPrefix = "redacted:"
+
+// IsPSKMark reports whether psk is a redaction mark of the restricted API
+// rather than a key.
+func IsPSKMark(psk string) bool { return strings.HasPrefix(psk, pskMarkPrefix) }
 
 func (r *redactor) digest(kind, secret string) []byte {
 	m := hmac.New(sha256.New, r.key[:])
@@ -209,22 +218,80 @@ func (s *Server) verifyPassword(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	ok, err := s.passwordOK(r.Context(), req.User, req.Password)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, VerifyPasswordResponse{OK: ok})
+}
+
+// passwordOK checks a password against the running configuration's
+// account, one argon2id at a time, with the same work for an unknown user.
+func (s *Server) passwordOK(ctx context.Context, user, password string) (bool, error) {
 	running, _ := s.store.Running()
-	admin := running.Admin(req.User)
-	known := admin != nil && admin.PasswordHash.IsSet() && len(req.Password) <= config.MaxPasswordLen
+	admin := running.Admin(user)
+	known := admin != nil && admin.PasswordHash.IsSet() && len(password) <= config.MaxPasswordLen
 	check := admin
 	if !known {
 		check = &config.Admin{PasswordHash: config.NewSecret(s.decoy())}
 	}
 	select {
 	case s.verifySem <- struct{}{}:
-	case <-r.Context().Done():
-		s.fail(w, r, r.Context().Err())
-		return
+	case <-ctx.Done():
+		return false, ctx.Err()
 	}
-	ok := check.VerifyPassword(req.Password)
+	ok := check.VerifyPassword(password)
 	<-s.verifySem
-	writeJSON(w, http.StatusOK, VerifyPasswordResponse{OK: ok && known})
+	return ok && known, nil
+}
+
+// Re-authentication on the restricted API: a factory reset, an import, an
+// export with secrets and a firmware install need an admin's current
+// password in the request (ReauthUserHeader, ReauthPasswordHeader), which
+// configd checks itself. The web UI asks the admin for it (and counts
+// wrong ones against its login limiter) and passes it on, so that a web UI
+// taken over cannot do these without the password either.
+const (
+	ReauthUserHeader     = "Flashgate-Reauth-User"
+	ReauthPasswordHeader = "Flashgate-Reauth-Password" // percent-encoded (url.PathEscape)
+)
+
+// CodeWrongPassword is the code of the restricted API's refusal of a
+// request whose re-authentication is missing or wrong.
+const CodeWrongPassword = "wrong_password"
+
+// errWrongPassword is that refusal.
+var errWrongPassword = errors.New("the current password of an admin is needed for this, and it is missing or wrong")
+
+// reauthenticated reports whether the request carries an admin's current
+// password; on the full API every request does (root's socket).
+func (s *Server) reauthenticated(r *http.Request) (bool, error) {
+	if s.redact == nil {
+		return true, nil
+	}
+	user := r.Header.Get(ReauthUserHeader)
+	password, err := url.PathUnescape(r.Header.Get(ReauthPasswordHeader))
+	if user == "" || password == "" || err != nil {
+		return false, nil
+	}
+	return s.passwordOK(r.Context(), user, password)
+}
+
+// requirePassword wraps a handler of the restricted API that needs
+// re-authentication.
+func (s *Server) requirePassword(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ok, err := s.reauthenticated(r)
+		switch {
+		case err != nil:
+			s.fail(w, r, err)
+		case !ok:
+			s.fail(w, r, errWrongPassword)
+		default:
+			h(w, r)
+		}
+	}
 }
 
 // decoy is a hash with the parameters of ours that no password matches,

@@ -2,6 +2,7 @@ package configd_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -132,5 +133,61 @@ func TestRestrictedAPIHandsOutNoSecrets(t *testing.T) {
 	// The full socket is unchanged.
 	if r, _, _ := full.c.Running(ctx); r.Tunnel("branch").PSK.Reveal() != pskInTest {
 		t.Error("the full API no longer hands configd's own clients the PSK")
+	}
+}
+
+// On the web UI's socket a factory reset, an import and an export with
+// secrets need an admin's current password in the request, which configd
+// checks itself: without it or with a wrong one they are refused with
+// CodeWrongPassword and nothing changes. Root's socket needs none.
+func TestRestrictedAPINeedsThePasswordForWholesaleActions(t *testing.T) {
+	full := serve(t)
+	web := serveRestricted(t, full)
+	ctx := context.Background()
+	etag := addTunnel(t, ctx, full.c, "")
+	if _, err := full.c.SetPassword(ctx, etag, "admin", "correct horse battery"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := full.c.Commit(ctx, configd.CommitRequest{Who: "t", Message: "tunnel"}); err != nil {
+		t.Fatal(err)
+	}
+	backup, err := full.c.Export(ctx, config.SecretsEncrypted, "a long passphrase")
+	if err != nil {
+		t.Fatalf("export on root's socket: %v", err)
+	}
+	wrongPassword := func(what string, err error) {
+		t.Helper()
+		var apiErr *client.APIError
+		if !errors.As(err, &apiErr) || apiErr.Code != configd.CodeWrongPassword || apiErr.Status != http.StatusForbidden {
+			t.Errorf("%s: %v, want refused for the password (403 %s)", what, err, configd.CodeWrongPassword)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		c    *client.Client
+	}{{"no password", web.c}, {"a wrong password", web.c.WithPassword("admin", "not it")}, {"an unknown user", web.c.WithPassword("root", "correct horse battery")}} {
+		_, err := c.c.Export(ctx, config.SecretsEncrypted, "a long passphrase")
+		wrongPassword("export with secrets, "+c.name, err)
+		cand, _ := web.c.Candidate(ctx)
+		_, err = c.c.Import(ctx, cand.Etag, backup, "a long passphrase")
+		wrongPassword("import, "+c.name, err)
+		_, err = c.c.FactoryReset(ctx, "t")
+		wrongPassword("factory reset, "+c.name, err)
+	}
+	if running, _ := full.store.Running(); running.Admin("admin") == nil || running.Tunnel("branch") == nil {
+		t.Fatal("a refused factory reset changed the configuration")
+	}
+	if _, err := web.c.Export(ctx, config.SecretsOmitted, ""); err != nil {
+		t.Errorf("export without secrets needs no password: %v", err)
+	}
+	withPassword := web.c.WithPassword("admin", "correct horse battery")
+	if _, err := withPassword.Export(ctx, config.SecretsEncrypted, "a long passphrase"); err != nil {
+		t.Errorf("export with secrets and the password: %v", err)
+	}
+	if _, err := withPassword.FactoryReset(ctx, "t"); err != nil {
+		t.Errorf("factory reset with the password: %v", err)
+	}
+	if running, _ := full.store.Running(); running.Admin("admin") != nil {
+		t.Error("the factory reset with the password did not reset")
 	}
 }

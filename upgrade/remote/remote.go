@@ -17,6 +17,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -123,6 +124,10 @@ func (b *Box) do(ctx context.Context, method, path string, body io.Reader, size 
 	}
 	if b.csrf != "" {
 		req.Header.Set("X-CSRF-Token", b.csrf)
+	}
+	if method == "POST" && strings.HasPrefix(path, "/api/v1/upgrade?") {
+		// The upload needs the current password again (re-authentication).
+		req.Header.Set("X-Flashgate-Password", url.PathEscape(b.Password))
 	}
 	resp, err := c.Do(req)
 	if err != nil {

@@ -78,6 +78,7 @@
     var go = box.querySelector("[data-upgrade-go]");
     var down = box.querySelector("[data-upgrade-downgrade]");
     var bar = box.querySelector("[data-upgrade-progress]");
+    var pw = box.querySelector("[data-upgrade-password]");
     function query() {
       return "?size=" + input.files[0].size + (down.checked ? "&confirm_downgrade=1" : "");
     }
@@ -108,6 +109,8 @@
       x.open("POST", "/api/v1/upgrade" + query() + "&reboot=1");
       x.setRequestHeader("X-CSRF-Token", csrf);
       x.setRequestHeader("Content-Type", "application/octet-stream");
+      // The current password, percent-encoded (a header holds ASCII only).
+      x.setRequestHeader("X-Flashgate-Password", encodeURIComponent(pw.value));
       x.upload.onprogress = function (e) {
         if (e.lengthComputable) bar.value = Math.round(100 * e.loaded / e.total);
       };
@@ -117,7 +120,7 @@
         try { j = JSON.parse(x.responseText); } catch (e) {}
         if (x.status !== 200) {
           plan.textContent = "Upgrade failed, nothing switched: " + (j.error || x.status);
-          plan.className = "flash error"; input.disabled = false;
+          plan.className = "flash error"; input.disabled = false; go.disabled = false; bar.hidden = true;
           return;
         }
         plan.textContent = "Slot " + j.target_slot + " written and verified. The box reboots into a test boot of " +

@@ -9,6 +9,7 @@ package client
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,6 +31,21 @@ type Client struct {
 	socket string
 	hc     *http.Client // requests with a timeout
 	stream *http.Client // the watch stream: no timeout
+	reauth http.Header  // WithPassword's headers, sent with every request
+}
+
+// WithPassword returns a client that sends user's current password with
+// every request: the restricted API wants it for a factory reset, an
+// import, an export with secrets and a firmware install (see
+// configd.ReauthUserHeader), and refuses them without it with an
+// *APIError whose Code is configd.CodeWrongPassword. The copy shares c's
+// connections.
+func (c *Client) WithPassword(user, password string) *Client {
+	cp := *c
+	cp.reauth = http.Header{}
+	cp.reauth.Set(configd.ReauthUserHeader, user)
+	cp.reauth.Set(configd.ReauthPasswordHeader, url.PathEscape(password))
+	return &cp
 }
 
 // New returns a client for the socket at path (configd.DefaultSocket on
@@ -112,6 +128,9 @@ func (c *Client) do(ctx context.Context, method, path string, hdr http.Header, i
 		return nil, err
 	}
 	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	for k, v := range c.reauth {
 		req.Header[k] = v
 	}
 	if in != nil && req.Header.Get("Content-Type") == "" {
@@ -419,4 +438,83 @@ func (c *Client) watchOnce(ctx context.Context, out chan<- config.Change) bool {
 		}
 	}
 	return got
+}
+
+// Firmware reads the card's slots, its trusted keys, PID 1's boot record
+// and the upload in progress (GET /v1/firmware, on a configd serving the
+// firmware routes: the web UI's socket on the box).
+func (c *Client) Firmware(ctx context.Context) (configd.FirmwareView, error) {
+	var v configd.FirmwareView
+	_, err := c.do(ctx, "GET", "/v1/firmware", nil, nil, &v)
+	return v, err
+}
+
+// CheckFirmware has configd check an upgrade file from its first bytes
+// (the header; 64 KiB at most) against the card and the running firmware;
+// size is the whole file's length, or -1. A refusal returns the plan, with
+// what the file is and why it is refused, and an *APIError with Code
+// configd.CodeFirmwareRefused and the HTTP status for it.
+func (c *Client) CheckFirmware(ctx context.Context, head []byte, size int64, allowDowngrade bool) (configd.FirmwarePlan, error) {
+	q := url.Values{"size": {strconv.FormatInt(size, 10)}}
+	if allowDowngrade {
+		q.Set("confirm_downgrade", "1")
+	}
+	req, err := http.NewRequestWithContext(ctx, "POST", "http://configd/v1/firmware/check?"+q.Encode(), bytes.NewReader(head))
+	if err != nil {
+		return configd.FirmwarePlan{}, err
+	}
+	return c.firmwarePlan(c.hc, req)
+}
+
+// InstallFirmware streams an upgrade file of size bytes from body to
+// configd, which checks its header and writes it into the inactive slot
+// as it arrives, then arms the test boot. Nothing but the caller's
+// context bounds it (a file on a slow link takes minutes). Refusals are
+// as CheckFirmware's.
+func (c *Client) InstallFirmware(ctx context.Context, body io.Reader, size int64, allowDowngrade bool) (configd.FirmwarePlan, error) {
+	path := "/v1/firmware"
+	if allowDowngrade {
+		path += "?confirm_downgrade=1"
+	}
+	req, err := http.NewRequestWithContext(ctx, "POST", "http://configd"+path, io.NopCloser(body))
+	if err != nil {
+		return configd.FirmwarePlan{}, err
+	}
+	req.ContentLength = size
+	req.Header.Set("Content-Type", "application/octet-stream")
+	return c.firmwarePlan(c.stream, req)
+}
+
+// firmwarePlan sends a firmware request; the answer is a FirmwarePlan
+// whatever its status.
+func (c *Client) firmwarePlan(hc *http.Client, req *http.Request) (configd.FirmwarePlan, error) {
+	var p configd.FirmwarePlan
+	for k, v := range c.reauth {
+		req.Header[k] = v
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return p, fmt.Errorf("configd %s %s: %w", req.Method, req.URL.Path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err == nil {
+		err = json.Unmarshal(data, &p)
+	}
+	if err != nil {
+		return p, fmt.Errorf("configd %s %s: %s: answer: %w", req.Method, req.URL.Path, resp.Status, err)
+	}
+	if resp.StatusCode >= 300 {
+		// A refusal before the file is looked at (the password) is an
+		// ErrorResponse, with its code.
+		var er configd.ErrorResponse
+		json.Unmarshal(data, &er)
+		code := cmp.Or(er.Code, configd.CodeFirmwareRefused)
+		msg := p.Error
+		if msg == "" {
+			msg = fmt.Sprintf("configd %s %s: %s", req.Method, req.URL.Path, resp.Status)
+		}
+		return p, &APIError{Status: resp.StatusCode, Code: code, Message: msg}
+	}
+	return p, nil
 }

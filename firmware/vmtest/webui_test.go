@@ -1,0 +1,152 @@
+package vmtest
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/images"
+	"github.com/flashgate/flashgate/upgrade/remote"
+)
+
+var webuiRow = regexp.MustCompile(`(?m)^webui +running +(\d+) `)
+
+// run types cmd in the expert shell and returns what it printed up to the
+// next prompt, without carriage returns.
+func (c *console) run(cmd string) string {
+	c.t.Helper()
+	from := c.at
+	c.typeLine(cmd)
+	c.expect(time.Minute, "$ ")
+	return strings.ReplaceAll(c.since(from), "\r", "")
+}
+
+// TestWebUIUnprivilegedInVM: in the booted appliance the web UI runs as
+// its own user (443) with no capabilities, serves HTTPS on the port PID 1
+// bound for it, and its user reaches configd only through the restricted
+// socket, where a tunnel's pre-shared key is redacted and a clear-text
+// export refused; configd's full socket, the supervisor's and the
+// database refuse it. A firmware upload through it still writes the card.
+func TestWebUIUnprivilegedInVM(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	c := bootImage(t, func(q *images.QEMUConfig) { q.WebUIPort = port })
+	c.login()
+
+	// A tunnel with a key, committed at the CLI.
+	c.typeLine("exit")
+	c.expect(time.Minute, "admin@")
+	c.expect(time.Minute, "> ")
+	for _, l := range []string{"set tunnels.hq.remote_address 198.51.100.1", "set tunnels.hq.psk vm-test-pre-shared-key-1234",
+		"set tunnels.hq.local_subnets 192.168.1.0/24", "set tunnels.hq.remote_subnets 10.0.0.0/16"} {
+		c.typeLine(l)
+		c.expect(time.Minute, "> ")
+	}
+	c.typeLine(`commit "vm test: a tunnel with a key"`)
+	c.expect(time.Minute, "Committed revision")
+	c.expect(time.Minute, "> ")
+	c.typeLine("shell")
+	c.expect(time.Minute, "Expert shell (")
+	c.expect(time.Minute, "$ ")
+
+	var pid string
+	for try := 0; try < 30 && pid == ""; try++ {
+		if m := webuiRow.FindStringSubmatch(c.run("flashgate status")); m != nil {
+			pid = m[1]
+		} else {
+			time.Sleep(2 * time.Second)
+		}
+	}
+	if pid == "" {
+		t.Fatal("flashgate status never showed the web UI running")
+	}
+	status := c.run("cat /proc/" + pid + "/status")
+	for _, want := range []string{"Uid:\t443\t443\t443\t443", "Gid:\t443\t443\t443\t443", "CapEff:\t0000000000000000", "CapPrm:\t0000000000000000"} {
+		if !strings.Contains(status, want) {
+			t.Errorf("/proc/%s/status of the web UI:\n%s\nwant %q", pid, status, want)
+		}
+	}
+
+	access := c.run("flashgate access 443:443")
+	for _, want := range []string{"as uid 443 gid 443:", "configd-web.sock       connects", "psk of tunnel hq: redacted",
+		"export with secrets in the clear: refused", "configd.sock           refused: permission denied",
+		"supervisor.sock        refused: permission denied", "config.db              refused: permission denied"} {
+		if !strings.Contains(access, want) {
+			t.Errorf("flashgate access 443:443 on the box:\n%s\nwant %q", access, want)
+		}
+	}
+	if strings.Contains(access, "IN THE CLEAR") || strings.Contains(access, "GIVEN") || strings.Contains(access, "vm-test-pre-shared-key") {
+		t.Errorf("the web UI's user got the key:\n%s", access)
+	}
+
+	// The UI serves on the listener PID 1 bound, with the certificate
+	// whose fingerprint it wrote for the console.
+	fp := c.run("cat /run/flashgate/webui/fingerprint")
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // checked against the fingerprint below
+		Proxy:           nil,
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var page string
+	var served string
+	for ctx.Err() == nil {
+		req, _ := http.NewRequestWithContext(ctx, "GET", "https://127.0.0.1:"+strconv.Itoa(port)+"/login", nil)
+		if resp, err := hc.Do(req); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			sum := sha256.Sum256(resp.TLS.PeerCertificates[0].Raw)
+			page, served = string(b), hex.EncodeToString(sum[:])
+			break
+		}
+		time.Sleep(2 * time.Second)
+	}
+	if !strings.Contains(page, "<form") {
+		t.Errorf("the web UI's login page through the port forward: %.300q", page)
+	}
+	if served == "" || !strings.Contains(strings.ToLower(strings.ReplaceAll(fp, ":", "")), served) {
+		t.Fatalf("the certificate served has SHA-256 %s; the fingerprint file says %q", served, fp)
+	}
+
+	// A firmware upload through the unprivileged UI still writes the
+	// card (configd does): the image's own .fgup goes into slot b, armed
+	// but not rebooted into. A wrong password writes nothing.
+	box := &remote.Box{URL: "https://127.0.0.1:" + strconv.Itoa(port), Fingerprint: served, User: "admin", Password: password}
+	if err := box.Login(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wrong := *box
+	wrong.Password = "not-the-password"
+	if _, err := wrong.Upload(ctx, c.upgradeFile, false, false, nil); err == nil || !strings.Contains(err.Error(), "Wrong password") {
+		t.Errorf("upload with a wrong password: %v", err)
+	}
+	plan, err := box.Upload(ctx, c.upgradeFile, false, false, nil)
+	if err != nil || plan.Target != "b" || plan.Version != "vmtest" {
+		t.Fatalf("upload through the web UI: %+v, %v", plan, err)
+	}
+	var view struct {
+		Slots []struct {
+			Name     string `json:"name"`
+			Manifest *struct {
+				Version string `json:"version"`
+			} `json:"manifest"`
+		} `json:"slots"`
+		Error string `json:"error"`
+	}
+	if err := box.Get(ctx, "/api/v1/upgrade", &view); err != nil || len(view.Slots) != 2 || view.Slots[1].Manifest == nil || view.Slots[1].Manifest.Version != "vmtest" {
+		t.Errorf("slots after the upload: %+v, %v; want slot b holding vmtest", view, err)
+	}
+}

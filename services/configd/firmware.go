@@ -1,0 +1,295 @@
+package configd
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/flashgate/flashgate/firmware/bootslot"
+	"github.com/flashgate/flashgate/firmware/upgrade"
+	"github.com/flashgate/flashgate/upgrade/imagefile"
+)
+
+// Firmware upgrades for the web UI. The web UI runs as its own user and
+// cannot open the card's boot partition, so configd, which runs as root
+// and owns the card, writes the slots for it (WithFirmware; served on the
+// restricted socket on the box). Every check of firmware/upgrade runs
+// here, on the bytes configd itself reads: the web UI only relays the
+// upload, and its own opinion of the file counts for nothing.
+//
+//	GET  /v1/firmware          FirmwareView: slots, default, trusted keys, an upload in progress
+//	POST /v1/firmware/check    body: the file's first bytes (64 KiB at most); ?size=N
+//	                           ?confirm_downgrade=1; FirmwarePlan: what it is, whether the box takes it
+//	POST /v1/firmware          body: the whole file, streamed (Content-Length required);
+//	                           ?confirm_downgrade=1; FirmwarePlan once written and armed
+//
+// A refusal answers the FirmwarePlan with its Error and a 4xx status (409
+// downgrade or busy, 403 signature, 422 not an image / wrong board / too
+// big / wrong size). The body is streamed into the inactive slot as it
+// arrives (64 KiB at a time), never held whole: the image is as big as a
+// fifth of a 128 MB board's RAM.
+
+// FirmwareSource is the card and the running firmware, for WithFirmware.
+type FirmwareSource struct {
+	Open    func() (*bootslot.Card, error) // the boot partition (bootslot.OpenBox)
+	Running upgrade.Running                // from the kernel command line, read by configd
+	Status  string                         // PID 1's status file (bootslot.StatusPath)
+	// WaitFor lists the interfaces the new firmware's test boot must get
+	// back (those with an IPv4 address now); nil: none.
+	WaitFor func() []string
+}
+
+// WithFirmware serves the firmware routes from src.
+func WithFirmware(src FirmwareSource) ServerOption {
+	return func(s *Server) { s.firmware = &firmwareState{src: src} }
+}
+
+// firmwareState is the source and the upload in progress, if any.
+type firmwareState struct {
+	src      FirmwareSource
+	mu       sync.Mutex
+	progress *upgrade.Progress
+}
+
+// FirmwareView is GET /v1/firmware (and the web UI's GET /api/v1/upgrade).
+type FirmwareView struct {
+	Running         upgrade.Running   `json:"running"`
+	DefaultSlot     string            `json:"default_slot"`
+	Slots           []upgrade.Slot    `json:"slots"`
+	AcceptsUnsigned bool              `json:"accepts_unsigned"`
+	TrustedKeys     []string          `json:"trusted_keys"`
+	Boot            *bootslot.Status  `json:"boot,omitempty"` // what PID 1 found and is checking
+	Message         string            `json:"message,omitempty"`
+	Upload          *upgrade.Progress `json:"upload,omitempty"` // an upload being written now
+	Error           string            `json:"error,omitempty"`
+}
+
+// FirmwarePlan answers a check and an upload.
+type FirmwarePlan struct {
+	Version   string `json:"version"`
+	Board     string `json:"board"`
+	Built     int64  `json:"built"`
+	Signer    string `json:"signer"`
+	Target    string `json:"target_slot,omitempty"`
+	Downgrade bool   `json:"downgrade"`
+	Size      int64  `json:"size"`
+	Error     string `json:"error,omitempty"` // why the box refuses it
+	Rebooting bool   `json:"rebooting,omitempty"`
+}
+
+// CodeFirmwareRefused is the code of an APIError for a refused firmware
+// file; its status says why (FirmwareStatus).
+const CodeFirmwareRefused = "firmware_refused"
+
+func (s *Server) firmwareRoutes() {
+	if s.firmware == nil {
+		return
+	}
+	s.mux.HandleFunc("GET /v1/firmware", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, s.firmware.view())
+	})
+	s.mux.HandleFunc("POST /v1/firmware/check", s.firmwareCheck)
+	s.mux.HandleFunc("POST /v1/firmware", s.requirePassword(s.firmwareInstall))
+}
+
+func (f *firmwareState) view() FirmwareView {
+	src := f.src
+	v := FirmwareView{Running: src.Running}
+	f.mu.Lock()
+	if p := f.progress; p != nil {
+		cp := *p
+		v.Upload = &cp
+	}
+	f.mu.Unlock()
+	if b, err := os.ReadFile(src.Status); err == nil {
+		var st bootslot.Status
+		if json.Unmarshal(b, &st) == nil {
+			v.Boot, v.Message = &st, st.Message
+		}
+	}
+	if src.Open == nil {
+		v.Error = "this box has no boot partition with A/B slots"
+		return v
+	}
+	if v.Upload != nil {
+		return v // the card is busy with the upload
+	}
+	card, err := src.Open()
+	if err != nil {
+		v.Error = err.Error()
+		return v
+	}
+	defer card.Close()
+	boot, err := bootslot.ReadBoot(card.Vol)
+	if err != nil {
+		v.Error = err.Error()
+	}
+	v.DefaultSlot = boot.Committed
+	if v.Message == "" {
+		v.Message = boot.Last.Message(src.Running.Version)
+	}
+	for _, name := range []string{"a", "b"} {
+		v.Slots = append(v.Slots, upgrade.ReadSlot(card, name))
+	}
+	if t, err := upgrade.Trust(card); err == nil {
+		v.AcceptsUnsigned = t.AllowUnsigned
+		for _, k := range t.Keys {
+			v.TrustedKeys = append(v.TrustedKeys, imagefile.Fingerprint(k))
+		}
+	} else if v.Error == "" {
+		v.Error = err.Error()
+	}
+	return v
+}
+
+func planOf(p upgrade.Plan, h *imagefile.Header) FirmwarePlan {
+	if h == nil {
+		return FirmwarePlan{}
+	}
+	return FirmwarePlan{Version: h.Manifest.Version, Board: h.Manifest.Board, Built: h.Manifest.Built,
+		Signer: h.SignerName(), Target: p.Target, Downgrade: p.Downgrade, Size: h.Size()}
+}
+
+// FirmwareStatus is the HTTP status for a refusal of firmware/upgrade.
+func FirmwareStatus(err error) int {
+	switch {
+	case errors.Is(err, upgrade.ErrDowngrade), errors.Is(err, upgrade.ErrBusy):
+		return http.StatusConflict
+	case errors.Is(err, imagefile.ErrUnsigned), errors.Is(err, imagefile.ErrUntrusted), errors.Is(err, imagefile.ErrSignature):
+		return http.StatusForbidden
+	case errors.Is(err, imagefile.ErrNotImage), errors.Is(err, imagefile.ErrTruncated), errors.Is(err, imagefile.ErrCorrupt),
+		errors.Is(err, upgrade.ErrBoard), errors.Is(err, upgrade.ErrTooBig), errors.Is(err, upgrade.ErrSize):
+		return http.StatusUnprocessableEntity
+	}
+	return http.StatusInternalServerError
+}
+
+func (s *Server) firmwareCheck(w http.ResponseWriter, r *http.Request) {
+	src := s.firmware.src
+	if src.Open == nil {
+		writeJSON(w, http.StatusNotImplemented, FirmwarePlan{Error: "this box has no boot partition with A/B slots"})
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
+	if err != nil {
+		writeJSON(w, http.StatusRequestEntityTooLarge, FirmwarePlan{Error: "send only the file's first bytes (64 KiB at most): " + err.Error()})
+		return
+	}
+	h, err := imagefile.ReadHeader(bytes.NewReader(body))
+	if err != nil {
+		writeJSON(w, FirmwareStatus(err), FirmwarePlan{Error: err.Error()})
+		return
+	}
+	size := int64(-1)
+	if v := r.URL.Query().Get("size"); v != "" {
+		if size, err = strconv.ParseInt(v, 10, 64); err != nil {
+			writeJSON(w, http.StatusBadRequest, FirmwarePlan{Error: "size: not a number"})
+			return
+		}
+	}
+	card, err := src.Open()
+	if err != nil {
+		writeJSON(w, http.StatusConflict, FirmwarePlan{Error: err.Error()})
+		return
+	}
+	defer card.Close()
+	p, err := upgrade.Check(card, h, src.Running, upgrade.Options{Size: size, AllowDowngrade: r.URL.Query().Get("confirm_downgrade") == "1"})
+	plan := planOf(p, h)
+	if err != nil {
+		plan.Error = err.Error()
+		writeJSON(w, FirmwareStatus(err), plan)
+		return
+	}
+	writeJSON(w, http.StatusOK, plan)
+}
+
+func (s *Server) firmwareInstall(w http.ResponseWriter, r *http.Request) {
+	f := s.firmware
+	src := f.src
+	if src.Open == nil {
+		writeJSON(w, http.StatusNotImplemented, FirmwarePlan{Error: "this box has no boot partition with A/B slots"})
+		return
+	}
+	if r.ContentLength < 0 {
+		writeJSON(w, http.StatusLengthRequired, FirmwarePlan{Error: "send the file with a Content-Length: it is checked against the manifest before anything is written"})
+		return
+	}
+	f.mu.Lock()
+	if f.progress != nil {
+		f.mu.Unlock()
+		writeJSON(w, http.StatusConflict, FirmwarePlan{Error: "another upload is being written"})
+		return
+	}
+	f.progress = &upgrade.Progress{Stage: "check"}
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.progress = nil
+		f.mu.Unlock()
+	}()
+	card, err := src.Open()
+	if err != nil {
+		writeJSON(w, http.StatusConflict, FirmwarePlan{Error: err.Error()})
+		return
+	}
+	defer card.Close()
+	var waitFor []string
+	if src.WaitFor != nil {
+		waitFor = src.WaitFor()
+	}
+	// Install reads the header from the body, checks it (signature
+	// against the card's keys, board, size, downgrade, the card's state)
+	// and only then writes, 64 KiB at a time, verifying each part's hash.
+	p, err := upgrade.Install(card, r.Body, src.Running, upgrade.Options{
+		Size:           r.ContentLength,
+		AllowDowngrade: r.URL.Query().Get("confirm_downgrade") == "1",
+		WaitFor:        waitFor,
+		Progress: func(pr upgrade.Progress) {
+			f.mu.Lock()
+			f.progress = &pr
+			f.mu.Unlock()
+		},
+	})
+	plan := planOf(p, p.Header)
+	if err != nil {
+		plan.Error = err.Error()
+		s.logf("configd: firmware upgrade refused or failed: %v", err)
+		writeJSON(w, FirmwareStatus(err), plan)
+		return
+	}
+	s.logf("configd: firmware %s (signer %s) written to slot %s; test boot armed", plan.Version, plan.Signer, plan.Target)
+	writeJSON(w, http.StatusOK, plan)
+}
+
+// AddressedInterfaces are the interfaces with a global IPv4 address now:
+// the new firmware's test boot must get them back (FirmwareSource.WaitFor
+// on the box).
+func AddressedInterfaces() []string {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, ifc := range ifs {
+		// Tunnels' own devices come and go with their peers.
+		if ifc.Flags&net.FlagLoopback != 0 || strings.HasPrefix(ifc.Name, "tun") || strings.HasPrefix(ifc.Name, "xfrm") ||
+			strings.HasPrefix(ifc.Name, "ipsec") || strings.HasPrefix(ifc.Name, "wg") {
+			continue
+		}
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLinkLocalUnicast() {
+				out = append(out, ifc.Name)
+				break
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,147 @@
+package configd_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"math/rand"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/boards"
+	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/firmware/bootslot"
+	"github.com/flashgate/flashgate/firmware/upgrade"
+	"github.com/flashgate/flashgate/images"
+	"github.com/flashgate/flashgate/services/configd"
+	"github.com/flashgate/flashgate/services/configd/client"
+	"github.com/flashgate/flashgate/upgrade/imagefile"
+)
+
+// configd writes firmware upgrades for the web UI, and checks each file
+// itself on the bytes it reads: a request straight to its socket with a
+// file signed by another key, or shorter than its manifest, writes
+// nothing; a good one is streamed into slot b and armed.
+func TestFirmwareIsCheckedAndWrittenByConfigd(t *testing.T) {
+	os.Setenv("PATH", os.Getenv("PATH")+":/usr/sbin:/sbin")
+	dir := shortDir(t)
+	key, _ := imagefile.GenerateKey()
+	slot := func(version string, built int64) imagefile.Slot {
+		s := imagefile.Slot{Version: version, Board: "qemu", Built: built,
+			Kernel: filepath.Join(dir, version+".k"), Initrd: filepath.Join(dir, version+".i")}
+		r := rand.New(rand.NewSource(built))
+		for _, p := range []string{s.Kernel, s.Initrd} {
+			b := make([]byte, 1<<20+r.Intn(1000))
+			r.Read(b)
+			os.WriteFile(p, b, 0o644)
+		}
+		return s
+	}
+	v1 := slot("v1", 1700000000)
+	card := filepath.Join(dir, "card.img")
+	os.MkdirAll(filepath.Join(dir, "work"), 0o755)
+	if _, _, err := images.MakeCard(context.Background(), images.CardSpec{
+		Board:   boards.Board{Name: "qemu", MinCardMB: 32, Console: boards.Console{Device: "ttyS0", Baud: 115200}},
+		Version: "v1", Epoch: time.Unix(v1.Built, 0), Kernel: v1.Kernel, Initrd: v1.Initrd, Key: key,
+		Image: card, UpgradeFile: filepath.Join(dir, "v1.fgup"), Work: filepath.Join(dir, "work")}); err != nil {
+		t.Fatal(err)
+	}
+	file := func(version string, built int64, k ed25519.PrivateKey) []byte {
+		p := filepath.Join(dir, version+".fgup")
+		if _, err := images.WriteUpgradeFile(p, slot(version, built), k); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+
+	store, err := config.Open(filepath.Join(dir, "config.db"), config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	sock := filepath.Join(dir, "web.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: configd.NewServer(store, "ram", "", t.Logf, configd.Restricted(),
+		configd.WithFirmware(configd.FirmwareSource{
+			Open:    func() (*bootslot.Card, error) { return bootslot.OpenCard(card, 1<<20) },
+			Running: upgrade.Running{Slot: "a", Version: "v1", Board: "qemu"},
+			Status:  filepath.Join(dir, "no-status.json"),
+		}))}
+	go srv.Serve(ln)
+	defer srv.Close()
+	ctx := context.Background()
+	hash, err := config.HashPassword("correct horse battery")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, etag := store.Candidate()
+	if _, err := store.EditCandidate(etag, func(c *config.Config) error {
+		c.System.Admins = []config.Admin{{Name: "admin", PasswordHash: config.NewSecret(hash)}}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Commit("t", "an admin"); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(card)
+
+	// Without the admin's password nothing is read or written.
+	var apiErr *client.APIError
+	noPassword := client.New(sock)
+	if _, err := noPassword.InstallFirmware(ctx, bytes.NewReader([]byte("anything")), 8, false); !errors.As(err, &apiErr) || apiErr.Code != configd.CodeWrongPassword {
+		t.Errorf("install without the password: %v, want refused with %s", err, configd.CodeWrongPassword)
+	}
+	c := client.New(sock).WithPassword("admin", "correct horse battery")
+
+	other, _ := imagefile.GenerateKey()
+	forged := file("v2x", 1700000050, other)
+	good := file("v2", 1700000100, key)
+	for _, tc := range []struct {
+		name   string
+		body   []byte
+		size   int64
+		status int
+	}{
+		{"signed by another key", forged, int64(len(forged)), http.StatusForbidden},
+		{"shorter than its manifest", good[:len(good)/2], int64(len(good) / 2), http.StatusUnprocessableEntity},
+	} {
+		p, err := c.InstallFirmware(ctx, bytes.NewReader(tc.body), tc.size, false)
+		var apiErr *client.APIError
+		if !errors.As(err, &apiErr) || apiErr.Status != tc.status || apiErr.Code != configd.CodeFirmwareRefused || p.Error == "" {
+			t.Errorf("install of a file %s: %+v, %v; want refused with %d", tc.name, p, err, tc.status)
+		}
+		if after, _ := os.ReadFile(card); !bytes.Equal(before, after) {
+			t.Fatalf("install of a file %s changed the card", tc.name)
+		}
+	}
+	if p, err := c.CheckFirmware(ctx, forged[:4096], int64(len(forged)), false); err == nil || p.Version != "v2x" || p.Signer != imagefile.Fingerprint(other.Public().(ed25519.PublicKey)) {
+		t.Errorf("check of a file from another key: %+v, %v; want refused, naming it", p, err)
+	}
+
+	p, err := c.InstallFirmware(ctx, bytes.NewReader(good), int64(len(good)), false)
+	if err != nil || p.Target != "b" || p.Version != "v2" {
+		t.Fatalf("install of a good file: %+v, %v", p, err)
+	}
+	v, err := c.Firmware(ctx)
+	if err != nil || v.DefaultSlot != "a" || len(v.Slots) != 2 || v.Slots[1].Manifest == nil || v.Slots[1].Manifest.Version != "v2" || v.Upload != nil {
+		t.Fatalf("view after the install: %+v, %v", v, err)
+	}
+	cd, _ := bootslot.OpenCard(card, 1<<20)
+	defer cd.Close()
+	if boot, _ := bootslot.ReadBoot(cd.Vol); boot.Once != "b" || upgrade.VerifySlot(cd, "b") != nil {
+		t.Errorf("after the install: boot %+v, slot b %v", boot, upgrade.VerifySlot(cd, "b"))
+	}
+}
