@@ -62,9 +62,46 @@ func (sa *IKESA) childByInSPI(spi uint32) *child {
 	return nil
 }
 
+// closedChild is a child this end deleted, remembered by the SPI the peer
+// names it with in REKEY_SA (our outbound).
+type closedChild struct {
+	outSPI uint32
+	at     time.Time
+}
+
+// closedMemory is how long, and for how many children, a closed child is
+// remembered: longer than a retransmitted request takes to arrive.
+const (
+	closedMemory    = 30 * time.Second
+	closedMemoryMax = 16
+)
+
+// recentlyClosed reports whether this end deleted the child the peer
+// sends on with spi within closedMemory, forgetting older ones.
+func (sa *IKESA) recentlyClosed(spi uint32) bool {
+	now := sa.ep.now()
+	keep := sa.closedOut[:0]
+	found := false
+	for _, cc := range sa.closedOut {
+		if now.Sub(cc.at) > closedMemory {
+			continue
+		}
+		keep = append(keep, cc)
+		found = found || cc.outSPI == spi
+	}
+	sa.closedOut = keep
+	return found
+}
+
 func (sa *IKESA) removeChild(c *child, reason error) {
 	for i, x := range sa.children {
 		if x == c {
+			if c.state == childDeleting {
+				if len(sa.closedOut) >= closedMemoryMax {
+					sa.closedOut = append(sa.closedOut[:0], sa.closedOut[1:]...)
+				}
+				sa.closedOut = append(sa.closedOut, closedChild{outSPI: c.outSPI, at: sa.ep.now()})
+			}
 			sa.children = append(sa.children[:i], sa.children[i+1:]...)
 			sa.ep.freeSPI(c.inSPI)
 			spi := c.inSPI
@@ -537,6 +574,17 @@ func (sa *IKESA) handleCreateChild(m *Message, ps []Payload) {
 		}
 		// The notify carries the SPI the peer receives on: our outbound.
 		old = sa.childByOutSPI(be32(n.SPI))
+		if old == nil && sa.recentlyClosed(be32(n.SPI)) {
+			// We replaced and deleted it while the peer's rekey of it
+			// was on its way (the requests crossed, or arrived out of
+			// order). CHILD_SA_NOT_FOUND would make strongSwan create
+			// a second child beside our replacement; a peer told to
+			// retry later finds by then that the child is gone (RFC
+			// 7296 2.25.1: a rekey of a child being closed is answered
+			// with TEMPORARY_FAILURE).
+			sa.respond(m, []Payload{&Notify{NotifyType: TEMPORARY_FAILURE}})
+			return
+		}
 		if old == nil {
 			sa.respond(m, []Payload{&Notify{Protocol: ProtoESP, SPI: n.SPI, NotifyType: CHILD_SA_NOT_FOUND}})
 			return

@@ -65,6 +65,10 @@ type IKESA struct {
 	lastResp  []byte
 
 	children []*child
+	// closedOut holds, for a short while, the outbound SPIs of children
+	// this end closed after replacing them: the peer's rekey of one may
+	// still be on its way (see handleCreateChild).
+	closedOut []closedChild
 
 	created, established time.Time
 	lastRecv, lastSend   time.Time

@@ -36,6 +36,7 @@ type transport struct {
 	closers           []func() error
 	wg                sync.WaitGroup
 	sendDrops         atomic.Uint64 // datagrams the kernel would not take at once
+	workers           *ikeWorkers   // set by run
 
 	// Each configured peer's address has a socket of its own on the IKE
 	// port, connected to it (see setPeers), with its own reader.
@@ -123,27 +124,96 @@ func newTransport(ikePort, nattPort uint16, dev *esp.Device, encapSocket bool) (
 
 // run delivers received IKE messages to handle until the sockets close.
 func (t *transport) run(handle func(pkt []byte, local, remote netip.AddrPort)) {
-	// Several readers per socket: handle does the Diffie-Hellman of an
-	// IKE_SA_INIT, and with one reader a flood kept one core busy while
-	// the kernel dropped the rest, legitimate datagrams with it. The
-	// engine is safe for concurrent use; IKE's request/response makes the
-	// order between readers harmless (a peer sends an SA's next request
-	// only after our answer to the last).
-	for range ikeReaders() {
+	// One reader per socket hands each datagram to a worker chosen by the
+	// sender's address, and the workers call handle: handle does the
+	// Diffie-Hellman of an IKE_SA_INIT, and with the reader doing it a
+	// flood kept one core busy while the kernel dropped the rest,
+	// legitimate datagrams with it. One sender's datagrams stay in the
+	// order they came: when both ends start an exchange at once (a
+	// simultaneous rekey), the peer's request and its answer to ours
+	// arrive back to back, and handling the answer first hides the
+	// collision (RFC 7296 2.8.1), leaving a redundant SA at both ends.
+	w := newIKEWorkers(ikeReaders(), handle)
+	t.mu.Lock()
+	t.workers = w
+	t.mu.Unlock()
+	t.wg.Add(1)
+	go t.read(t.sock500, t.ikePort, false, w.deliver)
+	if t.sock4500 != nil {
 		t.wg.Add(1)
-		go t.read(t.sock500, t.ikePort, false, handle)
-		if t.sock4500 != nil {
-			t.wg.Add(1)
-			go t.read(t.sock4500, t.nattPort, true, handle)
-		}
+		go t.read(t.sock4500, t.nattPort, true, w.deliver)
 	}
 	t.mu.Lock()
-	t.handle = handle
+	t.handle = w.deliver
 	for _, c := range t.peers {
 		t.wg.Add(1)
-		go t.read(ipv4.NewPacketConn(c), t.ikePort, false, handle)
+		go t.read(ipv4.NewPacketConn(c), t.ikePort, false, w.deliver)
 	}
 	t.mu.Unlock()
+}
+
+// ikeWorkers run handle for received datagrams, each sender's on one
+// worker (so in arrival order), senders spread over the workers.
+type ikeWorkers struct {
+	queues []chan ikeDatagram
+	handle func(pkt []byte, local, remote netip.AddrPort)
+	wg     sync.WaitGroup
+	drops  atomic.Uint64 // datagrams dropped because their worker was behind
+}
+
+type ikeDatagram struct {
+	pkt           []byte
+	local, remote netip.AddrPort
+}
+
+// ikeQueue is each worker's backlog: beyond it a flood's datagrams are
+// dropped here (bounded memory) instead of in the kernel.
+const ikeQueue = 256
+
+func newIKEWorkers(n int, handle func(pkt []byte, local, remote netip.AddrPort)) *ikeWorkers {
+	w := &ikeWorkers{handle: handle}
+	for range n {
+		q := make(chan ikeDatagram, ikeQueue)
+		w.queues = append(w.queues, q)
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			for d := range q {
+				handle(d.pkt, d.local, d.remote)
+			}
+		}()
+	}
+	return w
+}
+
+// deliver queues one datagram on its sender's worker, or drops it when
+// that worker is behind.
+func (w *ikeWorkers) deliver(pkt []byte, local, remote netip.AddrPort) {
+	select {
+	case w.queues[w.index(remote)] <- ikeDatagram{pkt, local, remote}:
+	default:
+		w.drops.Add(1)
+	}
+}
+
+// index is the worker of a sender: FNV-1a of its address and port.
+func (w *ikeWorkers) index(remote netip.AddrPort) int {
+	a := remote.Addr().As16()
+	h := uint32(2166136261)
+	for _, b := range a {
+		h = (h ^ uint32(b)) * 16777619
+	}
+	h = (h ^ uint32(remote.Port()&0xff)) * 16777619
+	h = (h ^ uint32(remote.Port()>>8)) * 16777619
+	return int(h % uint32(len(w.queues)))
+}
+
+// stop ends the workers once no reader delivers any more.
+func (w *ikeWorkers) stop() {
+	for _, q := range w.queues {
+		close(q)
+	}
+	w.wg.Wait()
 }
 
 // read delivers what pc receives to handle until pc closes.
@@ -358,4 +428,10 @@ func (t *transport) close() {
 		c()
 	}
 	t.wg.Wait()
+	t.mu.Lock()
+	w := t.workers
+	t.mu.Unlock()
+	if w != nil {
+		w.stop()
+	}
 }

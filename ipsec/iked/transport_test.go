@@ -3,6 +3,8 @@ package iked
 import (
 	"net"
 	"net/netip"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,9 +21,12 @@ func freeUDPPort(t *testing.T) uint16 {
 	return uint16(c.LocalAddr().(*net.UDPAddr).Port)
 }
 
-// The IKE port is read by more than one goroutine: while one datagram is
-// being handled (an IKE_SA_INIT's Diffie-Hellman), the next is handled
-// too, instead of waiting in the socket buffer until the kernel drops it.
+// Datagrams of different senders are handled at once (while one waits on
+// an IKE_SA_INIT's Diffie-Hellman, the next is handled instead of waiting
+// in the socket buffer until the kernel drops it); one sender's are
+// handled one after the other, in the order they came, so that a peer's
+// request and its answer to ours, sent back to back in a simultaneous
+// rekey, are seen in that order.
 func TestTransportHandlesDatagramsInParallel(t *testing.T) {
 	tr, err := newTransport(freeUDPPort(t), freeUDPPort(t), nil, false)
 	if err != nil {
@@ -29,30 +34,81 @@ func TestTransportHandlesDatagramsInParallel(t *testing.T) {
 	}
 	release := make(chan struct{})
 	var now, peak atomic.Int32
+	var mu sync.Mutex
+	var order []string
 	tr.run(func(pkt []byte, local, remote netip.AddrPort) {
 		n := now.Add(1)
 		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 		}
+		mu.Lock()
+		order = append(order, string(pkt))
+		mu.Unlock()
 		<-release
 		now.Add(-1)
 	})
-	defer func() { close(release); tr.close() }()
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+		tr.close()
+	}()
 
-	c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: int(tr.ikePort)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	for range 2 {
-		if _, err := c.Write([]byte("an IKE datagram")); err != nil {
+	// Two senders that land on different workers.
+	dial := func() *net.UDPConn {
+		c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: int(tr.ikePort)})
+		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	addr := func(c *net.UDPConn) netip.AddrPort { return c.LocalAddr().(*net.UDPAddr).AddrPort() }
+	first := dial()
+	var second *net.UDPConn
+	for range 64 {
+		if c := dial(); tr.workers.index(addr(c)) != tr.workers.index(addr(first)) {
+			second = c
+			break
+		}
+	}
+	if second == nil {
+		t.Fatal("64 senders all map to one worker")
+	}
+	for _, m := range []string{"first 1", "first 2", "first 3"} {
+		if _, err := first.Write([]byte(m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := second.Write([]byte("second")); err != nil {
+		t.Fatal(err)
 	}
 	deadline := time.Now().Add(2 * time.Second)
 	for peak.Load() < 2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if got := peak.Load(); got < 2 {
-		t.Errorf("%d datagram(s) handled at once, want 2: one reader handles the IKE port", got)
+	if got := peak.Load(); got != 2 {
+		t.Errorf("%d datagram(s) handled at once, want 2 (one per sender)", got)
+	}
+	close(release)
+	released = true
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		n := len(order)
+		mu.Unlock()
+		if n == 4 {
+			break
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var firsts []string
+	for _, m := range order {
+		if m != "second" {
+			firsts = append(firsts, m)
+		}
+	}
+	if len(order) != 4 || strings.Join(firsts, ",") != "first 1,first 2,first 3" {
+		t.Errorf("handled %q, want the first sender's three in order and the second's", order)
 	}
 }
