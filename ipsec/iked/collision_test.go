@@ -37,13 +37,6 @@ func TestSimultaneousRekey(t *testing.T) {
 	if testing.Short() {
 		t.Skip("namespace test")
 	}
-	// Quarantined: a known, open defect makes it fail in about one run
-	// in four (docs/tunnels.md, "Known problems"): in some orders of a
-	// simultaneous rekey a redundant SA stays at both ends. Run it with
-	// FLASHGATE_KNOWN_DEFECTS=1 while fixing that.
-	if os.Getenv("FLASHGATE_KNOWN_DEFECTS") == "" {
-		t.Skip("known defect: simultaneous rekeys sometimes leave a redundant SA (docs/tunnels.md); FLASHGATE_KNOWN_DEFECTS=1 runs it")
-	}
 	s := testnet.NewSiteToSite(t)
 	charon := testnet.StartCharon(t, s.GwB, charonConn(s, lifecycleIKE, lifecycleESP, "none"))
 	d := startIked(t, s.GwA, tunnelConfig(s.GwAWAN, s.GwBWAN, "gwA", "gwB", s.LANA, s.LANB, lifecycleIKE, lifecycleESP, config.StartInitiate))

@@ -221,8 +221,17 @@ func (d *Daemon) Run() {
 		// must not block: queue it for natIKE, dropping (and counting)
 		// what does not fit, so a flood of IKE_SA_INIT on 4500 costs
 		// the data plane a copy at most, never a DH computation.
-		queue := make(chan natDatagram, natIKEQueue)
+		// One queue per worker, a sender's messages always on the same
+		// one: they are handled in the order they came (see
+		// transport.run for why that matters).
+		queues := make([]chan natDatagram, ikeReaders())
+		for i := range queues {
+			queues[i] = make(chan natDatagram, natIKEQueue)
+			d.wg.Add(1)
+			go d.natIKE(queues[i])
+		}
 		d.dev.SetIKEHandler(func(pkt []byte, from netip.AddrPort) {
+			queue := queues[senderIndex(from, len(queues))]
 			if len(queue) == cap(queue) {
 				d.natIKEDrops.Add(1)
 				return
@@ -233,10 +242,6 @@ func (d *Daemon) Run() {
 				d.natIKEDrops.Add(1)
 			}
 		})
-		for range ikeReaders() {
-			d.wg.Add(1)
-			go d.natIKE(queue)
-		}
 	}
 	if d.kernel != nil {
 		d.wg.Add(1)

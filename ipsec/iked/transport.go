@@ -196,8 +196,12 @@ func (w *ikeWorkers) deliver(pkt []byte, local, remote netip.AddrPort) {
 	}
 }
 
-// index is the worker of a sender: FNV-1a of its address and port.
-func (w *ikeWorkers) index(remote netip.AddrPort) int {
+// index is the worker of a sender.
+func (w *ikeWorkers) index(remote netip.AddrPort) int { return senderIndex(remote, len(w.queues)) }
+
+// senderIndex spreads senders over n workers: FNV-1a of the address and
+// port, so one sender always lands on the same worker.
+func senderIndex(remote netip.AddrPort, n int) int {
 	a := remote.Addr().As16()
 	h := uint32(2166136261)
 	for _, b := range a {
@@ -205,7 +209,7 @@ func (w *ikeWorkers) index(remote netip.AddrPort) int {
 	}
 	h = (h ^ uint32(remote.Port()&0xff)) * 16777619
 	h = (h ^ uint32(remote.Port()>>8)) * 16777619
-	return int(h % uint32(len(w.queues)))
+	return int(h % uint32(n))
 }
 
 // stop ends the workers once no reader delivers any more.
