@@ -174,6 +174,9 @@ type Stats struct {
 	// because the engine was behind (userspace data plane).
 	SendDrops   uint64 `json:"send_drops"`
 	NATIKEDrops uint64 `json:"nat_t_ike_drops"`
+	// QueueDrops counts IKE datagrams read from the IKE sockets and
+	// dropped because their sender's worker was behind (a flood).
+	QueueDrops uint64 `json:"ike_queue_drops"`
 	// ESP holds the userspace data plane's drops that belong to no SA
 	// (unknown SPI, truncated, oversized); nil with kernel XFRM.
 	ESP *esp.DeviceCounterSnapshot `json:"esp,omitempty"`
@@ -182,7 +185,7 @@ type Stats struct {
 // Stats returns the daemon-wide counters.
 func (d *Daemon) Stats() Stats {
 	s := Stats{DataPlane: d.dp.Name(), HalfOpen: d.ep.HalfOpen(), IKE: d.ep.Stats.Snapshot(),
-		SendDrops: d.tr.sendDrops.Load(), NATIKEDrops: d.natIKEDrops.Load()}
+		SendDrops: d.tr.sendDrops.Load(), NATIKEDrops: d.natIKEDrops.Load(), QueueDrops: d.tr.queueDrops.Load()}
 	if d.dev != nil {
 		c := d.dev.CounterSnapshot()
 		s.ESP = &c

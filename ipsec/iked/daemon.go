@@ -56,6 +56,7 @@ type Daemon struct {
 	start    time.Time
 
 	natIKEDrops atomic.Uint64 // IKE from the NAT-T port dropped: queue full
+	natWorkers  *ikeWorkers   // handle IKE from the userspace NAT-T port
 
 	// initiate starts an IKE SA: ep.Initiate, which tests wrap to run
 	// something while an initiation is under way.
@@ -218,30 +219,16 @@ func (d *Daemon) Run() {
 	d.tr.run(d.ep.HandleMessage)
 	if d.dev != nil {
 		// IKE on the NAT-T port arrives on an ESP packet worker, which
-		// must not block: queue it for natIKE, dropping (and counting)
-		// what does not fit, so a flood of IKE_SA_INIT on 4500 costs
-		// the data plane a copy at most, never a DH computation.
-		// One queue per worker, a sender's messages always on the same
-		// one: they are handled in the order they came (see
-		// transport.run for why that matters).
-		queues := make([]chan natDatagram, ikeReaders())
-		for i := range queues {
-			queues[i] = make(chan natDatagram, natIKEQueue)
-			d.wg.Add(1)
-			go d.natIKE(queues[i])
-		}
-		d.dev.SetIKEHandler(func(pkt []byte, from netip.AddrPort) {
-			queue := queues[senderIndex(from, len(queues))]
-			if len(queue) == cap(queue) {
-				d.natIKEDrops.Add(1)
-				return
-			}
-			select {
-			case queue <- natDatagram{append([]byte(nil), pkt...), from}:
-			default:
-				d.natIKEDrops.Add(1)
-			}
-		})
+		// must not block: the workers take it (a sender's messages in
+		// order, see transport.run), dropping and counting what does not
+		// fit, so a flood of IKE_SA_INIT on 4500 costs the data plane a
+		// copy at most, never a DH computation. The device does not
+		// know our address; the tunnel does.
+		w := newIKEWorkers(ikeReaders(), func(pkt []byte, _, from netip.AddrPort) {
+			d.ep.HandleMessage(pkt, d.localFor(from), from)
+		}, &d.natIKEDrops)
+		d.natWorkers = w
+		d.dev.SetIKEHandler(func(pkt []byte, from netip.AddrPort) { w.deliver(pkt, netip.AddrPort{}, from) })
 	}
 	if d.kernel != nil {
 		d.wg.Add(1)
@@ -250,29 +237,6 @@ func (d *Daemon) Run() {
 	d.wg.Add(2)
 	go d.timers()
 	go d.expires()
-}
-
-// natIKEQueue bounds the IKE messages from the NAT-T port waiting for the
-// engine.
-const natIKEQueue = 256
-
-type natDatagram struct {
-	pkt  []byte
-	from netip.AddrPort
-}
-
-// natIKE hands IKE from the userspace device's NAT-T socket to the engine.
-func (d *Daemon) natIKE(queue <-chan natDatagram) {
-	defer d.wg.Done()
-	for {
-		select {
-		case <-d.done:
-			return
-		case m := <-queue:
-			// The device does not know our address; the tunnel does.
-			d.ep.HandleMessage(m.pkt, d.localFor(m.from), m.from)
-		}
-	}
 }
 
 func (d *Daemon) timers() {
@@ -897,6 +861,9 @@ func (d *Daemon) Close() error {
 	time.Sleep(50 * time.Millisecond)
 	close(d.done)
 	d.tr.close()
+	if d.natWorkers != nil {
+		d.natWorkers.stop()
+	}
 	d.wg.Wait()
 	if d.kernel != nil {
 		// Kernel traps would outlive us and swallow the traffic with

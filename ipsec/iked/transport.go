@@ -37,6 +37,7 @@ type transport struct {
 	wg                sync.WaitGroup
 	sendDrops         atomic.Uint64 // datagrams the kernel would not take at once
 	workers           *ikeWorkers   // set by run
+	queueDrops        atomic.Uint64 // datagrams dropped because their worker was behind
 
 	// Each configured peer's address has a socket of its own on the IKE
 	// port, connected to it (see setPeers), with its own reader.
@@ -133,7 +134,7 @@ func (t *transport) run(handle func(pkt []byte, local, remote netip.AddrPort)) {
 	// simultaneous rekey), the peer's request and its answer to ours
 	// arrive back to back, and handling the answer first hides the
 	// collision (RFC 7296 2.8.1), leaving a redundant SA at both ends.
-	w := newIKEWorkers(ikeReaders(), handle)
+	w := newIKEWorkers(ikeReaders(), handle, &t.queueDrops)
 	t.mu.Lock()
 	t.workers = w
 	t.mu.Unlock()
@@ -153,12 +154,14 @@ func (t *transport) run(handle func(pkt []byte, local, remote netip.AddrPort)) {
 }
 
 // ikeWorkers run handle for received datagrams, each sender's on one
-// worker (so in arrival order), senders spread over the workers.
+// worker (so in arrival order), senders spread over the workers. The
+// transport's readers and the userspace data plane's NAT-T port both
+// deliver to them.
 type ikeWorkers struct {
 	queues []chan ikeDatagram
-	handle func(pkt []byte, local, remote netip.AddrPort)
+	drops  *atomic.Uint64
+	done   chan struct{}
 	wg     sync.WaitGroup
-	drops  atomic.Uint64 // datagrams dropped because their worker was behind
 }
 
 type ikeDatagram struct {
@@ -170,38 +173,53 @@ type ikeDatagram struct {
 // dropped here (bounded memory) instead of in the kernel.
 const ikeQueue = 256
 
-func newIKEWorkers(n int, handle func(pkt []byte, local, remote netip.AddrPort)) *ikeWorkers {
-	w := &ikeWorkers{handle: handle}
+func newIKEWorkers(n int, handle func(pkt []byte, local, remote netip.AddrPort), drops *atomic.Uint64) *ikeWorkers {
+	w := &ikeWorkers{drops: drops, done: make(chan struct{})}
 	for range n {
 		q := make(chan ikeDatagram, ikeQueue)
 		w.queues = append(w.queues, q)
 		w.wg.Add(1)
 		go func() {
 			defer w.wg.Done()
-			for d := range q {
-				handle(d.pkt, d.local, d.remote)
+			for {
+				select {
+				case <-w.done:
+					return
+				case d := <-q:
+					handle(d.pkt, d.local, d.remote)
+				}
 			}
 		}()
 	}
 	return w
 }
 
-// deliver queues one datagram on its sender's worker, or drops it when
-// that worker is behind.
+// deliver queues a copy of one datagram on its sender's worker, or drops
+// it (counted, and without copying) when that worker is behind. It never
+// blocks, so a data plane worker may call it; after stop it queues into
+// the void.
 func (w *ikeWorkers) deliver(pkt []byte, local, remote netip.AddrPort) {
+	q := w.queues[w.index(remote)]
+	if len(q) == cap(q) {
+		w.drops.Add(1)
+		return
+	}
 	select {
-	case w.queues[w.index(remote)] <- ikeDatagram{pkt, local, remote}:
+	case q <- ikeDatagram{append([]byte(nil), pkt...), local, remote}:
 	default:
 		w.drops.Add(1)
 	}
 }
 
-// index is the worker of a sender.
-func (w *ikeWorkers) index(remote netip.AddrPort) int { return senderIndex(remote, len(w.queues)) }
+// stop ends the workers.
+func (w *ikeWorkers) stop() {
+	close(w.done)
+	w.wg.Wait()
+}
 
-// senderIndex spreads senders over n workers: FNV-1a of the address and
-// port, so one sender always lands on the same worker.
-func senderIndex(remote netip.AddrPort, n int) int {
+// index is the worker of a sender: FNV-1a of its address and port, so
+// one sender always lands on the same worker.
+func (w *ikeWorkers) index(remote netip.AddrPort) int {
 	a := remote.Addr().As16()
 	h := uint32(2166136261)
 	for _, b := range a {
@@ -209,15 +227,7 @@ func senderIndex(remote netip.AddrPort, n int) int {
 	}
 	h = (h ^ uint32(remote.Port()&0xff)) * 16777619
 	h = (h ^ uint32(remote.Port()>>8)) * 16777619
-	return int(h % uint32(n))
-}
-
-// stop ends the workers once no reader delivers any more.
-func (w *ikeWorkers) stop() {
-	for _, q := range w.queues {
-		close(q)
-	}
-	w.wg.Wait()
+	return int(h % uint32(len(w.queues)))
 }
 
 // read delivers what pc receives to handle until pc closes.
@@ -252,7 +262,7 @@ func (t *transport) read(pc *ipv4.PacketConn, port uint16, natt bool, handle fun
 			}
 			pkt = msg
 		}
-		handle(append([]byte(nil), pkt...), local, remote)
+		handle(pkt, local, remote) // deliver copies what it keeps
 	}
 }
 
