@@ -97,16 +97,25 @@ func BenchmarkUpgradePowerCut(b *testing.B) {
 		why := powerCutTrial(ctx, l, file, cut, v1, v2)
 		if why != "" {
 			bricked++
-			b.Logf("trial %d, cut %.1f s into the upgrade: BRICKED: %s", i+1, cut.Seconds(), why)
+			progress(b, "trial %d/%d, cut %.1f s into the upgrade: BRICKED: %s", i+1, trials, cut.Seconds(), why)
 			os.WriteFile(fmt.Sprintf("%s/bricked-%d.img", l.dir, i+1), mustRead(l.card), 0o644)
 		} else {
-			b.Logf("trial %d, cut %.1f s into the upgrade: ok", i+1, cut.Seconds())
+			progress(b, "trial %d/%d, cut %.1f s into the upgrade: ok", i+1, trials, cut.Seconds())
 		}
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(trials), "trials")
 	b.ReportMetric(float64(bricked), "bricked")
 	b.ReportMetric(total.Seconds(), "total_s")
+}
+
+// progress logs a trial and also prints it at once on stderr: a benchmark's
+// log appears only when it ends, and a run of 100 trials takes hours, so
+// whoever watches it (or stops it early) sees how far it got.
+func progress(b *testing.B, format string, args ...any) {
+	b.Helper()
+	b.Logf(format, args...)
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)
 }
 
 func mustRead(p string) []byte { b, _ := os.ReadFile(p); return b }
