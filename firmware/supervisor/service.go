@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // RestartPolicy says what the supervisor does when a service exits without
@@ -58,9 +60,10 @@ type Service struct {
 	// DefaultStopTimeout.
 	StopTimeout time.Duration
 
-	// User, if set, runs the service as that numeric user and group with
-	// no supplementary groups; a service started as a non-zero uid keeps
-	// no capabilities. nil runs it as root, like PID 1.
+	// User, if set, runs the service as that numeric user and group,
+	// with only the supplementary groups and capabilities it names; a
+	// service started as a non-zero uid keeps no other capability. nil
+	// runs it as root, like PID 1.
 	User *User
 
 	// ExtraFiles are handed to every run of the service as descriptors 3,
@@ -74,6 +77,16 @@ type Service struct {
 // no user database: the numbers are the names.
 type User struct {
 	UID, GID uint32
+
+	// Groups are supplementary groups (e.g. the one that may use another
+	// service's socket). None by default.
+	Groups []uint32
+
+	// Caps are the capabilities (unix.CAP_NET_ADMIN, ...) the service
+	// keeps across the change of user, as ambient capabilities: iked needs
+	// CAP_NET_ADMIN for XFRM and CAP_NET_BIND_SERVICE for port 500, and
+	// nothing else of root's. Its children inherit them.
+	Caps []uintptr
 }
 
 // DefaultStopTimeout is the grace period between SIGTERM and SIGKILL.
@@ -107,6 +120,13 @@ func validateTable(table []Service, conditions []string) error {
 		}
 		if s.User != nil && s.User.UID == 0 {
 			return fmt.Errorf("service %q: User with uid 0 (leave User nil to run as root)", s.Name)
+		}
+		if s.User != nil {
+			for _, c := range s.User.Caps {
+				if c > unix.CAP_LAST_CAP {
+					return fmt.Errorf("service %q: capability %d does not exist (the last is %d)", s.Name, c, unix.CAP_LAST_CAP)
+				}
+			}
 		}
 		for i, f := range s.ExtraFiles {
 			if f == nil {

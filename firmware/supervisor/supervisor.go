@@ -286,9 +286,12 @@ func (s *Supervisor) forkLocked(p *proc) (int, error) {
 	// terminal (the console getty does).
 	sys := &syscall.SysProcAttr{Setsid: true}
 	if u := p.spec.User; u != nil {
-		// setgroups([]), setgid, setuid in the child before exec: a
-		// non-zero uid leaves every capability behind.
-		sys.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: []uint32{}}
+		// setgroups, setgid, setuid in the child before exec: a non-zero
+		// uid leaves every capability behind but the ambient ones named
+		// (Go keeps them across setuid and raises them before exec).
+		groups := append([]uint32{}, u.Groups...)
+		sys.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: groups}
+		sys.AmbientCaps = u.Caps
 	}
 	pid, err := syscall.ForkExec(p.spec.Path, argv, &syscall.ProcAttr{
 		Dir:   "/",

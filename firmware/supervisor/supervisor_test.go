@@ -483,10 +483,37 @@ func TestServiceUserAndExtraFiles(t *testing.T) {
 	}
 }
 
+// A service may keep named capabilities and supplementary groups across
+// the change of user (iked: CAP_NET_ADMIN and CAP_NET_BIND_SERVICE, and
+// the group that may use configd's socket), and no others.
+func TestServiceUserKeepsOnlyNamedCapabilities(t *testing.T) {
+	dir := t.TempDir()
+	out, err := os.Create(filepath.Join(dir, "status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	svc := sh("netadmin", `grep -E '^(Uid|Groups|CapEff|CapPrm|CapAmb):' /proc/self/status >&3; echo started >&3; sleep 60`)
+	svc.User = &User{UID: 64043, GID: 64044, Groups: []uint32{64045}, Caps: []uintptr{unix.CAP_NET_ADMIN, unix.CAP_NET_BIND_SERVICE}}
+	svc.ExtraFiles = []*os.File{out}
+	start(t, Config{Services: []Service{svc}})
+	read := func() string { b, _ := os.ReadFile(out.Name()); return string(b) }
+	waitFor(t, "the service's report", func() bool { return strings.Contains(read(), "started") })
+	got := read()
+	// CAP_NET_BIND_SERVICE is bit 10, CAP_NET_ADMIN bit 12: 0x1400.
+	for _, want := range []string{"Uid:\t64043\t64043\t64043\t64043", "Groups:\t64045",
+		"CapEff:\t0000000000001400", "CapPrm:\t0000000000001400", "CapAmb:\t0000000000001400"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the service wrote %q; want %q in it", got, want)
+		}
+	}
+}
+
 func TestValidateTableRefusesRootUserAndNilFiles(t *testing.T) {
 	for _, svc := range []Service{
 		{Name: "a", Path: "/bin/sh", User: &User{UID: 0, GID: 10}},
 		{Name: "a", Path: "/bin/sh", ExtraFiles: []*os.File{nil}},
+		{Name: "a", Path: "/bin/sh", User: &User{UID: 10, GID: 10, Caps: []uintptr{unix.CAP_LAST_CAP + 1}}},
 	} {
 		if err := validateTable([]Service{svc}, nil); err == nil {
 			t.Errorf("validateTable accepted %+v", svc)
