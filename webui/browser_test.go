@@ -2,6 +2,7 @@ package webui
 
 import (
 	"context"
+	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 	"net"
 	"net/netip"
 	"os"
@@ -168,7 +169,7 @@ func TestBrowser(t *testing.T) {
 	ikedSock, superSock := filepath.Join(run, "iked.sock"), filepath.Join(run, "supervisor.sock")
 	srv, err := New(Options{
 		Config:      cfg,
-		Tunnels:     NewIkedClient(ikedSock),
+		Tunnels:     ikedapi.NewClient(ikedSock),
 		Supervisor:  supervisor.NewClient(superSock),
 		Crypto:      report,
 		Board:       BoardInfo{Name: "build host", Description: "browser test on the build machine", Version: "test"},

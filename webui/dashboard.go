@@ -3,6 +3,7 @@ package webui
 import (
 	"context"
 	"errors"
+	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 	"html/template"
 	"net/http"
 	"time"
@@ -57,7 +58,7 @@ func (s *Server) tunnelRows(ctx context.Context) ([]tunnelRow, error) {
 		switch st := byName[t.Name]; {
 		case !committed:
 			row.Reason = "not committed yet"
-		case serr != nil && errors.Is(serr, ErrIkedNotRunning):
+		case serr != nil && errors.Is(serr, ikedapi.ErrNotRunning):
 			row.Reason = "iked is not running"
 		case serr != nil:
 			row.Reason = "iked did not answer: " + serr.Error()

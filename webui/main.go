@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 	"log"
 	"net"
 	"net/http"
@@ -111,7 +112,7 @@ func run(ctx context.Context, args []string) int {
 	}
 	srv, err := New(Options{
 		Config:      cfg,
-		Tunnels:     NewIkedClient(*ikedSock),
+		Tunnels:     ikedapi.NewClient(*ikedSock),
 		Supervisor:  supervisor.NewClient(*superSock),
 		Crypto:      report,
 		Board:       board,

@@ -6,6 +6,7 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
+	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 	"html/template"
 	"io/fs"
 	"log"
@@ -124,7 +125,7 @@ func New(opts Options) (*Server, error) {
 type noTunnels struct{}
 
 func (noTunnels) Tunnels(context.Context) ([]ipsec.TunnelStatus, error) {
-	return nil, ErrIkedNotRunning
+	return nil, ikedapi.ErrNotRunning
 }
 
 // ServeHTTP serves the UI.

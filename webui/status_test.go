@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 	"net"
 	"net/http"
 	"net/url"
@@ -87,20 +88,20 @@ func upTunnel(name string, in, out uint64, spi string) ipsec.TunnelStatus {
 }
 
 func TestIkedClient(t *testing.T) {
-	c := NewIkedClient(filepath.Join(t.TempDir(), "none.sock"))
-	if _, err := c.Tunnels(context.Background()); !errors.Is(err, ErrIkedNotRunning) {
-		t.Errorf("no socket: %v, want ErrIkedNotRunning", err)
+	c := ikedapi.NewClient(filepath.Join(t.TempDir(), "none.sock"))
+	if _, err := c.Tunnels(context.Background()); !errors.Is(err, ikedapi.ErrNotRunning) {
+		t.Errorf("no socket: %v, want ikedapi.ErrNotRunning", err)
 	}
 	stale := filepath.Join(t.TempDir(), "stale.sock")
 	ln, _ := net.Listen("unix", stale)
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	ln.Close()
-	if _, err := NewIkedClient(stale).Tunnels(context.Background()); !errors.Is(err, ErrIkedNotRunning) {
-		t.Errorf("stale socket: %v, want ErrIkedNotRunning", err)
+	if _, err := ikedapi.NewClient(stale).Tunnels(context.Background()); !errors.Is(err, ikedapi.ErrNotRunning) {
+		t.Errorf("stale socket: %v, want ikedapi.ErrNotRunning", err)
 	}
 	f := startFakeIked(t)
 	f.set(upTunnel("branch", 1, 2, "aa000001"))
-	got, err := NewIkedClient(f.sock).Tunnels(context.Background())
+	got, err := ikedapi.NewClient(f.sock).Tunnels(context.Background())
 	if err != nil || len(got) != 1 || got[0].State != ipsec.StateUp || got[0].Children[0].BytesOut != 2 {
 		t.Errorf("tunnels %+v, %v", got, err)
 	}
@@ -108,7 +109,7 @@ func TestIkedClient(t *testing.T) {
 
 func TestTunnelStateFromIked(t *testing.T) {
 	f := startFakeIked(t)
-	h := newHarness(t, true, func(o *Options) { o.Tunnels = NewIkedClient(f.sock) })
+	h := newHarness(t, true, func(o *Options) { o.Tunnels = ikedapi.NewClient(f.sock) })
 	b := h.browser()
 	b.login()
 	for _, n := range []string{"branch", "depot"} {
@@ -157,7 +158,7 @@ func TestTunnelStateFromIked(t *testing.T) {
 
 func TestTunnelUpDown(t *testing.T) {
 	f := startFakeIked(t)
-	h := newHarness(t, true, func(o *Options) { o.Tunnels = NewIkedClient(f.sock) })
+	h := newHarness(t, true, func(o *Options) { o.Tunnels = ikedapi.NewClient(f.sock) })
 	b := h.browser()
 	b.login()
 	b.post("/tunnels/new", tunnelForm("branch"))
@@ -181,7 +182,7 @@ func TestTunnelUpDown(t *testing.T) {
 	}
 
 	// Without iked the page says so.
-	h2 := newHarness(t, true, func(o *Options) { o.Tunnels = NewIkedClient(filepath.Join(t.TempDir(), "none.sock")) })
+	h2 := newHarness(t, true, func(o *Options) { o.Tunnels = ikedapi.NewClient(filepath.Join(t.TempDir(), "none.sock")) })
 	b2 := h2.browser()
 	b2.login()
 	b2.post("/tunnels/new", tunnelForm("branch"))
@@ -192,7 +193,7 @@ func TestTunnelUpDown(t *testing.T) {
 }
 
 func mustTunnels(t *testing.T, f *fakeIked) []ipsec.TunnelStatus {
-	got, err := NewIkedClient(f.sock).Tunnels(context.Background())
+	got, err := ikedapi.NewClient(f.sock).Tunnels(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

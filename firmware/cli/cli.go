@@ -32,7 +32,7 @@ import (
 
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/firmware/supervisor"
-	"github.com/flashgate/flashgate/ipsec/iked"
+	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 	"github.com/flashgate/flashgate/services/configd/client"
 )
 
@@ -40,7 +40,7 @@ import (
 const (
 	DefaultConfigdSocket    = "/run/flashgate/configd.sock"
 	DefaultSupervisorSocket = "/run/flashgate/supervisor.sock"
-	DefaultIkedSocket       = "/run/flashgate/iked.sock"
+	DefaultIkedSocket       = ikedapi.DefaultSocket
 	DefaultNetdSocket       = "/run/flashgate/netd.sock"
 )
 
@@ -139,7 +139,7 @@ type session struct {
 
 	configd    *client.Client
 	supervisor *supervisor.Client
-	iked       *iked.Client
+	iked       *ikedapi.Client
 	netd       *netdClient
 
 	tooLong      bool // the line being typed hit maxLine
@@ -170,7 +170,7 @@ func newSession(ctx context.Context, rw io.ReadWriter, opts Options) (*session, 
 		fd:         -1,
 		configd:    client.New(opts.ConfigdSocket),
 		supervisor: supervisor.NewClient(opts.SupervisorSocket),
-		iked:       iked.NewClient(opts.IkedSocket),
+		iked:       ikedapi.NewClient(opts.IkedSocket),
 		netd:       newNetdClient(opts.NetdSocket),
 	}
 	restore := func() {}

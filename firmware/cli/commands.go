@@ -281,13 +281,13 @@ func runIPsec(ctx context.Context, s *session, args []string) error {
 		return fmt.Errorf("no tunnel named %q (tunnels: %s)", clip(name, 40), tunnelNames(c))
 	}
 	if args[0] == "up" {
-		if err := s.iked.Up(name); err != nil {
+		if err := s.iked.Up(ctx, name); err != nil {
 			return unreachable("iked", err)
 		}
 		s.printf("Initiating %s; show tunnel %s says how it goes.\n", name, name)
 		return nil
 	}
-	if err := s.iked.Down(name); err != nil {
+	if err := s.iked.Down(ctx, name); err != nil {
 		return unreachable("iked", err)
 	}
 	s.printf("Tunnel %s torn down.\n", name)

@@ -13,7 +13,7 @@ import (
 	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/ipsec"
 	"github.com/flashgate/flashgate/ipsec/hwcrypto"
-	"github.com/flashgate/flashgate/ipsec/iked"
+	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 )
 
 // show's subcommands. Each writes into a buffer that is then printed a
@@ -144,7 +144,7 @@ func showStatus(ctx context.Context, s *session, b *strings.Builder, args []stri
 				sv.Uptime.Std().Round(time.Second), sv.LastExit)
 		}
 	}
-	if ts, err := s.iked.Tunnels(); err != nil {
+	if ts, err := s.iked.Tunnels(ctx); err != nil {
 		fmt.Fprintf(b, "tunnels: iked is not answering (%s)\n", reason(err))
 	} else {
 		up := 0
@@ -210,7 +210,7 @@ func showTunnels(ctx context.Context, s *session, b *strings.Builder, args []str
 	if err := noArgs(args, "show tunnels"); err != nil {
 		return err
 	}
-	ts, err := s.iked.Tunnels()
+	ts, err := s.iked.Tunnels(ctx)
 	if err != nil {
 		// Without iked the configuration still says what should be there.
 		fmt.Fprintf(b, "iked is not answering (%s)\n", reason(err))
@@ -219,7 +219,7 @@ func showTunnels(ctx context.Context, s *session, b *strings.Builder, args []str
 		}
 		return nil
 	}
-	iked.PrintStatus(b, ts, time.Now())
+	ikedapi.PrintStatus(b, ts, time.Now())
 	return nil
 }
 
@@ -227,7 +227,7 @@ func showTunnel(ctx context.Context, s *session, b *strings.Builder, args []stri
 	if len(args) != 1 {
 		return errors.New("usage: show tunnel NAME")
 	}
-	ts, err := s.iked.Tunnels()
+	ts, err := s.iked.Tunnels(ctx)
 	if err != nil {
 		return unreachable("iked", err)
 	}
@@ -235,7 +235,7 @@ func showTunnel(ctx context.Context, s *session, b *strings.Builder, args []stri
 		if t.Name != args[0] {
 			continue
 		}
-		iked.PrintStatus(b, []ipsec.TunnelStatus{t}, time.Now())
+		ikedapi.PrintStatus(b, []ipsec.TunnelStatus{t}, time.Now())
 		if len(t.Events) > 0 {
 			b.WriteString("  recent events:\n")
 			for _, e := range t.Events {

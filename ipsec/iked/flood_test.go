@@ -18,6 +18,7 @@ import (
 	"github.com/flashgate/flashgate/internal/testnet"
 	"github.com/flashgate/flashgate/ipsec"
 	"github.com/flashgate/flashgate/ipsec/ike"
+	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 )
 
 // cookieEchoer is an attacker on its own link to gwA with one address of
@@ -296,7 +297,7 @@ func BenchmarkIKEFloodRSS(b *testing.B) {
 		cfgFile, sock := filepath.Join(dir, "iked.json"), filepath.Join(dir, "iked.sock")
 		writeConfig(b, cfgFile, s2s, rw)
 		p := startMain(b, s.GwA, "-config", cfgFile, "-socket", sock, "-dataplane", "userspace")
-		api := NewClient(sock)
+		api := ikedapi.NewClient(sock)
 		waitAPI(b, api, "s2s", ipsec.StateDown, 10*time.Second)
 
 		e := newCookieEchoer(b, s)

@@ -3,6 +3,7 @@ package iked
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,14 +11,13 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/flashgate/flashgate/config"
-	"github.com/flashgate/flashgate/ipsec"
 	"github.com/flashgate/flashgate/ipsec/hwcrypto"
 	"github.com/flashgate/flashgate/ipsec/ike"
+	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 	"github.com/flashgate/flashgate/services/configd/client"
 )
 
@@ -28,7 +28,7 @@ func Main(args []string) int {
 	fs := flag.NewFlagSet("iked", flag.ContinueOnError)
 	file := fs.String("config", "", "configuration file (the configuration's JSON form, see docs/config.md); SIGHUP reloads it")
 	configd := fs.String("configd", "", "configd's socket: follow the running configuration (the appliance's mode)")
-	sock := fs.String("socket", DefaultSocket, "local API socket")
+	sock := fs.String("socket", ikedapi.DefaultSocket, "local API socket")
 	sockGroup := fs.Int("socket-group", -1, "group whose members may use the local API, besides root (the web UI's, on the appliance); -1: root only")
 	plane := fs.String("dataplane", "auto", "data plane: auto, xfrm or userspace")
 	tun := fs.String("tun", "fgesp0", "TUN interface of the userspace data plane")
@@ -174,7 +174,7 @@ func IPsecMain(args []string) int { return ipsecMain(args, os.Stdout, os.Stderr)
 func ipsecMain(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ipsec", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	sock := fs.String("socket", DefaultSocket, "iked's API socket")
+	sock := fs.String("socket", ikedapi.DefaultSocket, "iked's API socket")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: flashgate ipsec [-socket PATH] status | up NAME | down NAME | rekey NAME [child|ike] | stats")
 	}
@@ -185,27 +185,28 @@ func ipsecMain(args []string, stdout, stderr io.Writer) int {
 	if len(rest) > 0 {
 		verb, rest = rest[0], rest[1:]
 	}
-	c := NewClient(*sock)
+	c := ikedapi.NewClient(*sock)
+	ctx := context.Background()
 	var err error
 	switch {
 	case verb == "status" && len(rest) == 0:
 		return statusMain([]string{"-socket", *sock}, stdout, stderr)
 	case verb == "up" && len(rest) == 1:
-		if err = c.Up(rest[0]); err == nil {
+		if err = c.Up(ctx, rest[0]); err == nil {
 			fmt.Fprintf(stdout, "%s: initiating\n", rest[0])
 		}
 	case verb == "down" && len(rest) == 1:
-		if err = c.Down(rest[0]); err == nil {
+		if err = c.Down(ctx, rest[0]); err == nil {
 			fmt.Fprintf(stdout, "%s: deleted\n", rest[0])
 		}
 	case verb == "rekey" && (len(rest) == 1 || len(rest) == 2 && (rest[1] == "child" || rest[1] == "ike")):
 		ikeSA := len(rest) == 2 && rest[1] == "ike"
-		if err = c.Rekey(rest[0], ikeSA); err == nil {
+		if err = c.Rekey(ctx, rest[0], ikeSA); err == nil {
 			fmt.Fprintf(stdout, "%s: rekeying\n", rest[0])
 		}
 	case verb == "stats" && len(rest) == 0:
-		var st Stats
-		if st, err = c.Stats(); err == nil {
+		var st ikedapi.Stats
+		if st, err = c.Stats(ctx); err == nil {
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")
 			err = enc.Encode(st)
@@ -215,10 +216,19 @@ func ipsecMain(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		fmt.Fprintln(stderr, clientError(err))
 		return 1
 	}
 	return 0
+}
+
+// clientError says what went wrong in a request to iked, for a person at
+// the console.
+func clientError(err error) string {
+	if errors.Is(err, ikedapi.ErrNotRunning) {
+		return "iked is not answering: " + err.Error()
+	}
+	return "iked: " + err.Error()
 }
 
 // StatusMain is `flashgate ipsec status`: the tunnels and their SAs, the
@@ -228,76 +238,15 @@ func StatusMain(args []string) int { return statusMain(args, os.Stdout, os.Stder
 func statusMain(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ipsec status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	sock := fs.String("socket", DefaultSocket, "iked's API socket")
+	sock := fs.String("socket", ikedapi.DefaultSocket, "iked's API socket")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	ts, err := NewClient(*sock).Tunnels()
+	ts, err := ikedapi.NewClient(*sock).Tunnels(context.Background())
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		fmt.Fprintln(stderr, clientError(err))
 		return 1
 	}
-	PrintStatus(stdout, ts, time.Now())
+	ikedapi.PrintStatus(stdout, ts, time.Now())
 	return 0
-}
-
-// PrintStatus writes tunnels in the layout of swanctl --list-sas: one
-// block per tunnel, its IKE_SA, then each CHILD_SA with SPIs, counters and
-// selectors. A tunnel that is not up says why in a reason line.
-func PrintStatus(w io.Writer, ts []ipsec.TunnelStatus, now time.Time) {
-	if len(ts) == 0 {
-		fmt.Fprintln(w, "no tunnels configured")
-	}
-	ago := func(t time.Time) string { return shortDuration(now.Sub(t)) }
-	rekey := func(d time.Duration) string {
-		if d <= 0 {
-			return "no rekey scheduled"
-		}
-		return "rekeying in " + shortDuration(d)
-	}
-	for _, t := range ts {
-		fmt.Fprintf(w, "%s: %s since %s ago, data plane %s", t.Name, strings.ToUpper(string(t.State)), ago(t.Since), t.DataPlane)
-		if t.Driver != "" {
-			fmt.Fprintf(w, ", crypto %s", t.Driver)
-		}
-		fmt.Fprintln(w)
-		if t.Reason != "" {
-			fmt.Fprintf(w, "  reason: %s\n", t.Reason)
-		}
-		if t.IKE != nil {
-			mark := func(init bool) string {
-				if init {
-					return "*"
-				}
-				return ""
-			}
-			natt := ""
-			if t.IKE.NATT {
-				natt = ", UDP-encapsulated"
-			}
-			fmt.Fprintf(w, "  IKE_SA %s_i%s %s_r%s, %s <-> %s%s\n", t.IKE.InitiatorSPI, mark(t.IKE.Initiator), t.IKE.ResponderSPI, mark(!t.IKE.Initiator), t.LocalAddr, t.RemoteAddr, natt)
-			fmt.Fprintf(w, "    %s, established %s ago, %s\n", t.IKE.Proposal, ago(t.IKE.Established), rekey(t.IKE.RekeyIn))
-		}
-		for _, c := range t.Children {
-			fmt.Fprintf(w, "  CHILD_SA %s, installed %s ago, %s\n", c.Proposal, ago(c.Established), rekey(c.RekeyIn))
-			fmt.Fprintf(w, "    in  %s, %10d bytes, %8d packets, %d dropped\n", c.InboundSPI, c.BytesIn, c.PacketsIn, c.Drops)
-			fmt.Fprintf(w, "    out %s, %10d bytes, %8d packets\n", c.OutboundSPI, c.BytesOut, c.PacketsOut)
-			fmt.Fprintf(w, "    local  %s\n    remote %s\n", strings.Join(c.LocalTS, " "), strings.Join(c.RemoteTS, " "))
-		}
-	}
-}
-
-// shortDuration prints whole seconds without the zero units Duration.String
-// keeps ("59m", not "59m0s").
-func shortDuration(d time.Duration) string {
-	d = d.Round(time.Second)
-	if d < time.Minute {
-		return d.String()
-	}
-	s := d.String()
-	s = strings.TrimSuffix(s, "0s")
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/internal/testnet"
 	"github.com/flashgate/flashgate/ipsec"
+	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 	"github.com/flashgate/flashgate/services/configd"
 	"github.com/flashgate/flashgate/services/configd/client"
 	"golang.org/x/sys/unix"
@@ -103,12 +104,12 @@ func (p *ikedProcess) wait(t *testing.T, timeout time.Duration) error {
 }
 
 // waitAPI polls the API socket until the tunnel reaches state.
-func waitAPI(t testing.TB, c *Client, name string, state ipsec.TunnelState, timeout time.Duration) ipsec.TunnelStatus {
+func waitAPI(t testing.TB, c *ikedapi.Client, name string, state ipsec.TunnelState, timeout time.Duration) ipsec.TunnelStatus {
 	t.Helper()
 	var last ipsec.TunnelStatus
 	var lastErr error
 	ok := waitFor(timeout, func() bool {
-		ts, err := c.Tunnels()
+		ts, err := c.Tunnels(context.Background())
 		lastErr = err
 		for _, s := range ts {
 			if s.Name == name {
@@ -159,7 +160,7 @@ func TestMainProcess(t *testing.T) {
 	writeConfig(t, initiate, tunnelConfig(s.GwAWAN, s.GwBWAN, "gwA", "gwB", s.LANA, s.LANB, lifecycleIKE, lifecycleESP, config.StartInitiate))
 	writeConfig(t, respond, tunnelConfig(s.GwAWAN, s.GwBWAN, "gwA", "gwB", s.LANA, s.LANB, lifecycleIKE, lifecycleESP, config.StartRespond))
 	sock := filepath.Join(dir, "iked.sock")
-	api := NewClient(sock)
+	api := ikedapi.NewClient(sock)
 	charonSAs := func() int {
 		sas, err := charon.SAs()
 		if err != nil {
@@ -191,7 +192,7 @@ func TestMainProcess(t *testing.T) {
 	writeConfig(t, initiate, changed)
 	p.signal(unix.SIGHUP)
 	if !waitFor(10*time.Second, func() bool {
-		ts, err := api.Tunnels()
+		ts, err := api.Tunnels(context.Background())
 		return err == nil && len(ts) == 1 && ts[0].State == ipsec.StateUp && ts[0].IKE != nil && ts[0].IKE.InitiatorSPI != st.IKE.InitiatorSPI
 	}) {
 		t.Fatalf("SIGHUP with a changed tunnel did not renegotiate it")
@@ -213,7 +214,7 @@ func TestMainProcess(t *testing.T) {
 			t.Errorf("ipsec status does not show %q", want)
 		}
 	}
-	if stats, err := api.Stats(); err != nil || stats.DataPlane != st.DataPlane {
+	if stats, err := api.Stats(context.Background()); err != nil || stats.DataPlane != st.DataPlane {
 		t.Errorf("GET /v1/stats: %+v, %v", stats, err)
 	}
 	for _, c := range []struct {

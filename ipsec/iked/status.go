@@ -7,7 +7,19 @@ import (
 	"github.com/flashgate/flashgate/ipsec"
 	"github.com/flashgate/flashgate/ipsec/hwcrypto"
 	"github.com/flashgate/flashgate/ipsec/ike"
+	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 )
+
+// Stats returns the daemon-wide counters.
+func (d *Daemon) Stats() ikedapi.Stats {
+	s := ikedapi.Stats{DataPlane: d.dp.Name(), HalfOpen: d.ep.HalfOpen(), IKE: ikedapi.IKECounters(d.ep.Stats.Snapshot()),
+		SendDrops: d.tr.sendDrops.Load(), NATIKEDrops: d.natIKEDrops.Load(), QueueDrops: d.tr.queueDrops.Load()}
+	if d.dev != nil {
+		c := ikedapi.ESPCounters(d.dev.CounterSnapshot())
+		s.ESP = &c
+	}
+	return s
+}
 
 // Status reports every configured tunnel, sorted by name.
 func (d *Daemon) Status() []ipsec.TunnelStatus {

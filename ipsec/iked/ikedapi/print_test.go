@@ -1,4 +1,4 @@
-package iked
+package ikedapi
 
 import (
 	"bytes"

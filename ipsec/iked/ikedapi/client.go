@@ -1,0 +1,117 @@
+package ikedapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/flashgate/flashgate/ipsec"
+)
+
+// Client talks to iked's local API. Its methods take a context; each
+// request is also bounded by the client's own timeout (5 s).
+type Client struct {
+	path string
+	hc   *http.Client
+}
+
+// NewClient talks to the API on the unix socket at path.
+func NewClient(path string) *Client {
+	return &Client{path: path, hc: &http.Client{
+		Timeout: 5 * time.Second,
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", path)
+			},
+			MaxIdleConns: 2,
+		},
+	}}
+}
+
+// Tunnels returns every tunnel's status.
+func (c *Client) Tunnels(ctx context.Context) ([]ipsec.TunnelStatus, error) {
+	var ts []ipsec.TunnelStatus
+	err := c.do(ctx, http.MethodGet, "/v1/tunnels", &ts)
+	return ts, err
+}
+
+// Tunnel returns the named tunnel's status (ErrNoTunnel: none of that name).
+func (c *Client) Tunnel(ctx context.Context, name string) (ipsec.TunnelStatus, error) {
+	var t ipsec.TunnelStatus
+	err := c.do(ctx, http.MethodGet, "/v1/tunnels/"+url.PathEscape(name), &t)
+	return t, err
+}
+
+// Up asks iked to initiate the tunnel now (and to forget its retry
+// backoff); a tunnel that only responds is initiated once.
+func (c *Client) Up(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodPost, "/v1/tunnels/"+url.PathEscape(name)+"/up", nil)
+}
+
+// Down asks iked to delete the tunnel's IKE SAs and their CHILD_SAs. A
+// tunnel that starts by itself comes back by its start action.
+func (c *Client) Down(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodPost, "/v1/tunnels/"+url.PathEscape(name)+"/down", nil)
+}
+
+// Rekey asks iked to rekey the tunnel's IKE SA (ikeSA) or its CHILD_SAs now.
+func (c *Client) Rekey(ctx context.Context, name string, ikeSA bool) error {
+	which := "child"
+	if ikeSA {
+		which = "ike"
+	}
+	return c.do(ctx, http.MethodPost, "/v1/tunnels/"+url.PathEscape(name)+"/rekey?sa="+which, nil)
+}
+
+// Stats returns iked's daemon-wide drop counters.
+func (c *Client) Stats(ctx context.Context) (Stats, error) {
+	var s Stats
+	err := c.do(ctx, http.MethodGet, "/v1/stats", &s)
+	return s, err
+}
+
+// maxDocument bounds what is read of an answer: a status of many tunnels
+// with their events fits many times over.
+const maxDocument = 8 << 20
+
+func (c *Client) do(ctx context.Context, method, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, "http://iked"+path, nil)
+	if err != nil {
+		return fmt.Errorf("iked API %s %s: %w", method, path, err)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		// A missing socket, or one left by a dead iked (connection
+		// refused): iked is not running. The dial error stays in the
+		// chain for callers that show its cause.
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return fmt.Errorf("%w (%s does not answer): %w", ErrNotRunning, c.path, err)
+		}
+		return fmt.Errorf("iked API %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxDocument))
+	if err != nil {
+		return fmt.Errorf("iked API %s %s: %w", method, path, err)
+	}
+	if resp.StatusCode >= 300 {
+		var r Reply
+		json.Unmarshal(body, &r) // a body that is not a Reply leaves the status to speak
+		return &Error{Status: resp.StatusCode, Message: r.Error}
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("iked API %s %s: decode: %w", method, path, err)
+	}
+	return nil
+}
