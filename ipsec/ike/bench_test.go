@@ -48,7 +48,7 @@ func BenchmarkSetup(b *testing.B) {
 				}
 				forget(a.ep)
 				forget(bb.ep)
-				n.wire = n.wire[:0]
+				n.ResetWire()
 			}
 		})
 	}
@@ -86,7 +86,7 @@ func BenchmarkSetupParallel(b *testing.B) {
 		var ups atomic.Int64
 		init := n.addPeer("I", addr.String(), &cfg, nil)
 		init.ep.cfg.Events.ChildUp = func(ChildUp) { ups.Add(1) }
-		n.eps[netip.MustParseAddr(addrB)] = &peer{ep: resp}
+		n.attach(netip.MustParseAddr(addrB), &peer{ep: resp})
 		mu.Lock()
 		nets[addr] = n
 		mu.Unlock()
@@ -99,7 +99,7 @@ func BenchmarkSetupParallel(b *testing.B) {
 				return
 			}
 			forget(init.ep)
-			n.wire = n.wire[:0]
+			n.ResetWire()
 			done.Add(1)
 		}
 	})
@@ -124,7 +124,7 @@ func BenchmarkBytesPerSA(b *testing.B) {
 		for j := 0; j < perRound; j++ {
 			a.ep.Initiate(a.cfg)
 			n.run()
-			n.wire = nil
+			n.ResetWire()
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&ms1)

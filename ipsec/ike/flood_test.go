@@ -3,6 +3,7 @@ package ike
 import (
 	"bytes"
 	"fmt"
+	"github.com/flashgate/flashgate/ipsec/ike/iketest"
 	"net/netip"
 	"testing"
 )
@@ -31,7 +32,7 @@ func dropAuthFrom(n *testNet, from ...string) {
 	for _, a := range from {
 		set[netip.MustParseAddr(a)] = true
 	}
-	n.drop = func(d datagram) bool { return set[d.from.Addr()] && exchangeOf(d.pkt) == IKE_AUTH }
+	n.SetDrop(func(d iketest.Datagram) bool { return set[d.From.Addr()] && exchangeOf(d.Pkt) == IKE_AUTH })
 }
 
 // One source that answers COOKIEs gets at most MaxHalfOpenPerSource
@@ -88,13 +89,13 @@ func TestOversizedInitIsDropped(t *testing.T) {
 	att, fc := addAttacker(n, ca, "192.0.2.9")
 	// Catch the attacker's IKE_SA_INIT and pad it with a Vendor ID.
 	var init []byte
-	n.drop = func(d datagram) bool {
-		if d.from.Addr() == fc.Local.Addr() && exchangeOf(d.pkt) == IKE_SA_INIT && init == nil {
-			init = d.pkt
+	n.SetDrop(func(d iketest.Datagram) bool {
+		if d.From.Addr() == fc.Local.Addr() && exchangeOf(d.Pkt) == IKE_SA_INIT && init == nil {
+			init = d.Pkt
 			return true
 		}
 		return false
-	}
+	})
 	att.ep.Initiate(fc)
 	n.run()
 	if init == nil {
@@ -106,9 +107,9 @@ func TestOversizedInitIsDropped(t *testing.T) {
 	}
 	m.Payloads = append(m.Payloads, &Vendor{Data: make([]byte, 60000)})
 	big := m.Encode()
-	sent := len(n.wire)
+	sent := n.WireLen()
 	b.ep.HandleMessage(big, cb.Local, fc.Local)
-	if b.ep.HalfOpen() != 0 || len(n.wire) != sent {
+	if b.ep.HalfOpen() != 0 || n.WireLen() != sent {
 		t.Errorf("a %d-byte IKE_SA_INIT was answered (%d half-open)", len(big), b.ep.HalfOpen())
 	}
 	if b.ep.Stats.InitTooLarge.Load() != 1 {
@@ -143,9 +144,9 @@ func TestNoInformationalBeforeAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sent := len(n.wire)
+	sent := n.WireLen()
 	b.ep.HandleMessage(pkt, cb.Local, fc.Local)
-	if len(n.wire) != sent {
+	if n.WireLen() != sent {
 		t.Error("B answered an INFORMATIONAL on a half-open SA")
 	}
 	if b.ep.HalfOpen() != 1 || b.ep.Stats.EarlyRequests.Load() != 1 {

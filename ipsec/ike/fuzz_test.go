@@ -20,8 +20,8 @@ func FuzzHandleMessage(f *testing.F) {
 	a.ep.Initiate(ca)
 	n.run()
 	n.step(3*time.Second, time.Second)
-	for _, d := range n.wire {
-		f.Add(bytes.TrimPrefix(d.pkt, nonESPMarker))
+	for _, d := range n.Wire() {
+		f.Add(bytes.TrimPrefix(d.Pkt, nonESPMarker))
 	}
 	if len(b.established()) != 1 {
 		f.Fatal("fixture tunnel not established")
@@ -35,12 +35,8 @@ func FuzzHandleMessage(f *testing.F) {
 		from, to := ca.Local, cb.Local
 		b.ep.HandleMessage(pkt, to, from)
 		c.ep.HandleMessage(pkt, to, from)
-		n.mu.Lock()
-		n.queue = nil // answers to the fuzzer go nowhere
-		n.mu.Unlock()
-		fresh.mu.Lock()
-		fresh.queue = nil
-		fresh.mu.Unlock()
+		n.Discard() // answers to the fuzzer go nowhere
+		fresh.Discard()
 		forget(c.ep)
 		if len(b.established()) != 1 || len(b.pairList()) != 1 {
 			t.Fatalf("established tunnel disturbed by %x", pkt)

@@ -10,109 +10,39 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/ipsec"
+	"github.com/flashgate/flashgate/ipsec/ike/iketest"
 )
 
-// fakeClock is the injected clock of the tests.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-type datagram struct {
-	pkt      []byte
-	from, to netip.AddrPort
-}
-
-// testNet is an honest in-memory network: datagrams queue in order and are
-// delivered by run, to the endpoint owning the destination address. The
-// NAT-T port is handled the way iked's socket does it (ClassifyNATT).
-// drop, when set, decides which datagrams are lost; nat, when set,
-// rewrites addresses like a NAT box in front of one host.
+// testNet is the in-memory network of package iketest, delivering to
+// this package's test peers: datagrams to a peer's NAT-T port are
+// separated the way iked's socket does it (ClassifyNATT), ESP and
+// keepalives counted.
 type testNet struct {
+	*iketest.Network
 	t     testing.TB
-	clock *fakeClock
+	clock *iketest.Clock
 
-	mu    sync.Mutex
-	eps   map[netip.Addr]*peer
-	queue []datagram
-	wire  []datagram // everything sent, for inspection
-	drop  func(d datagram) bool
-	nat   *testNAT
-
+	mu              sync.Mutex
+	eps             map[netip.Addr]*peer
 	esp, keepalives int
 }
 
-// testNAT translates the private address priv to pub for outgoing
-// datagrams, one public port per private port, and back for answers.
-type testNAT struct {
-	priv, pub netip.Addr
-}
-
-func (n *testNAT) out(ap netip.AddrPort) netip.AddrPort {
-	if ap.Addr() == n.priv {
-		return netip.AddrPortFrom(n.pub, ap.Port()+40000)
-	}
-	return ap
-}
-
-func (n *testNAT) in(ap netip.AddrPort) netip.AddrPort {
-	if ap.Addr() == n.pub {
-		return netip.AddrPortFrom(n.priv, ap.Port()-40000)
-	}
-	return ap
-}
-
 func newTestNet(t testing.TB) *testNet {
-	return &testNet{t: t, clock: &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, eps: map[netip.Addr]*peer{}}
+	nw := iketest.NewNetwork()
+	return &testNet{Network: nw, t: t, clock: nw.Clock, eps: map[netip.Addr]*peer{}}
 }
 
 func (n *testNet) send(pkt []byte, local, remote netip.AddrPort) error {
-	d := datagram{append([]byte(nil), pkt...), local, remote}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.nat != nil {
-		d.from = n.nat.out(d.from)
-	}
-	n.wire = append(n.wire, d)
-	if n.drop != nil && n.drop(d) {
-		return nil
-	}
-	n.queue = append(n.queue, d)
-	return nil
+	return n.Send(pkt, local, remote)
 }
 
-// run delivers queued datagrams until the network is quiet.
-func (n *testNet) run() {
-	for i := 0; i < 10000; i++ {
-		n.mu.Lock()
-		if len(n.queue) == 0 {
-			n.mu.Unlock()
-			return
-		}
-		d := n.queue[0]
-		n.queue = n.queue[1:]
-		if n.nat != nil {
-			d.to = n.nat.in(d.to)
-		}
-		p := n.eps[d.to.Addr()]
-		n.mu.Unlock()
-		if p == nil {
-			continue
-		}
-		pkt := d.pkt
-		if d.to.Port() == p.ep.cfg.NATTPort {
+// attach puts p on the network at addr.
+func (n *testNet) attach(addr netip.Addr, p *peer) {
+	n.mu.Lock()
+	n.eps[addr] = p
+	n.mu.Unlock()
+	n.Attach(addr, func(pkt []byte, local, remote netip.AddrPort) {
+		if local.Port() == p.ep.cfg.NATTPort {
 			kind, ike := ClassifyNATT(pkt)
 			switch kind {
 			case NATTIKE:
@@ -121,23 +51,37 @@ func (n *testNet) run() {
 				n.mu.Lock()
 				n.keepalives++
 				n.mu.Unlock()
-				continue
+				return
 			default:
 				n.mu.Lock()
 				n.esp++
 				n.mu.Unlock()
-				continue
+				return
 			}
 		}
-		p.ep.HandleMessage(pkt, d.to, d.from)
+		p.ep.HandleMessage(pkt, local, remote)
+	})
+}
+
+// detach takes the peer at addr off the network.
+func (n *testNet) detach(addr netip.Addr) {
+	n.mu.Lock()
+	delete(n.eps, addr)
+	n.mu.Unlock()
+	n.Detach(addr)
+}
+
+// run delivers queued datagrams until the network is quiet.
+func (n *testNet) run() {
+	if err := n.Run(); err != nil {
+		n.t.Fatal(err)
 	}
-	n.t.Fatal("network did not go quiet after 10000 datagrams")
 }
 
 // step advances the clock in small steps, running timers and the network.
 func (n *testNet) step(total, by time.Duration) {
 	for el := time.Duration(0); el < total; el += by {
-		n.clock.advance(by)
+		n.clock.Advance(by)
 		n.mu.Lock()
 		peers := make([]*peer, 0, len(n.eps))
 		for _, p := range n.eps {
@@ -203,9 +147,7 @@ func (n *testNet) addPeer(name string, addr string, cfg *PeerConfig, tweak func(
 		n.t.Fatal(err)
 	}
 	p.ep = ep
-	n.mu.Lock()
-	n.eps[netip.MustParseAddr(addr)] = p
-	n.mu.Unlock()
+	n.attach(netip.MustParseAddr(addr), p)
 	return p
 }
 
@@ -461,8 +403,8 @@ func TestLostPacketsRetransmitted(t *testing.T) {
 	n, a, b := twoPeers(t, ca, cb)
 	// Lose A's first IKE_SA_INIT and B's first IKE_AUTH response.
 	lost := map[string]bool{}
-	n.drop = func(d datagram) bool {
-		h, err := DecodeHeader(bytes.TrimPrefix(d.pkt, nonESPMarker))
+	n.SetDrop(func(d iketest.Datagram) bool {
+		h, err := DecodeHeader(bytes.TrimPrefix(d.Pkt, nonESPMarker))
 		if err != nil {
 			return false
 		}
@@ -472,7 +414,7 @@ func TestLostPacketsRetransmitted(t *testing.T) {
 			return true
 		}
 		return false
-	}
+	})
 	a.ep.Initiate(ca)
 	n.run()
 	n.step(3*time.Second, 100*time.Millisecond)
@@ -491,7 +433,7 @@ func TestLostPacketsRetransmitted(t *testing.T) {
 func TestNoAnswer(t *testing.T) {
 	ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", "aes128gcm16")
 	n, a, _ := twoPeers(t, ca, cb)
-	n.drop = func(datagram) bool { return true }
+	n.SetDrop(func(iketest.Datagram) bool { return true })
 	a.ep.Initiate(ca)
 	n.step(20*time.Second, 100*time.Millisecond)
 	f := a.lastFailure()
@@ -506,8 +448,8 @@ func TestNoAnswer(t *testing.T) {
 	if f.Error() != want {
 		t.Errorf("message %q, want %q", f.Error(), want)
 	}
-	if len(n.wire) != 5 {
-		t.Errorf("%d datagrams sent, want 5", len(n.wire))
+	if n.WireLen() != 5 {
+		t.Errorf("%d datagrams sent, want 5", n.WireLen())
 	}
 }
 
@@ -639,14 +581,14 @@ func TestIKERekeyCollisionSeenByOneSide(t *testing.T) {
 	n, a, b := establish(t, ca, cb)
 	sa, sb := a.established()[0], b.established()[0]
 	dropped := false
-	n.drop = func(d datagram) bool {
-		h, err := DecodeHeader(d.pkt)
-		if dropped || err != nil || d.from.Addr() != netip.MustParseAddr(addrA) || h.Exchange != CREATE_CHILD_SA || h.IsResponse() {
+	n.SetDrop(func(d iketest.Datagram) bool {
+		h, err := DecodeHeader(d.Pkt)
+		if dropped || err != nil || d.From.Addr() != netip.MustParseAddr(addrA) || h.Exchange != CREATE_CHILD_SA || h.IsResponse() {
 			return false
 		}
 		dropped = true
 		return true
-	}
+	})
 	if err := sa.RekeyIKE(); err != nil {
 		t.Fatal(err)
 	}
@@ -689,20 +631,20 @@ func TestAnswerToIKEDeleteLost(t *testing.T) {
 	n, a, b := establish(t, ca, cb)
 	var request []byte
 	lost := false
-	n.drop = func(d datagram) bool {
-		h, err := DecodeHeader(d.pkt)
+	n.SetDrop(func(d iketest.Datagram) bool {
+		h, err := DecodeHeader(d.Pkt)
 		if err != nil || h.Exchange != INFORMATIONAL {
 			return false
 		}
-		if d.from.Addr() == netip.MustParseAddr(addrB) && !h.IsResponse() && request == nil {
-			request = d.pkt
+		if d.From.Addr() == netip.MustParseAddr(addrB) && !h.IsResponse() && request == nil {
+			request = d.Pkt
 		}
-		if lost || d.from.Addr() != netip.MustParseAddr(addrA) || !h.IsResponse() {
+		if lost || d.From.Addr() != netip.MustParseAddr(addrA) || !h.IsResponse() {
 			return false
 		}
 		lost = true
 		return true
-	}
+	})
 	b.established()[0].Delete()
 	n.run()
 	if !lost || request == nil {
@@ -807,9 +749,7 @@ func TestDPDDetectsDeadPeer(t *testing.T) {
 	if f := a.lastFailure(); f != nil {
 		t.Fatalf("DPD with a live peer failed: %v", f)
 	}
-	n.mu.Lock()
-	delete(n.eps, netip.MustParseAddr(addrB)) // B dies
-	n.mu.Unlock()
+	n.detach(netip.MustParseAddr(addrB)) // B dies
 	n.step(40*time.Second, 500*time.Millisecond)
 	f := a.lastFailure()
 	if f == nil || f.Reason != ReasonPeerTimeout || f.Exchange != INFORMATIONAL {
@@ -869,29 +809,29 @@ func TestBadInputDroppedAndCounted(t *testing.T) {
 	n, a, b := establish(t, ca, cb)
 	// Capture a protected request (DPD) from A.
 	n.step(6*time.Second, time.Second)
-	var dpd datagram
-	for _, d := range n.wire {
-		if h, err := DecodeHeader(d.pkt); err == nil && h.Exchange == INFORMATIONAL && !h.IsResponse() {
+	var dpd iketest.Datagram
+	for _, d := range n.Wire() {
+		if h, err := DecodeHeader(d.Pkt); err == nil && h.Exchange == INFORMATIONAL && !h.IsResponse() {
 			dpd = d
 		}
 	}
-	if dpd.pkt == nil {
+	if dpd.Pkt == nil {
 		t.Fatal("no DPD request seen")
 	}
-	from, to := dpd.from, dpd.to
+	from, to := dpd.From, dpd.To
 	before := b.ep.Stats.Snapshot()
 	deliver := func(pkt []byte) { b.ep.HandleMessage(pkt, to, from); n.run() }
 
-	deliver(dpd.pkt) // replayed: answered from cache, not processed again
-	deliver(dpd.pkt[:len(dpd.pkt)-5])
-	flipped := append([]byte(nil), dpd.pkt...)
+	deliver(dpd.Pkt) // replayed: answered from cache, not processed again
+	deliver(dpd.Pkt[:len(dpd.Pkt)-5])
+	flipped := append([]byte(nil), dpd.Pkt...)
 	flipped[len(flipped)-3] ^= 1
 	deliver(flipped)
 	deliver([]byte("garbage"))
-	future := append([]byte(nil), dpd.pkt...)
+	future := append([]byte(nil), dpd.Pkt...)
 	future[23] += 7 // message ID far ahead
 	deliver(future)
-	unknown := append([]byte(nil), dpd.pkt...)
+	unknown := append([]byte(nil), dpd.Pkt...)
 	unknown[10] ^= 0xff
 	deliver(unknown)
 
@@ -929,9 +869,7 @@ func TestCookieUnderLoad(t *testing.T) {
 		fc.Local = netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(i + 1)}), 500)
 		fake := n.addPeer(fmt.Sprintf("flood%d", i), fc.Local.Addr().String(), &fc, nil)
 		fake.ep.Initiate(&fc)
-		n.mu.Lock()
-		delete(n.eps, fc.Local.Addr()) // nobody answers the cookie
-		n.mu.Unlock()
+		n.detach(fc.Local.Addr()) // nobody answers the cookie
 	}
 	n.run()
 	if got := b.ep.HalfOpen(); got != 2 {
@@ -975,14 +913,14 @@ func TestForcedEncapFloatsTo4500(t *testing.T) {
 		}
 	}
 	var on500, on4500 int
-	for _, d := range n.wire {
+	for _, d := range n.Wire() {
 		switch {
-		case d.to.Port() == 4500 && bytes.HasPrefix(d.pkt, nonESPMarker):
+		case d.To.Port() == 4500 && bytes.HasPrefix(d.Pkt, nonESPMarker):
 			on4500++
-		case d.to.Port() == 500:
+		case d.To.Port() == 500:
 			on500++
 		default:
-			t.Errorf("datagram to %v without the non-ESP marker", d.to)
+			t.Errorf("datagram to %v without the non-ESP marker", d.To)
 		}
 	}
 	if on500 != 2 || on4500 != 2 {
@@ -998,7 +936,7 @@ func TestRealNAT(t *testing.T) {
 	ca, cb := pairConfigs("aes128gcm16-prfsha256-ecp256", "aes128gcm16")
 	cb.Remote = netip.MustParseAddrPort("198.51.100.1:500") // B only knows A's public side
 	n := newTestNet(t)
-	n.nat = &testNAT{priv: netip.MustParseAddr(addrA), pub: netip.MustParseAddr("198.51.100.1")}
+	n.SetNAT(&iketest.NAT{Private: netip.MustParseAddr(addrA), Public: netip.MustParseAddr("198.51.100.1")})
 	a := n.addPeer("A", addrA, ca, nil)
 	b := n.addPeer("B", addrB, cb, nil)
 	a.ep.Initiate(ca)
