@@ -90,6 +90,7 @@ func NewTunnel(name string) Tunnel {
 		DPDTimeout:    Seconds(150),
 		StartAction:   StartInitiate,
 		DataPlane:     DataPlaneAuto,
+		IKEVersion:    IKEv2,
 	}
 }
 

@@ -94,7 +94,14 @@ func (c *Config) JSON() []byte {
 
 // normalize replaces nil slices with empty ones everywhere, so that the
 // JSON form has [] rather than null and equal configs encode equally.
-func (c *Config) normalize() { normalizeValue(reflect.ValueOf(c).Elem()) }
+// An unset ike_version (left out of the JSON when it is the default)
+// becomes 2.
+func (c *Config) normalize() {
+	normalizeValue(reflect.ValueOf(c).Elem())
+	for i := range c.Tunnels {
+		c.Tunnels[i].IKEVersion = c.Tunnels[i].IKEVersion.Or2()
+	}
+}
 
 func normalizeValue(v reflect.Value) {
 	switch v.Kind() {

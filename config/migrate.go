@@ -24,6 +24,12 @@ import (
 // uses the block is refused by older firmware as an unknown field. A bump
 // would instead have made every card unreadable to the firmware in the
 // other boot slot.
+//
+// tunnels gained ike_version and legacy_algorithms the same way within
+// version 2: both are left out of the JSON at their defaults (IKEv2, no
+// legacy algorithms), a document without them decodes to those defaults,
+// and only a configuration that uses IKEv1 or legacy algorithms (which
+// older firmware could not run anyway) is refused by older firmware.
 const SchemaVersion = 2
 
 // docMigrations[v] turns a version v document into version v+1. It works on

@@ -232,6 +232,13 @@ func parseLeaf(v reflect.Value, s string) error {
 			return fmt.Errorf("%q is not a whole number", s)
 		}
 		*p = n
+	case *IKEVersion:
+		switch s {
+		case "1", "2":
+			*p = IKEVersion(s[0] - '0')
+		default:
+			return fmt.Errorf("%q is not an IKE version: 1 or 2", s)
+		}
 	case *uint16:
 		n, err := strconv.ParseUint(s, 10, 16)
 		if err != nil {

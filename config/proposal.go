@@ -67,32 +67,145 @@ var (
 	}
 )
 
-// refusedTokens are algorithms strongSwan knows that flashgate refuses, with
-// the reason, so that the admin is told more than "unknown".
+// legacyTokens are algorithms that the peers already in the field (IKEv1
+// gateways, Hifn-accelerated boxes) still need but that are too weak to
+// accept by accident: a tunnel takes them only when it sets
+// legacy_algorithms. Each carries why it is weak and what to use instead.
+var legacyTokens = map[string]struct {
+	kind      algKind
+	weak, use string
+}{
+	"3des":     {algEncr, "64-bit blocks collide after a few GB under one key: Sweet32", "aes128 or aes256"},
+	"md5":      {algInteg, "MD5 is broken for collisions", "sha256"},
+	"prfmd5":   {algPRF, "MD5 is broken for collisions", "prfsha256"},
+	"modp1024": {algDH, "a 1024-bit group is within reach of a well-funded attacker: Logjam", "modp2048 or ecp256"},
+	"modp1536": {algDH, "1536 bits is below today's 2048-bit minimum", "modp2048 or ecp256"},
+}
+
+// deprecatedTokens are allowed everywhere (configurations have always
+// used them and RFC 8221/8247 still list them) but shown as weak.
+var deprecatedTokens = map[string]string{
+	"sha1":    "SHA-1 is deprecated (RFC 8221/8247); use sha256",
+	"prfsha1": "SHA-1 is deprecated (RFC 8247); use prfsha256",
+}
+
+// refusedTokens are algorithms strongSwan knows that flashgate refuses even
+// with legacy_algorithms, with the reason, so that the admin is told more
+// than "unknown".
 var refusedTokens = map[string]string{
-	"3des":     "3des is insecure (64-bit blocks) and not supported; use aes128 or aes256",
-	"des":      "des is broken and not supported; use aes128 or aes256",
-	"blowfish": "blowfish is not supported; use aes128 or aes256",
-	"md5":      "md5 is broken and not supported; use sha256",
-	"prfmd5":   "prfmd5 is broken and not supported; use prfsha256",
-	"modp768":  "modp768 is too weak; use modp2048 or ecp256",
-	"modp1024": "modp1024 is too weak; use modp2048 or ecp256",
-	"modp1536": "modp1536 is too weak; use modp2048 or ecp256",
+	"des":      "des is refused, also with legacy_algorithms: its 56-bit key falls to exhaustive search in hours; use aes128 or aes256 (or 3des with legacy_algorithms true if the peer can do nothing better)",
+	"blowfish": "blowfish is refused, also with legacy_algorithms: 64-bit blocks (Sweet32) and no flashgate implementation; use aes128 or aes256 (or 3des with legacy_algorithms true if the peer can do nothing better)",
+	"modp768":  "modp768 is refused, also with legacy_algorithms: a 768-bit group has been broken in public; use modp2048 or ecp256 (or modp1024 with legacy_algorithms true)",
 	"null":     "null encryption is not supported",
+}
+
+func init() {
+	// strongSwan also names key sizes: blowfish128/192/256 (and des
+	// has no other spelling).
+	for _, bits := range []string{"128", "192", "256"} {
+		refusedTokens["blowfish"+bits] = strings.Replace(refusedTokens["blowfish"], "blowfish", "blowfish"+bits, 1)
+	}
+}
+
+// Weakness is one weak algorithm in a proposal: the token and why.
+type Weakness struct {
+	Algorithm string `json:"algorithm"`
+	Why       string `json:"why"`
+	Use       string `json:"use"` // what to use instead
+	// Legacy algorithms need legacy_algorithms true; deprecated ones
+	// (sha1) are accepted everywhere.
+	Legacy bool `json:"legacy"`
+}
+
+func (w Weakness) String() string {
+	return fmt.Sprintf("%s is weak: %s; use %s", w.Algorithm, w.Why, w.Use)
+}
+
+// ProposalWeaknesses lists the weak algorithms of a proposal in strongSwan
+// syntax, in the order they appear; nil for a proposal without any. It
+// does not check that the proposal is valid.
+func ProposalWeaknesses(s string) []Weakness {
+	var out []Weakness
+	for _, tok := range strings.Split(strings.ToLower(s), "-") {
+		if l, ok := legacyTokens[tok]; ok {
+			out = append(out, Weakness{Algorithm: tok, Why: l.weak, Use: l.use, Legacy: true})
+		} else if why, ok := deprecatedTokens[tok]; ok {
+			w, use, _ := strings.Cut(why, "; use ")
+			out = append(out, Weakness{Algorithm: tok, Why: w, Use: use})
+		}
+	}
+	return out
+}
+
+// IsWeakProposal reports whether a proposal has a weak algorithm.
+func IsWeakProposal(s string) bool { return len(ProposalWeaknesses(s)) > 0 }
+
+// WeakProposals lists the tunnel's proposals that have weak algorithms,
+// IKE ones first, with what is weak in each; for the web UI, the console
+// and the status.
+func (t *Tunnel) WeakProposals() []WeakProposal {
+	var out []WeakProposal
+	for _, l := range []struct {
+		kind string
+		ps   []string
+	}{{"ike", t.IKEProposals}, {"esp", t.ESPProposals}} {
+		for _, p := range l.ps {
+			if w := ProposalWeaknesses(p); len(w) > 0 {
+				out = append(out, WeakProposal{Kind: l.kind, Proposal: p, Weaknesses: w})
+			}
+		}
+	}
+	return out
+}
+
+// WeakProposal is one of a tunnel's proposals with its weak algorithms.
+type WeakProposal struct {
+	Kind       string     `json:"kind"` // ike or esp
+	Proposal   string     `json:"proposal"`
+	Weaknesses []Weakness `json:"weaknesses"`
+}
+
+// Algorithms names the weak algorithms, comma-separated: "3des, modp1024".
+func (w WeakProposal) Algorithms() string {
+	var names []string
+	for _, x := range w.Weaknesses {
+		names = append(names, x.Algorithm)
+	}
+	return strings.Join(names, ", ")
+}
+
+// ProposalRules is what a tunnel allows beyond the strict defaults.
+type ProposalRules struct {
+	IKEVersion IKEVersion // 1 or 2; 0 is 2
+	Legacy     bool       // legacy_algorithms: 3des, md5, modp1024/1536
+}
+
+// Rules returns the proposal rules of the tunnel's settings.
+func (t *Tunnel) Rules() ProposalRules {
+	return ProposalRules{IKEVersion: t.IKEVersion.Or2(), Legacy: t.LegacyAlgorithms}
 }
 
 // CheckIKEProposal reports whether s is a well-formed IKE proposal in
 // strongSwan syntax: encryption, integrity unless the encryption is AEAD,
 // an optional PRF (derived from integrity when absent; required with AEAD
 // unless integrity names it) and at least one DH group.
-func CheckIKEProposal(s string) error { return checkProposal(s, true) }
+// It applies the strict rules (IKEv2, no legacy algorithms); a tunnel's
+// own rules are ProposalRules.CheckIKE.
+func CheckIKEProposal(s string) error { return ProposalRules{}.CheckIKE(s) }
 
 // CheckESPProposal reports whether s is a well-formed ESP proposal:
 // encryption, integrity unless AEAD, optional DH groups (PFS) and optional
 // esn/noesn.
-func CheckESPProposal(s string) error { return checkProposal(s, false) }
+func CheckESPProposal(s string) error { return ProposalRules{}.CheckESP(s) }
 
-func checkProposal(s string, ike bool) error {
+// CheckIKE is CheckIKEProposal under r: legacy algorithms only with
+// r.Legacy, and no AEAD encryption in IKEv1 (main mode has none).
+func (r ProposalRules) CheckIKE(s string) error { return r.check(s, true) }
+
+// CheckESP is CheckESPProposal under r.
+func (r ProposalRules) CheckESP(s string) error { return r.check(s, false) }
+
+func (r ProposalRules) check(s string, ike bool) error {
 	what := "ESP"
 	if ike {
 		what = "IKE"
@@ -106,6 +219,12 @@ func checkProposal(s string, ike bool) error {
 			return fmt.Errorf("%s: %s", s, why)
 		}
 		kind, ok := proposalTokens[tok]
+		if l, legacy := legacyTokens[tok]; legacy {
+			if !r.Legacy {
+				return fmt.Errorf("%s: %s is weak (%s) and accepted only in a tunnel with legacy_algorithms true, for a peer that can do nothing better; otherwise use %s", s, tok, l.weak, l.use)
+			}
+			kind, ok = l.kind, true
+		}
 		if !ok {
 			if tok == "" {
 				return fmt.Errorf("%s: empty algorithm name (doubled or trailing '-')", s)
@@ -130,6 +249,8 @@ func checkProposal(s string, ike bool) error {
 			return fmt.Errorf("%s: AEAD needs a PRF (e.g. prfsha256)", s)
 		case n[algDH] == 0:
 			return fmt.Errorf("%s: no DH group (e.g. ecp256 or modp2048)", s)
+		case n[algAEAD] > 0 && r.IKEVersion == IKEv1:
+			return fmt.Errorf("%s: IKEv1 main mode has no AEAD encryption (RFC 2409); with ike_version 1 use e.g. aes128-sha256-modp2048", s)
 		}
 		return nil
 	}

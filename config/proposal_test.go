@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -25,9 +26,9 @@ func TestCheckProposal(t *testing.T) {
 		{true, "sha256-modp2048", "no encryption algorithm"},
 		{true, "aes128gcm16-aes128-sha256-ecp256", "mixes AEAD and non-AEAD"},
 		{true, "aes128-sha256-modp2048-esn", "esn/noesn belong in ESP"},
-		{true, "3des-sha1-modp2048", "3des is insecure"},
-		{true, "aes128-md5-modp2048", "md5 is broken"},
-		{true, "aes128-sha256-modp1024", "modp1024 is too weak"},
+		{true, "3des-sha1-modp2048", "3des is weak (64-bit blocks collide after a few GB under one key: Sweet32) and accepted only in a tunnel with legacy_algorithms true"},
+		{true, "aes128-md5-modp2048", "md5 is weak (MD5 is broken for collisions) and accepted only in a tunnel with legacy_algorithms true, for a peer that can do nothing better; otherwise use sha256"},
+		{true, "aes128-sha256-modp1024", "modp1024 is weak"},
 		{true, "aes128-sha256-modp2048-", "empty algorithm name"},
 		{true, "aes129-sha256-modp2048", `unknown algorithm "aes129"`},
 		{true, "", "empty IKE proposal"},
@@ -55,6 +56,41 @@ func TestCheckProposal(t *testing.T) {
 	}
 }
 
+func TestProposalWeaknesses(t *testing.T) {
+	tests := []struct {
+		in   string
+		want string // algorithm:legacy ...
+	}{
+		{"aes128gcm16-prfsha256-ecp256", ""},
+		{"aes128-sha1-modp2048", "sha1:false"},
+		{"3des-md5-modp1024", "3des:true md5:true modp1024:true"},
+		{"aes256-sha256-prfsha1-modp1536", "prfsha1:false modp1536:true"},
+		{"3DES-SHA1", "3des:true sha1:false"},
+	}
+	for _, tt := range tests {
+		var got []string
+		for _, w := range ProposalWeaknesses(tt.in) {
+			if w.Why == "" || w.Use == "" {
+				t.Errorf("%s: %s without a reason or a replacement: %+v", tt.in, w.Algorithm, w)
+			}
+			got = append(got, fmt.Sprintf("%s:%v", w.Algorithm, w.Legacy))
+		}
+		if strings.Join(got, " ") != tt.want {
+			t.Errorf("ProposalWeaknesses(%q) = %v, want %s", tt.in, got, tt.want)
+		}
+		if IsWeakProposal(tt.in) != (tt.want != "") {
+			t.Errorf("IsWeakProposal(%q) = %v", tt.in, !(tt.want != ""))
+		}
+	}
+	tun := NewTunnel("old")
+	tun.IKEProposals = []string{"aes128-sha1-modp1024", DefaultIKEProposal}
+	tun.ESPProposals = []string{DefaultESPProposal, "3des-md5"}
+	w := tun.WeakProposals()
+	if len(w) != 2 || w[0].Kind != "ike" || w[0].Algorithms() != "sha1, modp1024" || w[1].Kind != "esp" || w[1].Algorithms() != "3des, md5" {
+		t.Errorf("WeakProposals = %+v", w)
+	}
+}
+
 func TestProposalChoicesAreValid(t *testing.T) {
 	for _, p := range IKEProposalChoices {
 		if err := CheckIKEProposal(p); err != nil {
@@ -75,17 +111,23 @@ func FuzzCheckProposal(f *testing.F) {
 		f.Add(s, true)
 		f.Add(s, false)
 	}
+	f.Add("3des-md5-modp1024", true)
+	f.Add("des-blowfish-modp768", false)
 	f.Fuzz(func(t *testing.T, s string, ike bool) {
-		check := CheckESPProposal
-		if ike {
-			check = CheckIKEProposal
-		}
-		if check(s) != nil {
-			return
-		}
-		for _, tok := range strings.Split(s, "-") {
-			if _, ok := proposalTokens[tok]; !ok {
-				t.Fatalf("%q accepted with unknown token %q", s, tok)
+		for _, r := range []ProposalRules{{}, {IKEVersion: IKEv1, Legacy: true}} {
+			check := r.CheckESP
+			if ike {
+				check = r.CheckIKE
+			}
+			if check(s) != nil {
+				continue
+			}
+			for _, tok := range strings.Split(s, "-") {
+				_, known := proposalTokens[tok]
+				_, legacy := legacyTokens[tok]
+				if !known && !(legacy && r.Legacy) {
+					t.Fatalf("%q accepted under %+v with token %q", s, r, tok)
+				}
 			}
 		}
 	})

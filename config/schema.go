@@ -186,6 +186,30 @@ const (
 	DataPlaneUserspace = "userspace" // flashgate's ESP over TUN
 )
 
+// IKEVersion is the IKE major version a tunnel speaks. Its zero value
+// means the default, IKEv2, and the JSON leaves the default out, so that
+// configurations written before the field existed read the same and a
+// configuration without IKEv1 tunnels stays readable by older firmware.
+type IKEVersion int
+
+// IKE versions.
+const (
+	IKEv1 IKEVersion = 1 // RFC 2409: main mode + quick mode, for old peers
+	IKEv2 IKEVersion = 2 // RFC 7296, the default
+)
+
+// Or2 returns v with the zero value read as IKEv2.
+func (v IKEVersion) Or2() IKEVersion {
+	if v == 0 {
+		return IKEv2
+	}
+	return v
+}
+
+// IsZero reports whether v is the default (left out of the JSON and the
+// text form).
+func (v IKEVersion) IsZero() bool { return v == 0 || v == IKEv2 }
+
 // Tunnel is one IPsec site-to-site tunnel authenticated with a PSK.
 type Tunnel struct {
 	Name    string `json:"name"`
@@ -211,6 +235,12 @@ type Tunnel struct {
 	DPDTimeout    Duration `json:"dpd_timeout"`
 	StartAction   string   `json:"start_action"`
 	DataPlane     string   `json:"data_plane"`
+	// IKEVersion is 2 unless the peer only speaks IKEv1 (1).
+	IKEVersion IKEVersion `json:"ike_version,omitzero"`
+	// LegacyAlgorithms allows 3des, md5, prfmd5, modp1024 and modp1536 in
+	// the proposals, for peers that can do nothing better. The web UI,
+	// the console and the status show such proposals as weak.
+	LegacyAlgorithms bool `json:"legacy_algorithms,omitempty"`
 }
 
 // Tunnel returns the tunnel called name, or nil.

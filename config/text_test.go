@@ -132,3 +132,45 @@ func commonLines(a, b *Config) int {
 	}
 	return n
 }
+
+// ike_version and legacy_algorithms are left out of the JSON and the text
+// form at their defaults, so that a configuration written before they
+// existed reads (and writes back) the same; set, they show and survive a
+// round trip, and a path edit sets them.
+func TestIKEVersionAndLegacyForms(t *testing.T) {
+	c := sampleConfig(1)
+	js := string(c.JSON())
+	if strings.Contains(js, "ike_version") || strings.Contains(js, "legacy_algorithms") ||
+		strings.Contains(c.Text(), "ike_version") {
+		t.Fatalf("defaults written out:\n%s", js)
+	}
+	back, err := Decode([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Tunnels[0].IKEVersion != IKEv2 || back.Tunnels[0].LegacyAlgorithms {
+		t.Fatalf("a document without the fields decodes to ike_version %d, legacy %v", back.Tunnels[0].IKEVersion, back.Tunnels[0].LegacyAlgorithms)
+	}
+	if err := back.Set("tunnels.site00.ike_version", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := back.Set("tunnels.site00.legacy_algorithms", "true"); err != nil {
+		t.Fatal(err)
+	}
+	if err := back.Set("tunnels.site00.ike_version", "3"); err == nil || !strings.Contains(err.Error(), "not an IKE version: 1 or 2") {
+		t.Errorf("ike_version 3: %v", err)
+	}
+	text := back.Text()
+	for _, want := range []string{"set tunnels site00 ike_version 1\n", "set tunnels site00 legacy_algorithms true\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text form lacks %q:\n%s", want, text)
+		}
+	}
+	again, err := Decode(back.JSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Tunnels[0].IKEVersion != IKEv1 || !again.Tunnels[0].LegacyAlgorithms {
+		t.Errorf("round trip lost them: %+v", again.Tunnels[0])
+	}
+}

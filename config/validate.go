@@ -569,8 +569,14 @@ func (v *validator) tunnels() {
 		case n > MaxPSKLen:
 			v.add(path+".psk", "pre-shared key too long: at most %d characters", MaxPSKLen)
 		}
-		v.proposals(path+".ike_proposals", t.IKEProposals, CheckIKEProposal)
-		v.proposals(path+".esp_proposals", t.ESPProposals, CheckESPProposal)
+		switch t.IKEVersion {
+		case 0, IKEv1, IKEv2:
+		default:
+			v.add(path+".ike_version", "%d is not 1 or 2 (1 only for peers that cannot speak IKEv2)", int(t.IKEVersion))
+		}
+		rules := t.Rules()
+		v.proposals(path+".ike_proposals", t.IKEProposals, rules.CheckIKE)
+		v.proposals(path+".esp_proposals", t.ESPProposals, rules.CheckESP)
 		if len(t.LocalSubnets) == 0 {
 			v.add(path+".local_subnets", "at least one local subnet is needed")
 		}

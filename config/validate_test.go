@@ -44,7 +44,21 @@ func TestValidate(t *testing.T) {
 		{"malformed IKE proposal", func(c *Config) { c.Tunnels[0].IKEProposals = []string{"aes128-sha256"} },
 			"tunnels[site00].ike_proposals[0]", "no DH group"},
 		{"3des refused", func(c *Config) { c.Tunnels[0].ESPProposals = []string{"3des-sha1"} },
-			"tunnels[site00].esp_proposals[0]", "3des is insecure"},
+			"tunnels[site00].esp_proposals[0]", "3des is weak"},
+		{"modp1024 without legacy", func(c *Config) { c.Tunnels[0].IKEProposals = []string{"aes128-sha1-modp1024"} },
+			"tunnels[site00].ike_proposals[0]", "modp1024 is weak (a 1024-bit group is within reach of a well-funded attacker: Logjam) and accepted only in a tunnel with legacy_algorithms true"},
+		{"des even with legacy", func(c *Config) {
+			c.Tunnels[0].LegacyAlgorithms = true
+			c.Tunnels[0].ESPProposals = []string{"des-md5"}
+		}, "tunnels[site00].esp_proposals[0]", "des is refused, also with legacy_algorithms: its 56-bit key falls to exhaustive search in hours; use aes128 or aes256"},
+		{"blowfish even with legacy", func(c *Config) {
+			c.Tunnels[0].LegacyAlgorithms = true
+			c.Tunnels[0].ESPProposals = []string{"blowfish128-sha1"}
+		}, "tunnels[site00].esp_proposals[0]", "blowfish128 is refused, also with legacy_algorithms"},
+		{"ike_version 3", func(c *Config) { c.Tunnels[0].IKEVersion = 3 },
+			"tunnels[site00].ike_version", "3 is not 1 or 2"},
+		{"AEAD in IKEv1 main mode", func(c *Config) { c.Tunnels[0].IKEVersion = IKEv1 },
+			"tunnels[site00].ike_proposals[0]", "IKEv1 main mode has no AEAD encryption"},
 		{"no proposals", func(c *Config) { c.Tunnels[0].ESPProposals = nil },
 			"tunnels[site00].esp_proposals", "at least one proposal"},
 		{"remote address missing", func(c *Config) { c.Tunnels[0].RemoteAddress = Addr{} },
@@ -139,6 +153,32 @@ func TestValidate(t *testing.T) {
 			}
 			t.Errorf("want an error at %s containing %q; got:\n%v", tt.path, tt.message, err)
 		})
+	}
+}
+
+// A tunnel with legacy_algorithms takes what the field's IKEv1 peers
+// negotiate, and the same proposals are refused in a tunnel without it.
+func TestLegacyAlgorithmsByChoice(t *testing.T) {
+	c := sampleConfig(2)
+	tun := &c.Tunnels[0]
+	tun.IKEVersion = IKEv1
+	tun.LegacyAlgorithms = true
+	tun.IKEProposals = []string{"3des-md5-modp1024", "aes128-sha1-modp1536", "aes256-sha256-prfmd5-modp2048"}
+	tun.ESPProposals = []string{"3des-sha1", "aes128-md5-modp1024", "aes128gcm16"}
+	mustValid(t, c)
+	tun.LegacyAlgorithms = false
+	var ve ValidationErrors
+	if !errors.As(c.Validate(), &ve) {
+		t.Fatal("legacy proposals accepted without legacy_algorithms")
+	}
+	var paths []string
+	for _, e := range ve {
+		paths = append(paths, e.Path)
+	}
+	want := []string{"tunnels[site00].ike_proposals[0]", "tunnels[site00].ike_proposals[1]", "tunnels[site00].ike_proposals[2]",
+		"tunnels[site00].esp_proposals[0]", "tunnels[site00].esp_proposals[1]"}
+	if !slices.Equal(paths, want) {
+		t.Errorf("errors at %v, want %v:\n%v", paths, want, ve)
 	}
 }
 
