@@ -111,6 +111,16 @@ func TestFixtures(t *testing.T) {
 			cbcAES: "cbc-aes-hifn0",
 		},
 		{
+			// The same board with a Hifn 7955 (vpn1411 cards carry
+			// either chip): the same driver, the same 3DES.
+			fixture: "net4801-7955",
+			engines: []string{"Hifn 7955: usable"},
+			modules: []string{"hifn_795x"},
+			rank: []string{"aes128-sha256-modp2048 [Hifn 7955]", "aes256-sha256-modp2048 [Hifn 7955]", "3des-sha1-modp1024 [Hifn 7955]",
+				"aes128gcm16-prfsha256-ecp256", "aes256gcm16-prfsha384-ecp384", "chacha20poly1305-prfsha256-x25519"},
+			cbcAES: "cbc-aes-hifn0",
+		},
+		{
 			fixture:  "net4801-vpn1211",
 			engines:  []string{"Hifn 7951: no Linux driver"},
 			rank:     espProposals,
@@ -244,6 +254,7 @@ func TestAccelerated(t *testing.T) {
 		{"epia-c3", "aes256gcm16", false, ""},
 		{"epia-c3", "3des-sha1", false, ""},
 		{"net4801", "3des-sha1", true, "Hifn 7956"},
+		{"net4801", "3des-md5-modp1024", true, "Hifn 7956"}, // a legacy_algorithms tunnel's IKEv1 proposal
 		{"net4801", "aes256-sha256", true, "Hifn 7956"},
 		{"net4801", "aes128gcm16", false, ""},
 		{"apu2", "aes256gcm16-prfsha384-ecp384", true, "AES-NI"},
