@@ -2,6 +2,7 @@ package ike
 
 import (
 	"bytes"
+	"crypto/x509"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -16,8 +17,9 @@ type Identity struct {
 }
 
 // ParseIdentity reads an identity the way strongSwan does: an IP address is
-// ID_IPV4_ADDR/ID_IPV6_ADDR, "user@host" is ID_RFC822_ADDR, "@name" forces
-// ID_FQDN, "@#hex" is ID_KEY_ID, anything else is ID_FQDN.
+// ID_IPV4_ADDR/ID_IPV6_ADDR, "C=CH, O=Example, CN=gw" is ID_DER_ASN1_DN,
+// "user@host" is ID_RFC822_ADDR, "@name" forces ID_FQDN, "@#hex" is
+// ID_KEY_ID, anything else is ID_FQDN.
 func ParseIdentity(s string) (Identity, error) {
 	if s == "" {
 		return Identity{}, fmt.Errorf("empty identity")
@@ -27,6 +29,13 @@ func ParseIdentity(s string) (Identity, error) {
 			return Identity{IDIPv4, a.AsSlice()}, nil
 		}
 		return Identity{IDIPv6, a.AsSlice()}, nil
+	}
+	if looksLikeDN(s) {
+		der, err := parseDN(s)
+		if err != nil {
+			return Identity{}, err
+		}
+		return Identity{IDDERDN, der}, nil
 	}
 	if strings.HasPrefix(s, "@#") {
 		var b []byte
@@ -54,14 +63,28 @@ func (id Identity) String() string {
 		return string(id.Data)
 	case IDKeyID:
 		return fmt.Sprintf("@#%x", id.Data)
+	case IDDERDN:
+		if s := dnString(id.Data); s != "" {
+			return s
+		}
 	}
 	return fmt.Sprintf("id(%d:%x)", id.Type, id.Data)
+}
+
+// CertIdentity is the identity a certificate's subject DN gives: what we
+// call ourselves when a tunnel authenticates with a certificate and sets no
+// local_id (strongSwan does the same).
+func CertIdentity(c *x509.Certificate) Identity {
+	return Identity{IDDERDN, c.RawSubject}
 }
 
 // IsZero reports whether no identity is set.
 func (id Identity) IsZero() bool { return id.Type == 0 && len(id.Data) == 0 }
 
 func (id Identity) equal(p *ID) bool {
+	if p != nil && p.IDType == IDDERDN && id.Type == IDDERDN {
+		return dnEqual(p.Data, id.Data)
+	}
 	return p != nil && p.IDType == id.Type && bytes.Equal(p.Data, id.Data)
 }
 
@@ -80,8 +103,23 @@ type PeerConfig struct {
 	// RemoteNATTPort is the peer's NAT-T port we float to (default 4500).
 	RemoteNATTPort uint16
 
-	LocalID, RemoteID Identity // RemoteID zero: accept any identity
+	LocalID, RemoteID Identity // RemoteID zero: accept any identity (with a certificate: any it vouches for)
 	PSK               []byte
+
+	// LocalAuth is how we authenticate, RemoteAuth how the peer must: a
+	// pre-shared key (the zero value) or a certificate signature. They may
+	// differ (strongSwan's local/remote auth).
+	LocalAuth, RemoteAuth AuthKind
+	// LocalCert is our certificate and key, for LocalAuth = AuthByCert.
+	// LocalID zero then means the certificate's subject DN.
+	LocalCert *Credential
+	// SignRSAPSS signs with RSASSA-PSS rather than PKCS#1 v1.5 when our key
+	// is RSA and the peer supports RFC 7427 (strongSwan's rsa_pss = yes).
+	SignRSAPSS bool
+	// TrustedCAs are the CAs the peer's certificate must chain to (for
+	// RemoteAuth = AuthByCert); CRLs the admin's revocation lists.
+	TrustedCAs []*x509.Certificate
+	CRLs       []*x509.RevocationList
 
 	IKEProposals, ESPProposals []Proposal // empty: the defaults
 	Ranking                    Ranking    // nil: configured order
@@ -106,6 +144,17 @@ type PeerConfig struct {
 
 	ReplayWindow uint32
 }
+
+// localID is who we say we are: LocalID, or our certificate's subject.
+func (c *PeerConfig) localID() Identity {
+	if c.LocalID.IsZero() && c.LocalAuth == AuthByCert && c.LocalCert != nil {
+		return CertIdentity(c.LocalCert.Cert)
+	}
+	return c.LocalID
+}
+
+// usesCerts says whether either side authenticates with a certificate.
+func (c *PeerConfig) usesCerts() bool { return c.LocalAuth == AuthByCert || c.RemoteAuth == AuthByCert }
 
 func (c *PeerConfig) ikeProposals() []Proposal {
 	p := slices.Clone(c.IKEProposals) // callers may edit their copy

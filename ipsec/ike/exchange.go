@@ -237,8 +237,8 @@ func (sa *IKESA) handleInformational(m *Message, ps []Payload) {
 			if p.NotifyType == AUTHENTICATION_FAILED && sa.state != StateHalfOpen {
 				// The initiator did not accept our AUTH (RFC 7296 2.21.2).
 				sa.respond(m, nil)
-				sa.fail(&Failure{Reason: ReasonAuthenticationFailed, ByPeer: true, Peer: sa.remote, Exchange: INFORMATIONAL,
-					Detail: "we are " + sa.cfg.LocalID.String()})
+				sa.fail(&Failure{Reason: ReasonAuthenticationFailed, ByPeer: true, Peer: sa.remote, Exchange: INFORMATIONAL, OurAuth: sa.cfg.LocalAuth,
+					Detail: sa.whoWeAre()})
 				return
 			}
 		}

@@ -60,6 +60,9 @@ type Failure struct {
 	Tries int
 	After time.Duration
 
+	// OurAuth is how we authenticated, for AUTHENTICATION_FAILED from the peer.
+	OurAuth AuthKind
+
 	Detail string
 }
 
@@ -72,6 +75,9 @@ func (f *Failure) Error() string {
 		return fmt.Sprintf("NO_PROPOSAL_CHOSEN in %v from %v: peer offered %s, we accept %s", f.Exchange, f.Peer, ProposalsString(f.PeerProposals), ProposalsString(f.OurProposals))
 	case ReasonAuthenticationFailed:
 		if f.ByPeer {
+			if f.OurAuth == AuthByCert {
+				return fmt.Sprintf("peer %v answered AUTHENTICATION_FAILED: it rejected our certificate, its CA, our signature scheme or our identity (%s)", f.Peer, f.Detail)
+			}
 			return fmt.Sprintf("peer %v answered AUTHENTICATION_FAILED: it rejected our pre-shared key or our identity (%s)", f.Peer, f.Detail)
 		}
 		return fmt.Sprintf("AUTHENTICATION_FAILED for peer %v: %s", f.Peer, f.Detail)

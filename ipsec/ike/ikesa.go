@@ -55,6 +55,12 @@ type IKESA struct {
 	initReq, initResp []byte
 	initRetries       int
 
+	// Certificate authentication: the peer's SIGNATURE_HASH_ALGORITHMS
+	// (peerAnnounced: it sent the notify) and how we signed, for messages.
+	peerHashes    []uint16
+	peerAnnounced bool
+	ourScheme     string
+
 	// Our requests: at most one in flight (window size 1), others queued.
 	nextMsgID uint32
 	out       *pending
@@ -131,7 +137,7 @@ func (sa *IKESA) localSPI() uint64 {
 // contactKey identifies the peer for INITIAL_CONTACT: its address and
 // both identities.
 func (sa *IKESA) contactKey() string {
-	return sa.remote.Addr().String() + "|" + sa.cfg.LocalID.String() + "|" + sa.cfg.RemoteID.String()
+	return sa.remote.Addr().String() + "|" + sa.cfg.localID().String() + "|" + sa.cfg.RemoteID.String()
 }
 
 func (sa *IKESA) emit(f func()) { sa.events = append(sa.events, f) }
@@ -175,6 +181,9 @@ func (sa *IKESA) sendInit() {
 	}
 	ps = append(ps, &SA{Proposals: wire}, &KE{Group: sa.dhGroup, Data: sa.dh.Public()}, &Nonce{Data: sa.ni})
 	ps = append(ps, natNotifies(sa.spiI, 0, sa.local, sa.remote, sa.cfg.ForceEncap)...)
+	if sa.cfg.usesCerts() {
+		ps = append(ps, signatureHashesNotify())
+	}
 	m := &Message{Header: sa.header(IKE_SA_INIT, 0, false), Payloads: ps}
 	sa.initReq = m.Encode()
 	now := sa.ep.now()
@@ -243,7 +252,15 @@ func newResponderSA(ep *Endpoint, cfg *PeerConfig, pkt []byte, m *Message, local
 	}
 	ps := []Payload{&SA{Proposals: []WireProposal{prop.ToWire(saP.Proposals[ti].Number, nil)}},
 		&KE{Group: ke.Group, Data: dh.Public()}, &Nonce{Data: sa.nr}}
+	if cfg.RemoteAuth == AuthByCert && len(cfg.TrustedCAs) > 0 {
+		// strongSwan sends its certificate only when asked (send_cert = ifasked).
+		ps = append(ps, certRequest(cfg.TrustedCAs))
+	}
 	ps = append(ps, natNotifies(sa.spiI, sa.spiR, local, remote, cfg.ForceEncap)...)
+	sa.peerHashes, sa.peerAnnounced = parseSignatureHashes(m.Payloads)
+	if cfg.usesCerts() {
+		ps = append(ps, signatureHashesNotify())
+	}
 	resp := &Message{Header: sa.header(IKE_SA_INIT, 0, true), Payloads: ps}
 	sa.initReq = append([]byte(nil), pkt[:m.Length]...)
 	sa.initResp = resp.Encode()
@@ -330,6 +347,13 @@ func (sa *IKESA) handleInitResponse(m *Message) {
 		sa.natLocal = true
 	}
 	sa.initResp = append([]byte(nil), m.encoded...)
+	sa.peerHashes, sa.peerAnnounced = parseSignatureHashes(m.Payloads)
+	idi := sa.cfg.localID().payload(false)
+	auth, err := sa.ourAuth(idi)
+	if err != nil {
+		sa.fail(&Failure{Reason: ReasonAuthenticationFailed, Peer: sa.remote, Exchange: IKE_AUTH, Detail: "we cannot authenticate: " + err.Error()})
+		return
+	}
 	// RFC 7296 2.23: float to port 4500 once a NAT is detected (or faked).
 	if sa.encapESP() {
 		sa.local = netip.AddrPortFrom(sa.local.Addr(), sa.ep.cfg.NATTPort)
@@ -337,7 +361,7 @@ func (sa *IKESA) handleInitResponse(m *Message) {
 	}
 	sa.out = nil
 	sa.state = StateAuthSent
-	sa.startExchange(sa.authExchange())
+	sa.startExchange(sa.authExchange(idi, auth))
 }
 
 func offersGroup(ps []Proposal, g DHGroup) bool {
@@ -363,7 +387,8 @@ func (sa *IKESA) peerError(ex ExchangeType, n *Notify) *Failure {
 		}
 	case AUTHENTICATION_FAILED:
 		f.Reason = ReasonAuthenticationFailed
-		f.Detail = "we are " + sa.cfg.LocalID.String()
+		f.OurAuth = sa.cfg.LocalAuth
+		f.Detail = sa.whoWeAre()
 	case TS_UNACCEPTABLE:
 		f.Reason = ReasonTSUnacceptable
 	default:
@@ -374,18 +399,23 @@ func (sa *IKESA) peerError(ex ExchangeType, n *Notify) *Failure {
 }
 
 // authExchange is our IKE_AUTH request with the first CHILD_SA.
-func (sa *IKESA) authExchange() *exchange {
+func (sa *IKESA) authExchange(idi *ID, auth *Auth) *exchange {
 	inSPI := sa.ep.allocSPI()
 	reqID := sa.ep.newReqID()
 	ex := &exchange{typ: IKE_AUTH}
 	ex.build = func() []Payload {
-		idi := sa.cfg.LocalID.payload(false)
-		auth := pskAuth(sa.keys.prf, sa.cfg.PSK, sa.initReq, sa.nr, sa.keys.pi, idi)
+		// RFC 7296 1.2: IDi, [CERT+], [CERTREQ+], [IDr], AUTH, SAi2, TSi, TSr.
 		ps := []Payload{idi}
+		if sa.cfg.LocalAuth == AuthByCert {
+			ps = append(ps, certPayloads(sa.cfg.LocalCert)...)
+		}
+		if sa.cfg.RemoteAuth == AuthByCert && len(sa.cfg.TrustedCAs) > 0 {
+			ps = append(ps, certRequest(sa.cfg.TrustedCAs))
+		}
 		if !sa.cfg.RemoteID.IsZero() {
 			ps = append(ps, sa.cfg.RemoteID.payload(true))
 		}
-		ps = append(ps, &Auth{Method: AuthSharedKeyMIC, Data: auth})
+		ps = append(ps, auth)
 		if sa.ep.firstContact(sa) {
 			ps = append(ps, &Notify{NotifyType: INITIAL_CONTACT})
 		}
@@ -417,13 +447,10 @@ func (sa *IKESA) handleAuthResponse(ps []Payload, inSPI, reqID uint32) {
 		return
 	}
 	var why string
-	switch {
-	case !sa.cfg.RemoteID.IsZero() && !sa.cfg.RemoteID.equal(idr):
+	if !sa.cfg.RemoteID.IsZero() && !sa.cfg.RemoteID.equal(idr) {
 		why = fmt.Sprintf("identity mismatch: the peer calls itself %s, we expect %s", Identity{idr.IDType, idr.Data}, sa.cfg.RemoteID)
-	case auth.Method != AuthSharedKeyMIC:
-		why = fmt.Sprintf("the peer authenticates with method %d, we expect a pre-shared key", auth.Method)
-	case !verifyPSKAuth(sa.keys.prf, sa.cfg.PSK, sa.initResp, sa.ni, sa.keys.pr, idr, auth.Data):
-		why = fmt.Sprintf("pre-shared key mismatch: the AUTH of peer %s does not verify with our secret", Identity{idr.IDType, idr.Data})
+	} else {
+		why = sa.checkPeerAuth(idr, auth, ps)
 	}
 	if why != "" {
 		sa.ep.freeSPI(inSPI)
@@ -509,24 +536,29 @@ func (sa *IKESA) handleAuthRequest(m *Message, ps []Payload) {
 		refuse(fmt.Sprintf("identity mismatch: the peer calls itself %s, we expect %s", peerID, sa.cfg.RemoteID))
 		return
 	}
-	if idr, _ := findPayload(ps, PayloadIDr).(*ID); idr != nil && !sa.cfg.LocalID.equal(idr) {
-		refuse(fmt.Sprintf("identity mismatch: the peer expects us to be %s, we are %s", Identity{idr.IDType, idr.Data}, sa.cfg.LocalID))
+	if idr, _ := findPayload(ps, PayloadIDr).(*ID); idr != nil && !sa.cfg.localID().equal(idr) {
+		refuse(fmt.Sprintf("identity mismatch: the peer expects us to be %s, we are %s", Identity{idr.IDType, idr.Data}, sa.cfg.localID()))
 		return
 	}
-	if auth.Method != AuthSharedKeyMIC {
-		refuse(fmt.Sprintf("peer %s authenticates with method %d, we expect a pre-shared key", peerID, auth.Method))
+	if why := sa.checkPeerAuth(idi, auth, ps); why != "" {
+		refuse(why)
 		return
 	}
-	if !verifyPSKAuth(sa.keys.prf, sa.cfg.PSK, sa.initReq, sa.nr, sa.keys.pi, idi, auth.Data) {
-		refuse(fmt.Sprintf("pre-shared key mismatch: the AUTH of peer %s does not verify with our secret", peerID))
+	idr := sa.cfg.localID().payload(true)
+	ourAuth, err := sa.ourAuth(idr)
+	if err != nil {
+		refuse("we cannot authenticate: " + err.Error())
 		return
 	}
 	sa.establish()
 	if findNotify(ps, INITIAL_CONTACT) != nil {
 		sa.ep.dropOthers(sa)
 	}
-	idr := sa.cfg.LocalID.payload(true)
-	resp := []Payload{idr, &Auth{Method: AuthSharedKeyMIC, Data: pskAuth(sa.keys.prf, sa.cfg.PSK, sa.initResp, sa.ni, sa.keys.pr, idr)}}
+	resp := []Payload{idr}
+	if sa.cfg.LocalAuth == AuthByCert {
+		resp = append(resp, certPayloads(sa.cfg.LocalCert)...)
+	}
+	resp = append(resp, ourAuth)
 	pc, answer, fail := sa.acceptChildRequest(IKE_AUTH, ps, sa.ni, sa.nr, 0)
 	resp = append(resp, answer...)
 	sa.respond(m, resp)

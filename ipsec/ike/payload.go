@@ -212,7 +212,9 @@ func (p *ID) appendBody(b []byte) []byte {
 	return append(append(b, byte(p.IDType), 0, 0, 0), p.Data...)
 }
 
-// Cert is CERT or CERTREQ, kept opaque: flashgate authenticates with PSKs.
+// Cert is CERT or CERTREQ (RFC 7296 3.6, 3.7). Encoding 4 (X.509
+// signature) carries one DER certificate in a CERT, and concatenated SHA-1
+// hashes of CA public keys in a CERTREQ; see certs.go.
 type Cert struct {
 	Request  bool
 	Encoding uint8
@@ -234,7 +236,10 @@ const (
 	AuthRSA          AuthMethod = 1
 	AuthSharedKeyMIC AuthMethod = 2
 	AuthDSS          AuthMethod = 3
-	AuthDigitalSig   AuthMethod = 14
+	AuthECDSA256     AuthMethod = 9  // RFC 4754: ECDSA with SHA-256 on P-256
+	AuthECDSA384     AuthMethod = 10 // ECDSA with SHA-384 on P-384
+	AuthECDSA521     AuthMethod = 11 // ECDSA with SHA-512 on P-521
+	AuthDigitalSig   AuthMethod = 14 // RFC 7427
 )
 
 // Auth is the Authentication payload.
