@@ -91,7 +91,7 @@ func (l *interopLab) startCharon() {
 	os.MkdirAll(filepath.Join(l.dir, "run"), 0o755)
 	conf := fmt.Sprintf(`charon {
   load_modular = no
-  load = random nonce openssl aes sha1 sha2 hmac gcm chapoly curve25519 gmp x509 pubkey pkcs1 pem kdf kernel-libipsec kernel-netlink socket-default vici
+  load = random nonce openssl aes sha1 sha2 hmac gcm chapoly curve25519 gmp x509 pubkey pkcs1 pkcs8 pem kdf mgf1 revocation constraints kernel-libipsec kernel-netlink socket-default vici
   port = 500
   port_nat_t = 4500
   retransmit_tries = 3
