@@ -119,3 +119,31 @@ func TestLocalVersion(t *testing.T) {
 		t.Errorf("LocalVersion %q, want -<debian revision>-flashgate", lv)
 	}
 }
+
+// Route-based tunnels (docs/tunnels.md) put each tunnel's SAs behind an XFRM
+// interface (ipsecN, type xfrm, with an if_id), so every board's kernel
+// needs XFRM interfaces besides ESP; the interface driver needs IPv6 in
+// Kconfig, and the MSS clamp on tunnel interfaces reads the route's MTU
+// (nft "rt mtu", built into nf_tables).
+func TestEveryKernelHasXFRMInterfaces(t *testing.T) {
+	for _, c := range []struct {
+		class Class
+		board string
+	}{
+		{ClassI586, "alix2d13"}, {ClassI586, "net4801"}, {ClassI586, "qemu"}, {ClassX8664, "apu2"}, {ClassX8664, "qemu-x86_64"},
+	} {
+		frags, err := Fragments(c.class, c.board)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := ParseSettings(frags...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sym := range []string{"CONFIG_XFRM_USER", "CONFIG_XFRM_INTERFACE", "CONFIG_INET_ESP", "CONFIG_IPV6", "CONFIG_NF_TABLES"} {
+			if s[sym] != "y" {
+				t.Errorf("%s: %s = %q, want y", c.board, sym, s[sym])
+			}
+		}
+	}
+}
