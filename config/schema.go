@@ -210,6 +210,25 @@ func (v IKEVersion) Or2() IKEVersion {
 // text form).
 func (v IKEVersion) IsZero() bool { return v == 0 || v == IKEv2 }
 
+// Tunnel modes.
+const (
+	// ModePolicy: the subnets are the traffic selectors, and traffic
+	// between them goes through the tunnel wherever the routes say
+	// (XFRM policies, or the userspace plane's routes into its TUN).
+	ModePolicy = "policy"
+	// ModeRoute: the tunnel is an interface (ipsecN); what the routing
+	// table sends into it is encrypted, whatever the subnets. The
+	// selectors default to any-to-any (0.0.0.0/0 both ways).
+	ModeRoute = "route"
+)
+
+// RouteInterfacePrefix is how a route tunnel's interface is named:
+// "ipsec" and a number from 0 to MaxRouteInterface.
+const (
+	RouteInterfacePrefix = "ipsec"
+	MaxRouteInterface    = 9999
+)
+
 // Tunnel is one IPsec site-to-site tunnel authenticated with a PSK.
 type Tunnel struct {
 	Name    string `json:"name"`
@@ -241,6 +260,45 @@ type Tunnel struct {
 	// the proposals, for peers that can do nothing better. The web UI,
 	// the console and the status show such proposals as weak.
 	LegacyAlgorithms bool `json:"legacy_algorithms,omitempty"`
+
+	// Mode is policy (the default, also when empty) or route.
+	Mode string `json:"mode,omitempty"`
+	// Interface is a route tunnel's interface, ipsecN (see
+	// RouteInterfacePrefix); its XFRM if_id is N+1 (IfID).
+	Interface string `json:"interface,omitempty"`
+	// MTU of a route tunnel's interface; 0 sizes it for the ESP overhead
+	// of the tunnel's proposals on a 1500-byte path (RouteMTU).
+	MTU int `json:"mtu,omitempty"`
+	// InnerAddresses are a route tunnel's own addresses on its
+	// interface, usually the /30 (or /31) the cloud gives each tunnel.
+	InnerAddresses []Prefix `json:"inner_addresses,omitempty"`
+}
+
+// IsRoute reports whether t is a route-based tunnel.
+func (t *Tunnel) IsRoute() bool { return t.Mode == ModeRoute }
+
+// IfID is the XFRM interface ID of a route tunnel (N+1 for ipsecN: the
+// kernel refuses if_id 0), or 0 for a policy tunnel or a malformed name.
+func (t *Tunnel) IfID() uint32 {
+	if !t.IsRoute() {
+		return 0
+	}
+	n, ok := routeInterfaceNumber(t.Interface)
+	if !ok {
+		return 0
+	}
+	return uint32(n) + 1
+}
+
+// RouteTunnelByInterface returns the enabled or disabled route tunnel whose
+// interface is name, or nil.
+func (c *Config) RouteTunnelByInterface(name string) *Tunnel {
+	for i := range c.Tunnels {
+		if t := &c.Tunnels[i]; t.IsRoute() && t.Interface == name {
+			return t
+		}
+	}
+	return nil
 }
 
 // Tunnel returns the tunnel called name, or nil.

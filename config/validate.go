@@ -392,7 +392,7 @@ func (v *validator) checkDHCPAddr(path string, a Addr) bool {
 // checkIfRef checks that name is an existing interface, or a zone when
 // zones is true. Empty is allowed (any).
 func (v *validator) checkIfRef(path, name string, zones bool) {
-	if name == "" || v.c.Interface(name) != nil {
+	if name == "" || v.c.Interface(name) != nil || v.c.RouteTunnelByInterface(name) != nil {
 		return
 	}
 	if zones && slices.Contains(Zones, name) {
@@ -547,7 +547,14 @@ func (v *validator) tunnels() {
 			}
 		}
 	}
+	routeIfs := map[string]string{}
 	names(v, "tunnels", v.c.Tunnels, func(t *Tunnel) string { return t.Name }, nameRE, func(path string, t *Tunnel) {
+		switch t.Mode {
+		case "", ModePolicy, ModeRoute:
+		default:
+			v.add(path+".mode", "%q is not policy or route", t.Mode)
+		}
+		v.checkRouteTunnel(path, t, routeIfs)
 		v.checkAddr(path+".local_address", t.LocalAddress, false)
 		remoteOK := v.checkAddr(path+".remote_address", t.RemoteAddress, false)
 		if !t.RemoteAddress.IsSet() && t.StartAction != StartRespond {
@@ -577,10 +584,12 @@ func (v *validator) tunnels() {
 		rules := t.Rules()
 		v.proposals(path+".ike_proposals", t.IKEProposals, rules.CheckIKE)
 		v.proposals(path+".esp_proposals", t.ESPProposals, rules.CheckESP)
-		if len(t.LocalSubnets) == 0 {
+		// A route tunnel's subnets are only its selectors, any-to-any
+		// when left out: the routes decide what goes into it.
+		if len(t.LocalSubnets) == 0 && !t.IsRoute() {
 			v.add(path+".local_subnets", "at least one local subnet is needed")
 		}
-		if len(t.RemoteSubnets) == 0 {
+		if len(t.RemoteSubnets) == 0 && !t.IsRoute() {
 			v.add(path+".remote_subnets", "at least one remote subnet is needed")
 		}
 		var mine []owned
@@ -599,6 +608,11 @@ func (v *validator) tunnels() {
 			// makes those hosts unreachable one way or the other. A
 			// broader remote network is fine: 0.0.0.0/0 sends everything
 			// but the more specific local networks through the tunnel.
+			if t.IsRoute() {
+				// Selectors only: two route tunnels to one peer both
+				// carry 0.0.0.0/0, told apart by their interfaces.
+				continue
+			}
 			for _, o := range mine {
 				if within(p.Prefix, o.p) {
 					v.add(rp, "%s lies within this tunnel's own %s (%s)", p, o.path, o.p)
