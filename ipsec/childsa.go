@@ -43,6 +43,10 @@ type ChildSA struct {
 	IntegKey  []byte
 
 	LocalTS, RemoteTS []netip.Prefix // traffic selectors, from our side's view
+	// IfID is non-zero for the SAs of a route-based tunnel: the XFRM
+	// interface ID of its interface (TunnelInterface.IfID). Its traffic
+	// goes in and out through that interface, not by policy alone.
+	IfID uint32
 	ReplayWindow      uint32         // packets; at least 1024 for userspace ESP
 
 	SoftLifetime, HardLifetime time.Duration
@@ -93,4 +97,35 @@ type DataPlane interface {
 	Stats(spi uint32) (SAStats, error)
 	Expires() <-chan Expire
 	Close() error
+}
+
+// TunnelInterface is the interface of a route-based tunnel (ipsecN): what
+// is routed into it is encrypted into the tunnel's newest CHILD_SA, and
+// what that tunnel's SAs decrypt comes out of it. The kernel plane makes it
+// an XFRM interface with IfID; the userspace plane a TUN. Routes are
+// present only while the interface carries at least one CHILD_SA, so that
+// a tunnel that is down (DPD, a deleted SA) leaves its destinations to
+// another route, such as a second tunnel's with a higher metric.
+type TunnelInterface struct {
+	Name      string // ipsecN
+	IfID      uint32 // non-zero
+	MTU       int
+	Addresses []netip.Prefix // inner addresses, e.g. 169.254.10.2/30
+	Routes    []TunnelRoute
+}
+
+// TunnelRoute is a route through a TunnelInterface.
+type TunnelRoute struct {
+	Destination netip.Prefix
+	Gateway     netip.Addr // optional: an inner address of the peer
+	Metric      int
+}
+
+// Interfaces is implemented by data planes that carry route-based
+// tunnels. SetInterfaces makes the set of tunnel interfaces want: it
+// creates the missing ones, updates MTU, addresses and routes of the
+// others and removes those no longer wanted. Pairs whose IfID names an
+// interface that is not there are refused by AddPair.
+type Interfaces interface {
+	SetInterfaces(want []TunnelInterface) error
 }

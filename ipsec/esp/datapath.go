@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/netip"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -23,8 +24,12 @@ const (
 // in place in a buffer where the ESP packets of one peer lie back to back,
 // and hands them to the kernel with one sendmmsg, each run of same-sized
 // packets as one UDP GSO message.
-func (d *Device) encryptLoop(q *os.File, sock, raw *udpSocket) {
-	defer d.wg.Done()
+//
+// ifID is 0 for the policy TUN, whose packets go to the SA whose selectors
+// cover them, and a route tunnel's if_id for that tunnel's TUN, whose
+// packets go only to that tunnel's SAs.
+func (d *Device) encryptLoop(q *os.File, sock, raw *udpSocket, ifID uint32, wg *sync.WaitGroup) {
+	defer wg.Done()
 	rc, err := q.SyscallConn()
 	if err != nil {
 		return
@@ -53,10 +58,10 @@ func (d *Device) encryptLoop(q *os.File, sock, raw *udpSocket) {
 			}
 			h.decode(frame)
 			pkt := frame[vnetHdrLen:]
-			sa := t.outbound(pkt)
+			sa := t.outbound(pkt, ifID)
 			if sa == nil {
 				d.Counters.NoSA.Add(1)
-				if d.missing != nil {
+				if d.missing != nil && ifID == 0 {
 					missing.report(d, pkt)
 				}
 				continue
@@ -207,24 +212,16 @@ func (b *txBatch) flush() {
 // datagrams, hands IKE to the IKE handler, decrypts ESP in place and
 // writes the inner packets to the TUN, merged back into TCP super-packets
 // where the flow allows.
-func (d *Device) decryptLoop(sock *udpSocket, q *os.File) {
+//
+// worker is the index of the worker: a route tunnel's packets go to the
+// same-numbered queue of its TUN.
+func (d *Device) decryptLoop(sock *udpSocket, q *os.File, worker int) {
 	defer d.wg.Done()
-	raw, err := q.SyscallConn()
+	co, err := d.tunCoalescer(q)
 	if err != nil {
 		return
 	}
-	w := &tunWriter{}
-	w.fn = w.write
-	co := newCoalescer(func(frame []byte) error {
-		w.frame, w.err = frame, nil
-		if err := raw.Write(w.fn); err != nil {
-			return err
-		}
-		if w.err != nil {
-			d.Counters.RxErrors.Add(1)
-		}
-		return nil
-	})
+	sinks := &rxSinks{d: d, main: co, worker: worker, routes: map[*routeTUN]*coalescer{}}
 	for {
 		n, err := sock.recv()
 		if err != nil {
@@ -243,12 +240,12 @@ func (d *Device) decryptLoop(sock *udpSocket, q *os.File) {
 			}
 			for off := 0; off < len(data); off += segSize {
 				dg := data[off:min(off+segSize, len(data))]
-				if sa := d.receive(t, dg, from, co); sa != nil {
+				if sa := d.receive(t, dg, from, sinks); sa != nil {
 					last = sa
 				}
 			}
 		}
-		if err := co.flush(); err != nil {
+		if err := sinks.flush(t); err != nil {
 			return
 		}
 		if last != nil {
@@ -258,7 +255,7 @@ func (d *Device) decryptLoop(sock *udpSocket, q *os.File) {
 }
 
 // receive handles one datagram from port 4500 or one raw ESP packet.
-func (d *Device) receive(t *saTable, dg []byte, from netip.AddrPort, co *coalescer) *SA {
+func (d *Device) receive(t *saTable, dg []byte, from netip.AddrPort, sinks *rxSinks) *SA {
 	udp := from.Port() != 0 // raw ESP has no port, and no IKE or keepalives
 	switch {
 	case udp && len(dg) == 1 && dg[0] == 0xff:
@@ -286,10 +283,75 @@ func (d *Device) receive(t *saTable, dg []byte, from netip.AddrPort, co *coalesc
 		}
 		return sa
 	}
+	co := sinks.forSA(t, sa)
+	if co == nil {
+		d.Counters.RxErrors.Add(1) // its route tunnel's TUN is gone
+		return sa
+	}
 	if err := co.add(inner); err != nil {
 		d.Counters.RxErrors.Add(1)
 	}
 	return sa
+}
+
+// tunCoalescer returns a coalescer writing to the TUN queue q.
+func (d *Device) tunCoalescer(q *os.File) (*coalescer, error) {
+	raw, err := q.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	w := &tunWriter{}
+	w.fn = w.write
+	return newCoalescer(func(frame []byte) error {
+		w.frame, w.err = frame, nil
+		if err := raw.Write(w.fn); err != nil {
+			return err
+		}
+		if w.err != nil {
+			d.Counters.RxErrors.Add(1)
+		}
+		return nil
+	}), nil
+}
+
+// rxSinks are where one RX worker writes decrypted packets: the policy
+// TUN, or the TUN of the route tunnel the SA belongs to.
+type rxSinks struct {
+	d      *Device
+	main   *coalescer
+	worker int
+	routes map[*routeTUN]*coalescer
+}
+
+func (s *rxSinks) forSA(t *saTable, sa *SA) *coalescer {
+	if sa.IfID == 0 {
+		return s.main
+	}
+	rt := t.tuns[sa.IfID]
+	if rt == nil {
+		return nil
+	}
+	co := s.routes[rt]
+	if co == nil {
+		var err error
+		if co, err = s.d.tunCoalescer(rt.tun.queues[s.worker%len(rt.tun.queues)]); err != nil {
+			return nil
+		}
+		s.routes[rt] = co
+	}
+	return co
+}
+
+// flush writes what is pending. An error on the policy TUN ends the worker
+// (the Device is closing); a route tunnel's TUN that fails was removed, and
+// is forgotten.
+func (s *rxSinks) flush(t *saTable) error {
+	for rt, co := range s.routes {
+		if err := co.flush(); err != nil || t.tuns[rt.ifID] != rt {
+			delete(s.routes, rt)
+		}
+	}
+	return s.main.flush()
 }
 
 // tunWriter writes one frame to a non-blocking TUN queue.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flashgate/flashgate/ipsec"
+	"github.com/flashgate/flashgate/ipsec/tunnelif"
 )
 
 // Config says where a Device carries traffic.
@@ -93,8 +95,10 @@ type Device struct {
 	table atomic.Pointer[saTable]
 	ike   atomic.Pointer[func(pkt []byte, from netip.AddrPort)]
 
-	mu     sync.Mutex // serializes AddPair, DeletePair, Close
+	mu     sync.Mutex // serializes AddPair, DeletePair, SetInterfaces, Close
 	pairs  map[uint32]*pair
+	tuns   map[uint32]*routeTUN // route tunnels' TUNs by if_id
+	ifs    *tunnelif.Table
 	routes map[netip.Prefix]int
 	added  uint64
 
@@ -108,7 +112,20 @@ type Device struct {
 	Counters DeviceCounters
 }
 
-var _ ipsec.DataPlane = (*Device)(nil)
+var (
+	_ ipsec.DataPlane  = (*Device)(nil)
+	_ ipsec.Interfaces = (*Device)(nil)
+)
+
+// routeTUN is the TUN of one route tunnel (ipsecN), with TX workers of its
+// own that send from duplicates of the Device's sockets.
+type routeTUN struct {
+	ifID  uint32
+	tun   *tunDevice
+	link  netlink.Link
+	socks []*udpSocket
+	wg    sync.WaitGroup
+}
 
 type pair struct {
 	in, out *SA
@@ -119,8 +136,9 @@ type pair struct {
 // saTable is an immutable snapshot read by the workers without locks and
 // replaced whole by AddPair and DeletePair.
 type saTable struct {
-	in  map[uint32]*SA
-	out []*SA // newest first: during a rekey outbound traffic uses the new SA
+	in   map[uint32]*SA
+	out  []*SA                // newest first: during a rekey outbound traffic uses the new SA
+	tuns map[uint32]*routeTUN // route tunnels' TUNs, by if_id
 }
 
 // NewDevice creates the TUN interface, brings it up and starts the workers,
@@ -141,6 +159,7 @@ func NewDevice(cfg Config) (*Device, error) {
 	d := &Device{
 		cfg:     cfg,
 		pairs:   make(map[uint32]*pair),
+		tuns:    make(map[uint32]*routeTUN),
 		routes:  make(map[netip.Prefix]int),
 		expires: make(chan ipsec.Expire, 64),
 		stop:    make(chan struct{}),
@@ -153,6 +172,7 @@ func NewDevice(cfg Config) (*Device, error) {
 	if d.nl, err = netlink.NewHandle(); err != nil {
 		return nil, fmt.Errorf("netlink: %w", err)
 	}
+	d.ifs = tunnelif.New(d.nl)
 	if d.tun, err = openTUN(cfg.TUN, cfg.Workers); err != nil {
 		d.nl.Close()
 		return nil, err
@@ -204,12 +224,12 @@ func NewDevice(cfg Config) (*Device, error) {
 			raw = d.raws[i]
 		}
 		d.wg.Add(2)
-		go d.encryptLoop(d.tun.queues[i], d.socks[i], raw)
-		go d.decryptLoop(d.socks[i], d.tun.queues[i])
+		go d.encryptLoop(d.tun.queues[i], d.socks[i], raw, 0, &d.wg)
+		go d.decryptLoop(d.socks[i], d.tun.queues[i], i)
 	}
 	if !cfg.NoRawESP {
 		d.wg.Add(1)
-		go d.decryptLoop(d.raws[0], d.tun.queues[0])
+		go d.decryptLoop(d.raws[0], d.tun.queues[0], 0)
 	}
 	if d.missing != nil {
 		// Not in wg: the hook may call AddTrap or AddPair, which wait
@@ -275,6 +295,25 @@ func (d *Device) AddPair(in, out *ipsec.ChildSA) error {
 	}
 	if _, dup := d.table.Load().in[in.SPI]; dup {
 		return fmt.Errorf("AddPair: inbound SPI %08x already installed", in.SPI)
+	}
+	if in.IfID != out.IfID {
+		return fmt.Errorf("AddPair %08x/%08x: if_ids differ (%d, %d)", in.SPI, out.SPI, in.IfID, out.IfID)
+	}
+	if out.IfID != 0 {
+		// A route tunnel's pair: its interface's routes steer the
+		// traffic, and come in with the first pair.
+		if d.tuns[out.IfID] == nil {
+			return fmt.Errorf("AddPair %08x/%08x: no tunnel interface with if_id %d", in.SPI, out.SPI, out.IfID)
+		}
+		d.added++
+		pr := &pair{in: inSA, out: outSA, added: d.added}
+		pr.timers = d.lifetimeTimers(in)
+		d.pairs[in.SPI] = pr
+		d.publish()
+		if err := d.ifs.PairAdded(out.IfID); err != nil {
+			return fmt.Errorf("AddPair %08x/%08x: %w", in.SPI, out.SPI, err)
+		}
+		return nil
 	}
 	var added []netip.Prefix
 	for _, p := range out.RemoteTS {
@@ -346,7 +385,13 @@ func (d *Device) DeletePair(inboundSPI uint32) error {
 		t.Stop()
 	}
 	var errs []error
+	if pr.out.IfID != 0 {
+		errs = append(errs, d.ifs.PairDeleted(pr.out.IfID))
+	}
 	for _, p := range pr.out.RemoteTS {
+		if pr.out.IfID != 0 {
+			break
+		}
 		p = p.Masked()
 		if d.routes[p]--; d.routes[p] <= 0 {
 			delete(d.routes, p)
@@ -365,7 +410,7 @@ func (d *Device) DeletePair(inboundSPI uint32) error {
 
 // publish rebuilds the snapshot the workers read. Called with d.mu held.
 func (d *Device) publish() {
-	t := &saTable{in: make(map[uint32]*SA, len(d.pairs))}
+	t := &saTable{in: make(map[uint32]*SA, len(d.pairs)), tuns: maps.Clone(d.tuns)}
 	prs := make([]*pair, 0, len(d.pairs))
 	for _, pr := range d.pairs {
 		t.in[pr.in.SPI] = pr.in
@@ -426,6 +471,10 @@ func (d *Device) Close() error {
 		errs = append(errs, s.close())
 	}
 	errs = append(errs, d.tun.close())
+	for id, rt := range d.tuns {
+		errs = append(errs, d.closeRouteTUN(rt))
+		delete(d.tuns, id)
+	}
 	d.wg.Wait()
 	for spi, pr := range d.pairs {
 		for _, t := range pr.timers {
@@ -461,9 +510,9 @@ func prefixNet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }
 
-// outbound picks the newest live outbound SA whose selectors cover the
-// inner packet.
-func (t *saTable) outbound(pkt []byte) *SA {
+// outbound picks the newest live outbound SA of the route tunnel ifID (0:
+// of no route tunnel) whose selectors cover the inner packet.
+func (t *saTable) outbound(pkt []byte, ifID uint32) *SA {
 	var src, dst netip.Addr
 	switch pkt[0] >> 4 {
 	case 4:
@@ -477,9 +526,110 @@ func (t *saTable) outbound(pkt []byte) *SA {
 		return nil
 	}
 	for _, sa := range t.out {
-		if !sa.dead.Load() && matchAny(sa.RemoteTS, dst) && matchAny(sa.LocalTS, src) {
+		if sa.IfID == ifID && !sa.dead.Load() && matchAny(sa.RemoteTS, dst) && matchAny(sa.LocalTS, src) {
 			return sa
 		}
 	}
 	return nil
+}
+
+// SetInterfaces implements ipsec.Interfaces: a route tunnel's interface is
+// a TUN of its own (ipsecN), with as many queues and TX workers as the
+// Device has workers. Its routes are present while it carries a pair.
+func (d *Device) SetInterfaces(want []ipsec.TunnelInterface) error {
+	if err := tunnelif.Check(want); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed.Load() {
+		return errors.New("SetInterfaces: device closed")
+	}
+	missing, gone := d.ifs.Wanted(want)
+	var errs []error
+	for _, id := range gone {
+		errs = append(errs, d.ifs.Remove(id))
+		if rt := d.tuns[id]; rt != nil {
+			delete(d.tuns, id)
+			d.publish()
+			errs = append(errs, d.closeRouteTUN(rt))
+		}
+	}
+	for _, w := range missing {
+		if w.Name == d.cfg.TUN {
+			errs = append(errs, fmt.Errorf("tunnel interface %s: that is the policy TUN's name", w.Name))
+			continue
+		}
+		rt, err := d.openRouteTUN(w)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		d.tuns[w.IfID] = rt
+	}
+	d.publish()
+	for _, w := range want {
+		if rt := d.tuns[w.IfID]; rt != nil {
+			errs = append(errs, d.ifs.Configure(rt.link, w))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// openRouteTUN creates the TUN of a route tunnel and starts its TX
+// workers. Called with d.mu held.
+func (d *Device) openRouteTUN(w ipsec.TunnelInterface) (*routeTUN, error) {
+	rt := &routeTUN{ifID: w.IfID}
+	var err error
+	if rt.tun, err = openTUN(w.Name, len(d.socks)); err != nil {
+		return nil, fmt.Errorf("tunnel interface %s: %w", w.Name, err)
+	}
+	fail := func(err error) (*routeTUN, error) {
+		for _, s := range rt.socks {
+			s.close()
+		}
+		rt.tun.close()
+		return nil, fmt.Errorf("tunnel interface %s: %w", w.Name, err)
+	}
+	if rt.link, err = d.nl.LinkByName(w.Name); err != nil {
+		return fail(err)
+	}
+	var raws []*udpSocket
+	for i := range d.socks {
+		s, err := d.socks[i].dup()
+		if err != nil {
+			return fail(err)
+		}
+		rt.socks = append(rt.socks, s)
+		if len(d.raws) > 0 {
+			r, err := d.raws[0].dup()
+			if err != nil {
+				return fail(err)
+			}
+			rt.socks = append(rt.socks, r)
+			raws = append(raws, r)
+		} else {
+			raws = append(raws, nil)
+		}
+	}
+	for i, q := range rt.tun.queues {
+		udp := rt.socks[i]
+		if len(d.raws) > 0 {
+			udp = rt.socks[2*i]
+		}
+		rt.wg.Add(1)
+		go d.encryptLoop(q, udp, raws[i], w.IfID, &rt.wg)
+	}
+	return rt, nil
+}
+
+// closeRouteTUN stops a route tunnel's TX workers; closing its queues
+// removes the interface, and the kernel its routes.
+func (d *Device) closeRouteTUN(rt *routeTUN) error {
+	err := rt.tun.close()
+	rt.wg.Wait()
+	for _, s := range rt.socks {
+		s.close()
+	}
+	return err
 }

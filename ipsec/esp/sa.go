@@ -76,6 +76,9 @@ type SA struct {
 	// for raw ESP.
 	EncapSrcPort, EncapDstPort uint16
 	LocalTS, RemoteTS          []netip.Prefix
+	// IfID is the route tunnel interface the SA belongs to (0: none):
+	// its traffic comes from and goes to that interface's TUN.
+	IfID uint32
 
 	suite   *suite
 	scratch sync.Pool
@@ -114,7 +117,7 @@ func NewSA(c *ipsec.ChildSA, onExpire func(sa *SA, hard bool)) (*SA, error) {
 	sa := &SA{
 		SPI: c.SPI, ReqID: c.ReqID, Inbound: c.Inbound, Src: c.Src, Dst: c.Dst,
 		EncapSrcPort: c.EncapSrcPort, EncapDstPort: c.EncapDstPort,
-		LocalTS: c.LocalTS, RemoteTS: c.RemoteTS,
+		LocalTS: c.LocalTS, RemoteTS: c.RemoteTS, IfID: c.IfID,
 		suite:     s,
 		softBytes: c.SoftBytes, hardBytes: c.HardBytes,
 		onExpire: onExpire,

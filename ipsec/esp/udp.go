@@ -124,14 +124,19 @@ func listenRawESP(addr netip.Addr) (*udpSocket, error) {
 
 // dupRaw returns another handle on the same raw socket with its own
 // batch buffers, for a second worker to send from.
-func (s *udpSocket) dupRaw() (*udpSocket, error) {
+func (s *udpSocket) dupRaw() (*udpSocket, error) { return s.dup() }
+
+// dup returns another handle on the same socket with its own batch
+// buffers, for a worker that only sends (a route tunnel's TX workers share
+// the NAT-T sockets' port without taking a share of what they receive).
+func (s *udpSocket) dup() (*udpSocket, error) {
 	var fd int
 	var err error
 	cerr := s.raw.Control(func(f uintptr) { fd, err = unix.FcntlInt(f, unix.F_DUPFD_CLOEXEC, 0) })
 	if err = errors.Join(cerr, err); err != nil {
-		return nil, fmt.Errorf("raw ESP socket: dup: %w", err)
+		return nil, fmt.Errorf("%s: dup: %w", s.f.Name(), err)
 	}
-	d := &udpSocket{rawESP: true}
+	d := &udpSocket{rawESP: s.rawESP, gso: s.gso}
 	if err := d.init(fd, s.f.Name()); err != nil {
 		return nil, err
 	}

@@ -35,7 +35,10 @@ func FromConfig(c *config.Config) *Desired {
 		}
 	}
 	for _, r := range c.Routes {
-		if !r.Enabled {
+		if !r.Enabled || c.RouteTunnelByInterface(r.Interface) != nil {
+			// Routes through a route tunnel's ipsecN are iked's: it
+			// owns the interface and adds them only while the tunnel
+			// carries a CHILD_SA (docs/architecture.md).
 			continue
 		}
 		d.Routes = append(d.Routes, Route{Destination: r.Destination.Prefix, Gateway: r.Gateway.Addr,
