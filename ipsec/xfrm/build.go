@@ -17,6 +17,7 @@ type state struct {
 	SoftBytes, HardBytes       uint64 // 0 = no limit
 	SoftSeconds, HardSeconds   uint64 // 0 = no limit
 	Seq                        uint32 // of the acquire this SA answers, 0 for none
+	IfID                       uint32 // XFRM interface (route tunnels), 0 for none
 }
 
 // policy is one kernel policy with its single ESP tunnel template.
@@ -26,6 +27,7 @@ type policy struct {
 	Priority         uint32
 	TmplSrc, TmplDst netip.Addr
 	ReqID            uint32
+	IfID             uint32 // XFRM interface (route tunnels), 0 for none
 }
 
 // minReplayWindow is the smallest anti-replay window we install on inbound
@@ -50,7 +52,7 @@ func buildState(c *ipsec.ChildSA) (*state, error) {
 	}
 	st := &state{
 		Src: c.Src.Unmap(), Dst: c.Dst.Unmap(),
-		SPI: c.SPI, ReqID: c.ReqID,
+		SPI: c.SPI, ReqID: c.ReqID, IfID: c.IfID,
 		AEAD: aead, Crypt: crypt, Auth: auth,
 		EncapSrcPort: c.EncapSrcPort, EncapDstPort: c.EncapDstPort,
 		SoftBytes: c.SoftBytes, HardBytes: c.HardBytes,
@@ -91,6 +93,9 @@ func buildPolicies(in, out *ipsec.ChildSA) ([]policy, error) {
 	if in.ReqID != out.ReqID {
 		return nil, fmt.Errorf("pair %08x/%08x: reqids differ (%d, %d)", in.SPI, out.SPI, in.ReqID, out.ReqID)
 	}
+	if in.IfID != out.IfID {
+		return nil, fmt.Errorf("pair %08x/%08x: if_ids differ (%d, %d)", in.SPI, out.SPI, in.IfID, out.IfID)
+	}
 	if len(out.LocalTS) == 0 || len(out.RemoteTS) == 0 {
 		return nil, fmt.Errorf("pair %08x/%08x: no traffic selectors", in.SPI, out.SPI)
 	}
@@ -104,9 +109,9 @@ func buildPolicies(in, out *ipsec.ChildSA) ([]policy, error) {
 			outSel := selector{Src: l, Dst: r}
 			inSel := selector{Src: r, Dst: l}
 			ps = append(ps,
-				policy{Sel: outSel, Dir: policyOut, Priority: policyPriority(outSel), TmplSrc: out.Src.Unmap(), TmplDst: out.Dst.Unmap(), ReqID: out.ReqID},
-				policy{Sel: inSel, Dir: policyIn, Priority: policyPriority(inSel), TmplSrc: in.Src.Unmap(), TmplDst: in.Dst.Unmap(), ReqID: in.ReqID},
-				policy{Sel: inSel, Dir: policyFwd, Priority: policyPriority(inSel), TmplSrc: in.Src.Unmap(), TmplDst: in.Dst.Unmap(), ReqID: in.ReqID},
+				policy{Sel: outSel, Dir: policyOut, Priority: policyPriority(outSel), TmplSrc: out.Src.Unmap(), TmplDst: out.Dst.Unmap(), ReqID: out.ReqID, IfID: out.IfID},
+				policy{Sel: inSel, Dir: policyIn, Priority: policyPriority(inSel), TmplSrc: in.Src.Unmap(), TmplDst: in.Dst.Unmap(), ReqID: in.ReqID, IfID: in.IfID},
+				policy{Sel: inSel, Dir: policyFwd, Priority: policyPriority(inSel), TmplSrc: in.Src.Unmap(), TmplDst: in.Dst.Unmap(), ReqID: in.ReqID, IfID: in.IfID},
 			)
 		}
 	}

@@ -333,3 +333,56 @@ func TestExtAckMessage(t *testing.T) {
 		t.Errorf("truncated: got %q, expected nothing", got)
 	}
 }
+
+// The pair of a route tunnel carries its interface's if_id on both SAs and
+// on every policy (XFRMA_IF_ID, native endian); the policy's id does too,
+// since the kernel names a policy by it, and two route tunnels to one peer
+// have the same any-to-any selectors.
+func TestRouteTunnelIfID(t *testing.T) {
+	in, out := childPair()
+	any4 := []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}
+	for _, c := range []*ipsec.ChildSA{in, out} {
+		c.IfID, c.LocalTS, c.RemoteTS = 3, any4, any4
+	}
+	for _, l := range []layout{{4}, {8}} {
+		for _, c := range []*ipsec.ChildSA{in, out} {
+			st, err := buildState(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v := attrs(t, l.encodeNewSA(st)[l.usersaInfoLen():])[attrIfID]; len(v) != 4 || ne.Uint32(v) != 3 {
+				t.Errorf("align %d: SA %08x if_id attribute %x, want 3", l.align, c.SPI, v)
+			}
+		}
+		pols, err := buildPolicies(in, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pols) != 3 {
+			t.Fatalf("%d policies for one any-to-any pair, want out, in, fwd", len(pols))
+		}
+		for i := range pols {
+			if v := attrs(t, l.encodePolicy(&pols[i])[l.userpolicyInfoLen():])[attrIfID]; len(v) != 4 || ne.Uint32(v) != 3 {
+				t.Errorf("align %d: policy %s if_id attribute %x, want 3", l.align, dirName(pols[i].Dir), v)
+			}
+			if v := attrs(t, encodePolicyID(&pols[i])[userpolicyID:])[attrIfID]; len(v) != 4 || ne.Uint32(v) != 3 {
+				t.Errorf("policy id %s: if_id attribute %x, want 3", dirName(pols[i].Dir), v)
+			}
+		}
+		other := pols[0]
+		other.IfID = 4
+		if samePolicy(&pols[0], &other) {
+			t.Error("two route tunnels' policies with one selector count as one")
+		}
+	}
+	// A policy tunnel's messages have no if_id at all.
+	in, out = childPair()
+	st, _ := buildState(out)
+	if _, ok := attrs(t, native.encodeNewSA(st)[native.usersaInfoLen():])[attrIfID]; ok {
+		t.Error("a policy tunnel's SA carries an if_id")
+	}
+	out.IfID = 1
+	if _, err := buildPolicies(in, out); err == nil {
+		t.Error("a pair with different if_ids was accepted")
+	}
+}

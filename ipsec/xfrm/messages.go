@@ -133,7 +133,18 @@ const (
 	attrAlgAEAD      = 18
 	attrAlgAuthTrunc = 20
 	attrReplayESN    = 23
+	attrIfID         = 31 // XFRMA_IF_ID: the XFRM interface of an SA or policy
 )
+
+// ifIDAttr appends XFRMA_IF_ID when id is not 0.
+func ifIDAttr(b []byte, id uint32) []byte {
+	if id == 0 {
+		return b
+	}
+	v := make([]byte, 4)
+	ne.PutUint32(v, id)
+	return attr(b, attrIfID, v)
+}
 
 // Message types.
 const (
@@ -225,7 +236,7 @@ func (l layout) encodeNewSA(st *state) []byte {
 		ne.PutUint32(r[20:24], st.ReplayWindow)
 		b = attr(b, attrReplayESN, r)
 	}
-	return b
+	return ifIDAttr(b, st.IfID)
 }
 
 // encodeUsersaID builds struct xfrm_usersa_id, which names an SA.
@@ -258,7 +269,7 @@ func (l layout) encodePolicy(p *policy) []byte {
 	ne.PutUint32(t[52:56], ^uint32(0)) // any authentication
 	ne.PutUint32(t[56:60], ^uint32(0)) // any encryption
 	ne.PutUint32(t[60:64], ^uint32(0)) // any compression
-	return attr(b, attrTmpl, t)
+	return ifIDAttr(attr(b, attrTmpl, t), p.IfID)
 }
 
 // encodePolicyID builds struct xfrm_userpolicy_id, which names a policy by
@@ -267,7 +278,7 @@ func encodePolicyID(p *policy) []byte {
 	b := make([]byte, userpolicyID)
 	putSelector(b[0:selectorLen], p.Sel, p.Sel.family())
 	b[60] = p.Dir
-	return b
+	return ifIDAttr(b, p.IfID) // the kernel names a policy by its if_id too
 }
 
 // saInfo is what status needs from an xfrm_usersa_info.

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/ipsec"
+	"github.com/flashgate/flashgate/ipsec/tunnelif"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
@@ -53,6 +54,7 @@ type Plane struct {
 	pairs map[uint32]*pair // by inbound SPI
 	sas   map[uint32]saKey // every SPI we installed, in or out
 	traps map[uint32]*trap // by reqid
+	ifs   *tunnelif.Table  // route tunnels' XFRM interfaces, by if_id
 
 	events   *monitor
 	done     chan struct{} // closed by Close: unblocks event delivery
@@ -60,7 +62,10 @@ type Plane struct {
 	acquires chan Acquire
 }
 
-var _ ipsec.DataPlane = (*Plane)(nil)
+var (
+	_ ipsec.DataPlane  = (*Plane)(nil)
+	_ ipsec.Interfaces = (*Plane)(nil)
+)
 
 // New opens the netlink sockets (requests, and the expire/acquire events)
 // in the namespace of opts.
@@ -83,6 +88,7 @@ func New(opts Options) (*Plane, error) {
 		pairs:    map[uint32]*pair{},
 		sas:      map[uint32]saKey{},
 		traps:    map[uint32]*trap{},
+		ifs:      tunnelif.New(rt.h),
 		done:     make(chan struct{}),
 		expires:  make(chan ipsec.Expire, 64),
 		acquires: make(chan Acquire, 64),
@@ -128,6 +134,9 @@ func (p *Plane) AddPair(in, out *ipsec.ChildSA) error {
 	if _, dup := p.pairs[in.SPI]; dup {
 		return fmt.Errorf("xfrm add pair: inbound SPI %08x already installed", in.SPI)
 	}
+	if out.IfID != 0 && !p.ifs.Has(out.IfID) {
+		return fmt.Errorf("xfrm add pair %08x/%08x: no tunnel interface with if_id %d", in.SPI, out.SPI, out.IfID)
+	}
 	if tr := p.trapOver(pols); tr != nil && tr.acquireSeq != 0 && tr.peer == outSt.Dst {
 		// The kernel holds a larval SA for the trap's acquire; the
 		// outbound SA that answers it replaces it (matched by sequence
@@ -155,7 +164,14 @@ func (p *Plane) AddPair(in, out *ipsec.ChildSA) error {
 			return err
 		}
 	}
-	if err := p.routes.add(out.Dst, out.LocalTS, out.RemoteTS); err != nil {
+	if out.IfID != 0 {
+		// A route tunnel: its interface's routes steer the traffic (the
+		// policies carry its if_id), and come in with the first pair.
+		err = p.ifs.PairAdded(out.IfID)
+	} else {
+		err = p.routes.add(out.Dst, out.LocalTS, out.RemoteTS)
+	}
+	if err != nil {
 		// Without a route to the peer the SAs could carry nothing:
 		// undo them and say why.
 		err = fmt.Errorf("xfrm add pair %08x/%08x: %w", in.SPI, out.SPI, err)
@@ -256,7 +272,12 @@ func (p *Plane) DeletePair(inboundSPI uint32) error {
 			errs = append(errs, p.releasePolicy(&pr.policies[i]))
 		}
 	}
-	errs = append(errs, p.delSA(pr.outSA), p.delSA(pr.inSA), p.routes.del(pr.out.RemoteTS))
+	errs = append(errs, p.delSA(pr.outSA), p.delSA(pr.inSA))
+	if pr.out.IfID != 0 {
+		errs = append(errs, p.ifs.PairDeleted(pr.out.IfID))
+	} else {
+		errs = append(errs, p.routes.del(pr.out.RemoteTS))
+	}
 	pr.in.Zero()
 	pr.out.Zero()
 	return errors.Join(errs...)
@@ -443,8 +464,8 @@ func (p *Plane) releasePolicy(pol *policy) error {
 	return p.delPolicy(pol)
 }
 
-// samePolicy: the kernel names a policy by selector and direction.
-func samePolicy(a, b *policy) bool { return a.Sel == b.Sel && a.Dir == b.Dir }
+// samePolicy: the kernel names a policy by selector, direction and if_id.
+func samePolicy(a, b *policy) bool { return a.Sel == b.Sel && a.Dir == b.Dir && a.IfID == b.IfID }
 
 // trapPolicy returns a trap's policy with pol's selector and direction.
 // Called with p.mu held.
