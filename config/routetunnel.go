@@ -122,6 +122,9 @@ func (v *validator) checkRouteTunnel(path string, t *Tunnel, taken map[string]st
 	default:
 		taken[t.Interface] = path
 	}
+	if t.StartAction == StartOnTraffic {
+		v.add(path+".start_action", "a route tunnel starts with initiate or respond: with any-to-any selectors, every packet would be traffic for it")
+	}
 	if t.MTU != 0 && (t.MTU < 576 || t.MTU > 9000) {
 		v.add(path+".mtu", "%d is out of range (576-9000, or 0 to size it for the ESP overhead)", t.MTU)
 	}

@@ -54,6 +54,7 @@ func TestValidateRouteTunnel(t *testing.T) {
 		{"shared interface", func(c *Config) { c.Tunnels[1].Interface = "ipsec0" }, "tunnels[site01].interface", "already the interface of tunnels[site00]"},
 		{"interface clash", func(c *Config) { c.Interfaces[1].Name = "ipsec0" }, "tunnels[site00].interface", "also a network interface"},
 		{"mtu", func(c *Config) { c.Tunnels[0].MTU = 100 }, "tunnels[site00].mtu", "out of range"},
+		{"on-traffic", func(c *Config) { c.Tunnels[0].StartAction = StartOnTraffic }, "tunnels[site00].start_action", "initiate or respond"},
 		{"inner /24", func(c *Config) { c.Tunnels[0].InnerAddresses = []Prefix{MustPrefix("169.254.10.2/24")} },
 			"tunnels[site00].inner_addresses[0]", "a /30 or a /31"},
 		{"inner network address", func(c *Config) { c.Tunnels[0].InnerAddresses = []Prefix{MustPrefix("169.254.10.0/30")} },

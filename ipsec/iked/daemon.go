@@ -410,6 +410,9 @@ func (d *Daemon) Apply(cfg *config.Config) error {
 			d.logf("iked: %s: remove the trap of the old configuration: %v", t.cfg.Name, err)
 		}
 	}
+	if err := d.setInterfaces(cfg); err != nil {
+		errs = append(errs, err)
+	}
 	d.maintain()
 	return errors.Join(errs...)
 }
@@ -620,6 +623,7 @@ func (d *Daemon) tunnelOf(sa *ike.IKESA) *tunnel {
 // into the engine; they must not call it with d.mu held.
 
 func (d *Daemon) childUp(c ike.ChildUp) {
+	d.markRoute(c.In, c.Out, c.SA.Name())
 	err := d.dp.AddPair(c.In, c.Out)
 	now := time.Now()
 	var replaced *ike.IKESA

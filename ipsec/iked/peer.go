@@ -78,6 +78,14 @@ func peerConfig(t *config.Tunnel, forceEncap bool, sourceFor func(netip.Addr) (n
 	for _, s := range t.RemoteSubnets {
 		p.RemoteTS = append(p.RemoteTS, s.Prefix)
 	}
+	if t.IsRoute() {
+		if len(p.LocalTS) == 0 {
+			p.LocalTS = anyToAny
+		}
+		if len(p.RemoteTS) == 0 {
+			p.RemoteTS = anyToAny
+		}
+	}
 	// DPD: the engine declares the peer dead when a liveness check goes
 	// unanswered through all retransmissions; spread them over the
 	// configured timeout (0.5 s doubling: 5 tries take 15.5 s).
