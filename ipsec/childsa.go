@@ -46,8 +46,8 @@ type ChildSA struct {
 	// IfID is non-zero for the SAs of a route-based tunnel: the XFRM
 	// interface ID of its interface (TunnelInterface.IfID). Its traffic
 	// goes in and out through that interface, not by policy alone.
-	IfID uint32
-	ReplayWindow      uint32         // packets; at least 1024 for userspace ESP
+	IfID         uint32
+	ReplayWindow uint32 // packets; at least 1024 for userspace ESP
 
 	SoftLifetime, HardLifetime time.Duration
 	SoftBytes, HardBytes       uint64 // 0 = unlimited
