@@ -47,7 +47,9 @@ func espOverheadOf(proposal string) (espOverhead, bool) {
 			encs = append(encs, espOverhead{iv: 8, icv: n, block: 4})
 		case tok == "aes128" || tok == "aes192" || tok == "aes256":
 			encs = append(encs, espOverhead{iv: 16, block: 16})
-		case tok == "sha1":
+		case tok == "3des":
+			encs = append(encs, espOverhead{iv: 8, block: 8})
+		case tok == "sha1" || tok == "md5":
 			icv = max(icv, 12)
 		case tok == "sha256":
 			icv = max(icv, 16)
