@@ -1,7 +1,10 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/flashgate/flashgate/boards"
@@ -18,6 +21,7 @@ func Figures(res []Result, failures []string) []Figure {
 	var figs []Figure
 	figs = append(figs, tunnelFigures(res, why)...)
 	figs = append(figs, ikeFigures(res, why)...)
+	figs = append(figs, hubFigures(res, why)...)
 	figs = append(figs, imageFigures(res, why)...)
 	figs = append(figs, configFigures(res, why)...)
 	figs = append(figs, espFigures(res, why)...)
@@ -255,6 +259,46 @@ func tunnelFigures(res []Result, why string) []Figure {
 			}
 			figs = append(figs, f)
 		}
+	}
+	return figs
+}
+
+// hubFigures: N spokes (bench/spokes, one generator process) to one hub,
+// iked and strongSwan's charon in turn in the same run. The figure names
+// carry N: ike.hub.setup_s.n100, ike.hub.setup_s.n1000, ...
+func hubFigures(res []Result, why string) []Figure {
+	sizes := map[string]bool{}
+	for _, r := range res {
+		if rest, ok := strings.CutPrefix(r.Name, "BenchmarkHub/n="); ok {
+			n, _, _ := strings.Cut(rest, "/")
+			sizes[n] = true
+		}
+	}
+	if len(sizes) == 0 {
+		sizes["100"], sizes["1000"] = true, true
+	}
+	var ns []string
+	for n := range sizes {
+		ns = append(ns, n)
+	}
+	slices.SortFunc(ns, func(a, b string) int {
+		x, _ := strconv.Atoi(a)
+		y, _ := strconv.Atoi(b)
+		return cmp.Compare(x, y)
+	})
+	var figs []Figure
+	for _, n := range ns {
+		bench := "BenchmarkHub/n=" + n
+		setup := pair(res, "ike.hub.setup_s.n"+n, bench, "s", "setup_s", "strongswan", "strongSwan", "ratio <= 0.67",
+			n+" spokes (own address, identity and PSK each; at most 50 setups in flight) to the hub's every CHILD_SA up; "+
+				"PSK, aes128gcm16-prfsha256-ecp256, userspace ESP (iked) / kernel-libipsec (charon), netns", why)
+		answered := pair(res, "ike.hub.answered_s.n"+n, bench, "s", "answered_s", "strongswan", "strongSwan", "",
+			"to every spoke's ICMP echo through its CHILD_SA answered by the hub (repeated once a second until answered)", why)
+		rss := pair(res, "ike.hub.rss_per_sa_bytes.n"+n, bench, "bytes", "rss_bytes/sa", "strongswan", "strongSwan", "<= 8 KiB",
+			"hub process RSS with every SA up minus before the first, per IKE_SA with one CHILD_SA (data plane state included; Go heap as the GC left it)", why)
+		status := one(res, "ike.hub.status_ms.n"+n, bench+"/flashgate", "status_ms", "ms", 1, "",
+			"iked's status API listing every tunnel (GET /v1/tunnels over its socket) with all "+n+" up", why)
+		figs = append(figs, setup, answered, rss, status)
 	}
 	return figs
 }

@@ -42,6 +42,8 @@ var Suites = []Suite{
 	{Package: "./bench", Pattern: "IKESetup$", Benchtime: "100x", Timeout: 5 * time.Minute},
 	{Package: "./bench", Pattern: "IKESetupRate", Benchtime: "5x", Timeout: 10 * time.Minute},
 	{Package: "./ipsec/iked", Pattern: "IKEFlood", Benchtime: "1x", Timeout: 5 * time.Minute},
+	// 100 and 1000 spokes against iked, then against strongSwan.
+	{Package: "./bench", Pattern: "^BenchmarkHub$", Benchtime: "1x", Timeout: 20 * time.Minute},
 }
 
 // wireguardVersion pins the wireguard-go that anchors the data plane

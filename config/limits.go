@@ -16,7 +16,7 @@ const (
 	MaxRules          = 1024
 	MaxPortForwards   = 512
 	MaxNATEntries     = 512 // masquerade and exemptions, each
-	MaxTunnels        = 512
+	MaxTunnels        = 1024
 	MaxAdmins         = 16
 	MaxListItems      = 64 // addresses, sources, ports, subnets, proposals, NTP servers of one element
 	MaxDescriptionLen = 256

@@ -136,6 +136,10 @@ func (c *Charon) Initiate(child string) error {
 	return nil
 }
 
+// PID is charon's process id (ip netns exec, unshare and sh each exec the
+// next, so the one started is charon itself).
+func (c *Charon) PID() int { return c.cmd.Process.Pid }
+
 // Session opens a vici session to this charon; the caller closes it.
 func (c *Charon) Session() (*vici.Session, error) {
 	return vici.NewSession(vici.WithSocketPath(c.Socket))

@@ -1,0 +1,314 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/bench/spokes"
+	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/internal/testnet"
+	"github.com/flashgate/flashgate/ipsec"
+	"github.com/flashgate/flashgate/ipsec/iked"
+)
+
+// runIkedEnv makes the test binary run `flashgate iked` instead of the
+// benchmarks, so that the hub is a process of its own whose memory can be
+// read (the way the supervisor runs it on the box).
+const runIkedEnv = "FLASHGATE_BENCH_RUN_IKED"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(runIkedEnv) == "1" {
+		os.Exit(iked.Main(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// hubNet is the head office and its branches:
+//
+//	hub 10.97.0.1 ==veth== 10.97.0.2 spk, and on the same veth 10.99.1.1/32 ... (one per spoke)
+//	hub LAN 10.98.0.1 (on its loopback: the echo target); spoke LANs 10.200.0.1/32 ...
+//
+// The hub reaches the spokes' addresses through spk's first address, so its
+// neighbour table holds one entry, not a thousand (the ARP table's limits
+// are the host's, shared by every namespace).
+type hubNet struct {
+	hub, spk *testnet.NS
+	hubAddr  netip.Addr
+	hubLAN   netip.Prefix
+	spokes   []spokes.Spoke
+}
+
+const (
+	hubID     = "hub.example"
+	hubSecret = "hub-bench-psk-0123456789"
+)
+
+func newHubNet(tb testing.TB, n int) *hubNet {
+	tb.Helper()
+	testnet.RequireRoot(tb)
+	p := testnet.Prefix()
+	h := &hubNet{hub: testnet.NewNS(tb, p+"-hub"), spk: testnet.NewNS(tb, p+"-spk"),
+		hubAddr: netip.MustParseAddr("10.97.0.1"), hubLAN: netip.MustParsePrefix("10.98.0.1/32")}
+	testnet.Link(tb, h.hub, "wan0", "10.97.0.1/24", h.spk, "wan0", "10.97.0.2/24")
+	h.spokes = spokes.Numbered(n, netip.MustParseAddr("10.99.1.1"), netip.MustParseAddr("10.200.0.1"), hubSecret)
+	var batch strings.Builder
+	for _, s := range h.spokes {
+		fmt.Fprintf(&batch, "addr add %s/32 dev wan0\n", s.Addr)
+	}
+	cmd := h.spk.Command("ip", "-batch", "-")
+	cmd.Stdin = strings.NewReader(batch.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("add %d spoke addresses: %v: %s", n, err, out)
+	}
+	for _, c := range [][]string{
+		{"ip", "addr", "add", "10.98.0.1/32", "dev", "lo"},
+		{"ip", "link", "set", "lo", "up"},
+		{"ip", "route", "add", "10.99.0.0/16", "via", "10.97.0.2"},
+	} {
+		if err := h.hub.Run(c...); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return h
+}
+
+// ikedTunnels is the head office's configuration: one respond tunnel per
+// branch, each with the branch's address, identity, PSK and subnet.
+func (h *hubNet) ikedTunnels() []config.Tunnel {
+	ts := make([]config.Tunnel, len(h.spokes))
+	for i, s := range h.spokes {
+		t := config.NewTunnel(fmt.Sprintf("branch%d", i))
+		t.LocalAddress = config.MustAddr(h.hubAddr.String())
+		t.RemoteAddress = config.MustAddr(s.Addr.String())
+		t.LocalID, t.RemoteID = hubID, s.ID
+		t.PSK = config.NewSecret(s.PSK)
+		t.IKEProposals, t.ESPProposals = []string{setupProposal}, []string{"aes128gcm16"}
+		t.LocalSubnets = []config.Prefix{config.MustPrefix(h.hubLAN.String())}
+		t.RemoteSubnets = []config.Prefix{config.MustPrefix(s.LAN.String())}
+		t.StartAction = config.StartRespond
+		ts[i] = t
+	}
+	return ts
+}
+
+// charonConns is the same head office for strongSwan.
+func (h *hubNet) charonConns() []testnet.CharonConn {
+	cs := make([]testnet.CharonConn, len(h.spokes))
+	for i, s := range h.spokes {
+		cs[i] = testnet.CharonConn{Name: fmt.Sprintf("branch%d", i), LocalAddr: h.hubAddr, RemoteAddr: s.Addr,
+			LocalID: hubID, RemoteID: s.ID, PSK: s.PSK, Proposals: setupProposal, ESPProposals: "aes128gcm16",
+			LocalTS: []netip.Prefix{h.hubLAN}, RemoteTS: []netip.Prefix{s.LAN}}
+	}
+	return cs
+}
+
+// run plays every spoke against the hub; atAllUp runs while every SA is up.
+func (h *hubNet) run(tb testing.TB, timeout time.Duration, atAllUp func()) *spokes.Result {
+	tb.Helper()
+	var res *spokes.Result
+	err := h.spk.Do(func() error {
+		var err error
+		res, err = spokes.Run(context.Background(), spokes.Config{
+			Hub: h.hubAddr, HubID: hubID, HubLAN: h.hubLAN, Target: h.hubLAN.Addr(), Spokes: h.spokes,
+			IKEProposals: setupProposal, ESPProposals: "aes128gcm16", Timeout: timeout,
+			AllAnswered: atAllUp, Logf: tb.Logf,
+		})
+		return err
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return res
+}
+
+// startIkedProcess runs `flashgate iked` (this test binary in its place)
+// in ns with the tunnels, as the box's supervisor would, and waits for its
+// API to list them.
+func startIkedProcess(tb testing.TB, ns *testnet.NS, tunnels []config.Tunnel) (pid int, api *iked.Client) {
+	tb.Helper()
+	dir := tb.TempDir()
+	c := config.Default()
+	c.Tunnels = tunnels
+	if err := c.Validate(); err != nil {
+		tb.Fatalf("hub configuration: %v", err)
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfgFile, sock := filepath.Join(dir, "iked.json"), filepath.Join(dir, "iked.sock")
+	if err := os.WriteFile(cfgFile, b, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	logFile, err := os.Create(filepath.Join(dir, "iked.log"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := ns.Command(os.Args[0], "-config", cfgFile, "-socket", sock, "-dataplane", "userspace")
+	cmd.Env = append(os.Environ(), runIkedEnv+"=1")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("start iked: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	tb.Cleanup(func() {
+		cmd.Process.Kill()
+		<-done
+		logFile.Close()
+		if tb.Failed() {
+			out, _ := os.ReadFile(logFile.Name())
+			tb.Logf("iked log:\n%s", lastLines(string(out), 40))
+		}
+	})
+	api = iked.NewClient(sock)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if ts, err := api.Tunnels(); err == nil && len(ts) == len(tunnels) {
+			return cmd.Process.Pid, api
+		}
+		select {
+		case <-done:
+			tb.Fatal("iked exited while starting")
+		default:
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("iked's API did not list the %d tunnels within 30 s", len(tunnels))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// rssBytes is a process's resident set (VmRSS).
+func rssBytes(tb testing.TB, pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseFloat(strings.Fields(v)[0], 64)
+			return kb * 1024
+		}
+	}
+	tb.Fatalf("no VmRSS for PID %d", pid)
+	return 0
+}
+
+// hubSizes are the spoke counts of BenchmarkHub: 100 and 1000, or
+// $FLASHGATE_HUB_SPOKES (comma-separated).
+func hubSizes(tb testing.TB) []int {
+	env := os.Getenv("FLASHGATE_HUB_SPOKES")
+	if env == "" {
+		return []int{100, 1000}
+	}
+	var ns []int
+	for _, f := range strings.Split(env, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > config.MaxTunnels {
+			tb.Fatalf("FLASHGATE_HUB_SPOKES: %q is not a spoke count from 1 to %d", f, config.MaxTunnels)
+		}
+		ns = append(ns, n)
+	}
+	return ns
+}
+
+// BenchmarkHub: N branches (the spoke generator, one process in their own
+// namespace) bring up one IKE_SA and CHILD_SA each and pass an echo through
+// it, against flashgate's iked and against strongSwan's charon as the hub,
+// one after the other in the same run, with the same N connections.
+// Reported: the time to every CHILD_SA up (setup_s) and to every echo
+// answered (answered_s), the hub's RSS growth per SA, and for iked the
+// status API's time to list every tunnel.
+func BenchmarkHub(b *testing.B) {
+	for _, n := range hubSizes(b) {
+		timeout := time.Duration(n)*100*time.Millisecond + 30*time.Second
+		b.Run(fmt.Sprintf("n=%d/flashgate", n), func(b *testing.B) {
+			for range b.N {
+				h := newHubNet(b, n)
+				pid, api := startIkedProcess(b, h.hub, h.ikedTunnels())
+				time.Sleep(time.Second) // let the start settle before the baseline
+				before := rssBytes(b, pid)
+				var after, statusMS float64
+				res := h.run(b, timeout, func() {
+					after = rssBytes(b, pid)
+					start := time.Now()
+					ts, err := api.Tunnels()
+					statusMS = float64(time.Since(start).Microseconds()) / 1000
+					up := 0
+					for _, t := range ts {
+						if t.State == ipsec.StateUp {
+							up++
+						}
+					}
+					if err != nil || up != n {
+						b.Errorf("status API with every spoke answered: %d of %d tunnels up (%v)", up, n, err)
+					}
+				})
+				reportHub(b, res, n, before, after)
+				b.ReportMetric(statusMS, "status_ms")
+			}
+		})
+		b.Run(fmt.Sprintf("n=%d/strongswan", n), func(b *testing.B) {
+			for range b.N {
+				h := newHubNet(b, n)
+				c := testnet.StartCharon(b, h.hub, h.charonConns()...)
+				time.Sleep(time.Second)
+				before := rssBytes(b, c.PID())
+				var after float64
+				res := h.run(b, timeout, func() { after = rssBytes(b, c.PID()) })
+				reportHub(b, res, n, before, after)
+			}
+		})
+	}
+}
+
+func reportHub(b *testing.B, res *spokes.Result, n int, before, after float64) {
+	b.Logf("%d spokes: %d up in %v, %d answered in %v; hub RSS %.1f -> %.1f MiB; IKE retransmits %d, queue drops %d",
+		n, res.Up, res.AllUp.Round(time.Millisecond), res.Answered, res.AllAnswered.Round(time.Millisecond),
+		before/(1<<20), after/(1<<20), res.IKE.Retransmits, res.IKEQueueDrops)
+	if err := res.Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(res.AllUp.Seconds(), "setup_s")
+	b.ReportMetric(res.AllAnswered.Seconds(), "answered_s")
+	b.ReportMetric((after-before)/float64(n), "rss_bytes/sa")
+	b.ReportMetric(0, "ns/op")
+}
+
+// TestHubSmall is the hub benchmark's run at 20 spokes against iked, as a
+// test: every spoke's CHILD_SA comes up and passes its echo.
+func TestHubSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("namespaces")
+	}
+	h := newHubNet(t, 20)
+	_, api := startIkedProcess(t, h.hub, h.ikedTunnels())
+	res := h.run(t, 30*time.Second, func() {
+		ts, err := api.Tunnels()
+		if err != nil {
+			t.Error(err)
+		}
+		for _, s := range ts {
+			if s.State != ipsec.StateUp {
+				t.Errorf("tunnel %s is %s with every spoke answered", s.Name, s.State)
+			}
+		}
+	})
+	if err := res.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
