@@ -22,6 +22,7 @@ func Figures(res []Result, failures []string) []Figure {
 	figs = append(figs, tunnelFigures(res, why)...)
 	figs = append(figs, ikeFigures(res, why)...)
 	figs = append(figs, hubFigures(res, why)...)
+	figs = append(figs, boardFigures(res, why)...)
 	figs = append(figs, imageFigures(res, why)...)
 	figs = append(figs, configFigures(res, why)...)
 	figs = append(figs, espFigures(res, why)...)
@@ -299,6 +300,48 @@ func hubFigures(res []Result, why string) []Figure {
 		status := one(res, "ike.hub.status_ms.n"+n, bench+"/flashgate", "status_ms", "ms", 1, "",
 			"iked's status API listing every tunnel (GET /v1/tunnels over its socket) with all "+n+" up", why)
 		figs = append(figs, setup, answered, rss, status)
+	}
+	return figs
+}
+
+// boardFigures: the 386/softfloat board build (board qemu, the Geode-like
+// one) against the amd64 build. This machine runs no 32-bit code, so both
+// builds run the same benchmarks in qemu under TCG (runInVM); the 386
+// build's native cost here is estimated as the amd64 build's native figure
+// times the ratio of the two under the same emulation. The estimate is
+// the value; the emulated times are in the notes.
+func boardFigures(res []Result, why string) []Figure {
+	const b386, b64 = "@qemu", "@qemu-x86_64"
+	est := func(name, bench, metric, unit string, scale float64, what string) Figure {
+		native, okN := Find(res, bench, metric)
+		e386, ok386 := Find(res, bench+b386, metric)
+		e64, ok64 := Find(res, bench+b64, metric)
+		if !okN || !ok386 || !ok64 || e64 == 0 {
+			f := Unmeasured(name, unit, "", why)
+			if ok386 {
+				f.Notes += fmt.Sprintf("; 386 build under qemu TCG: %.4g %s", e386*scale, unit)
+			}
+			return f
+		}
+		f := Measured(name, native*e386/e64*scale, unit, "", fmt.Sprintf(
+			"ESTIMATE for the GOARCH=386 GO386=softfloat build on this CPU: amd64 native %.4g %s x (386 %.4g / amd64 %.4g %s, both in qemu TCG, -cpu pentium2 / qemu64); %s. "+
+				"TCG does not cost every instruction alike (the amd64 build's curve25519/ecp256 ratio is 1.4 natively, 0.34 under TCG): treat it as a factor-of-a-few figure",
+			native*scale, unit, e386*scale, e64*scale, unit, what))
+		return f.Against("amd64 build, native", native*scale)
+	}
+	var figs []Figure
+	figs = append(figs, est("ike.setup_ms_386", "BenchmarkSetup/ecp256", "ns/op", "ms", 1e-6,
+		"IKE_SA + CHILD_SA with PSK and ecp256, both ends in one process (ipsec/ike)"))
+	for _, g := range []string{"modp2048", "ecp256", "ecp384", "curve25519"} {
+		figs = append(figs, est("dh."+g+"_ms_386", "BenchmarkDH/"+g, "ms/dh", "ms", 1,
+			"one side's DH: key, public value, shared secret"))
+	}
+	for _, suite := range []string{"aes128gcm16", "aes128-sha256", "chacha20poly1305"} {
+		for _, dir := range []string{"Encap", "Decap"} {
+			bench := fmt.Sprintf("Benchmark%s/%s/1400", dir, suite)
+			name := fmt.Sprintf("esp.%s_%s_1400_mbps_386", strings.ToLower(dir), strings.ReplaceAll(suite, "-", "_"))
+			figs = append(figs, est(name, bench, "MB/s", "Mbit/s", 8, "one core, 1400-byte packets, in place"))
+		}
 	}
 	return figs
 }

@@ -20,7 +20,18 @@ type Suite struct {
 	Pattern   string // -bench regexp
 	Benchtime string // "1x" for the heavy ones
 	Timeout   time.Duration
+	// Board, if set, runs the package's benchmarks compiled for that
+	// board (its GOARCH, GO386) in qemu on its kernel (runInVM); the
+	// results' names get "@"+Board.
+	Board string
 }
+
+// boardCrypto is what the board builds are measured on: DH per group and a
+// whole IKE_SA setup (ipsec/ike, both ends in one process), ESP per suite.
+const (
+	boardCryptoIKE = "^Benchmark(DH|Setup)$/^(modp2048|ecp256|ecp384|curve25519)$"
+	boardCryptoESP = "^Benchmark(Encap|Decap)$/^(aes128gcm16|aes128-sha256|chacha20poly1305)$/^1400$"
+)
 
 // Suites are run in this order. Each package's figures are measured in one
 // process, one after another, so the side-by-side ones share the machine's
@@ -42,6 +53,14 @@ var Suites = []Suite{
 	{Package: "./bench", Pattern: "IKESetup$", Benchtime: "100x", Timeout: 5 * time.Minute},
 	{Package: "./bench", Pattern: "IKESetupRate", Benchtime: "5x", Timeout: 10 * time.Minute},
 	{Package: "./ipsec/iked", Pattern: "IKEFlood", Benchtime: "1x", Timeout: 5 * time.Minute},
+	// The 386/softfloat board build against the amd64 build: natively
+	// (amd64 only: this machine runs no 32-bit code) and both in qemu
+	// under the same emulation, for the ratio (boardFigures).
+	{Package: "./ipsec/ike", Pattern: boardCryptoIKE, Timeout: 5 * time.Minute},
+	{Package: "./ipsec/ike", Pattern: boardCryptoIKE, Benchtime: "3s", Timeout: 20 * time.Minute, Board: "qemu"},
+	{Package: "./ipsec/ike", Pattern: boardCryptoIKE, Benchtime: "3s", Timeout: 20 * time.Minute, Board: "qemu-x86_64"},
+	{Package: "./ipsec/esp", Pattern: boardCryptoESP, Benchtime: "2s", Timeout: 10 * time.Minute, Board: "qemu"},
+	{Package: "./ipsec/esp", Pattern: boardCryptoESP, Benchtime: "2s", Timeout: 10 * time.Minute, Board: "qemu-x86_64"},
 	// 100 and 1000 spokes against iked, then against strongSwan.
 	{Package: "./bench", Pattern: "^BenchmarkHub$", Benchtime: "1x", Timeout: 20 * time.Minute},
 }
@@ -55,7 +74,7 @@ const wireguardVersion = "golang.zx2c4.com/wireguard@v0.0.0-20260522210424-ecfc5
 func Main(args []string) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	out := fs.String("out", "out", "output directory (results go to OUT/bench)")
-	only := fs.String("only", "", "run only the suites whose package contains one of these comma-separated strings")
+	only := fs.String("only", "", "run only the suites whose package (package@board for the board builds run in qemu) contains one of these comma-separated strings")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -74,11 +93,22 @@ func Main(args []string) int {
 	var results []Result
 	var failures []string
 	for _, s := range Suites {
-		if *only != "" && !slices.ContainsFunc(strings.Split(*only, ","), func(o string) bool { return strings.Contains(s.Package, o) }) {
+		where := s.Package
+		if s.Board != "" {
+			where += "@" + s.Board
+		}
+		if *only != "" && !slices.ContainsFunc(strings.Split(*only, ","), func(o string) bool { return strings.Contains(where, o) }) {
 			continue
 		}
-		fmt.Fprintf(os.Stderr, "bench: %s -bench %s\n", s.Package, s.Pattern)
-		res, err := runSuite(s, filepath.Join(dir, "raw-"+strings.Trim(strings.ReplaceAll(s.Package, "/", "_"), "._")+".txt"))
+		fmt.Fprintf(os.Stderr, "bench: %s -bench %s\n", where, s.Pattern)
+		raw := filepath.Join(dir, "raw-"+strings.Trim(strings.NewReplacer("/", "_", "@", "_").Replace(where), "._")+".txt")
+		var res []Result
+		var err error
+		if s.Board != "" {
+			res, err = runInVM(s, raw)
+		} else {
+			res, err = runSuite(s, raw)
+		}
 		if err != nil {
 			failures = append(failures, fmt.Sprintf("%s: %v", s.Package, err))
 		}

@@ -601,18 +601,23 @@ func (sa *IKESA) handleCreateChild(m *Message, ps []Payload) {
 		reqID = old.reqID
 	}
 	pc, answer, fail := sa.acceptChildRequest(CREATE_CHILD_SA, ps, nonce.Data, nr, reqID)
-	sa.respond(m, answer)
+	pkt := sa.sealResponse(m, answer)
 	if fail != nil {
 		sa.report(fail)
 	}
 	if pc == nil {
+		if pkt != nil {
+			sa.send(pkt)
+		}
 		return
 	}
 	if old == nil {
 		sa.addChild(pc, false, 0)
+		sa.sendAfterEvents(pkt)
 		return
 	}
 	sa.addChild(pc, false, old.inSPI)
+	sa.sendAfterEvents(pkt)
 	if old.state == childRekeying {
 		old.collision = &childCollision{ni: append([]byte(nil), nonce.Data...), nr: nr, created: pc.c}
 	} else {

@@ -65,13 +65,36 @@ func (sa *IKESA) sendNext() {
 // respond seals and sends the response to request m, caching it for
 // retransmitted copies of the request.
 func (sa *IKESA) respond(m *Message, ps []Payload) {
+	if pkt := sa.sealResponse(m, ps); pkt != nil {
+		sa.send(pkt)
+	}
+}
+
+// sealResponse makes the answer to m and records it as the answer to
+// retransmissions of m, without sending it.
+func (sa *IKESA) sealResponse(m *Message, ps []Payload) []byte {
 	pkt, err := sa.keys.out.seal(sa.header(m.Exchange, m.MessageID, true), ps)
 	if err != nil {
-		return
+		return nil
 	}
 	sa.lastResp = pkt
 	sa.peerMsgID = m.MessageID + 1
-	sa.send(pkt)
+	return pkt
+}
+
+// sendAfterEvents sends an answer that hands a CHILD_SA to the peer once
+// the events queued so far have run, so after ChildUp: the data plane holds
+// the new SA before the peer can use it, as strongSwan installs before it
+// answers. Sent at once, the answer raced the installation and the peer's
+// first packets through a fresh CHILD_SA were dropped (a hub of 100 spokes
+// lost nearly every spoke's first echo request; bench/hub_test.go).
+func (sa *IKESA) sendAfterEvents(pkt []byte) {
+	if pkt == nil {
+		return
+	}
+	sa.lastSend = sa.ep.now()
+	local, remote := sa.local, sa.remote
+	sa.emit(func() { sa.ep.sendRaw(pkt, local, remote) })
 }
 
 // handle processes one message for this SA (under sa.mu).

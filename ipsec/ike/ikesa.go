@@ -561,13 +561,17 @@ func (sa *IKESA) handleAuthRequest(m *Message, ps []Payload) {
 	resp = append(resp, ourAuth)
 	pc, answer, fail := sa.acceptChildRequest(IKE_AUTH, ps, sa.ni, sa.nr, 0)
 	resp = append(resp, answer...)
-	sa.respond(m, resp)
+	pkt := sa.sealResponse(m, resp)
 	sa.authDone()
 	if fail != nil {
+		if pkt != nil {
+			sa.send(pkt)
+		}
 		sa.report(fail)
 		return
 	}
 	sa.addChild(pc, false, 0)
+	sa.sendAfterEvents(pkt)
 }
 
 // fail ends the SA because of f, reporting it.
