@@ -17,6 +17,7 @@ import (
 	"github.com/flashgate/flashgate/internal/testnet"
 	"github.com/flashgate/flashgate/ipsec"
 	"github.com/flashgate/flashgate/ipsec/iked"
+	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 )
 
 // runIkedEnv makes the test binary run `flashgate iked` instead of the
@@ -132,7 +133,7 @@ func (h *hubNet) run(tb testing.TB, timeout time.Duration, atAllUp func()) *spok
 // startIkedProcess runs `flashgate iked` (this test binary in its place)
 // in ns with the tunnels, as the box's supervisor would, and waits for its
 // API to list them.
-func startIkedProcess(tb testing.TB, ns *testnet.NS, tunnels []config.Tunnel) (pid int, api *iked.Client) {
+func startIkedProcess(tb testing.TB, ns *testnet.NS, tunnels []config.Tunnel) (pid int, api *ikedapi.Client) {
 	tb.Helper()
 	dir := tb.TempDir()
 	c := config.Default()
@@ -169,10 +170,10 @@ func startIkedProcess(tb testing.TB, ns *testnet.NS, tunnels []config.Tunnel) (p
 			tb.Logf("iked log:\n%s", lastLines(string(out), 40))
 		}
 	})
-	api = iked.NewClient(sock)
+	api = ikedapi.NewClient(sock)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if ts, err := api.Tunnels(); err == nil && len(ts) == len(tunnels) {
+		if ts, err := api.Tunnels(context.Background()); err == nil && len(ts) == len(tunnels) {
 			return cmd.Process.Pid, api
 		}
 		select {
@@ -246,7 +247,7 @@ func BenchmarkHub(b *testing.B) {
 				res := h.run(b, timeout, func() {
 					after = rssBytes(b, pid)
 					start := time.Now()
-					ts, err := api.Tunnels()
+					ts, err := api.Tunnels(context.Background())
 					statusMS = float64(time.Since(start).Microseconds()) / 1000
 					up := 0
 					for _, t := range ts {
@@ -298,7 +299,7 @@ func TestHubSmall(t *testing.T) {
 	h := newHubNet(t, 20)
 	_, api := startIkedProcess(t, h.hub, h.ikedTunnels())
 	res := h.run(t, 30*time.Second, func() {
-		ts, err := api.Tunnels()
+		ts, err := api.Tunnels(context.Background())
 		if err != nil {
 			t.Error(err)
 		}
