@@ -80,3 +80,17 @@ func FuzzDetect(f *testing.F) {
 		}
 	})
 }
+
+func FuzzSwanctl(f *testing.F) {
+	addSeeds(f, "testdata/swanctl-site.conf")
+	f.Add([]byte("connections {\n a {\n remote_addrs = 1.2.3.4\n children {\n c {\n local_ts = 10.0.0.0/8\n remote_ts = 11.0.0.0/8\n }\n }\n }\n}\nsecrets {\n ike {\n secret = 0123456789abcdef\n }\n}\n"))
+	f.Add([]byte("}\n{\n= \na {{\n"))
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, Swanctl, data) })
+}
+
+func FuzzIPsecConf(f *testing.F) {
+	addSeeds(f, "testdata/ipsec-site.conf")
+	f.Add([]byte("conn a\n\talso=a\n\tright=1.2.3.4\n\trightsubnet=10.0.0.0/8\n\tleftsubnet=11.0.0.0/8\n: PSK \"0123456789abcdef\"\n"))
+	f.Add([]byte("conn %default\n\talso=b\nconn b\n\talso=%default\n"))
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, IPsecConf, data) })
+}

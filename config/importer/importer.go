@@ -83,6 +83,10 @@ func ImportAs(f Format, data []byte) (*Result, error) {
 	switch f {
 	case ISAKMPD:
 		r, err = importISAKMPD(data)
+	case Swanctl:
+		r, err = importSwanctl(data)
+	case IPsecConf:
+		r, err = importIPsecConf(data)
 	default:
 		return nil, fmt.Errorf("unknown format %q (known: isakmpd.conf, swanctl.conf, ipsec.conf)", f)
 	}
