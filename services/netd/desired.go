@@ -136,6 +136,12 @@ type Tunnel struct {
 	LocalSubnets  []netip.Prefix
 	RemoteSubnets []netip.Prefix
 	Path          string // "tunnels[branch]"
+	// Interface is a route tunnel's interface (ipsecN; iked makes it).
+	// A route tunnel's subnets are only its selectors and are left out
+	// of RemoteSubnets: Routes, the destinations of the routes through
+	// Interface, are what it carries.
+	Interface string
+	Routes    []netip.Prefix
 }
 
 // Zones a rule may name instead of an interface. "tunnel" stands for the

@@ -48,9 +48,18 @@ func FromConfig(c *config.Config) *Desired {
 		if !t.Enabled {
 			continue
 		}
-		fw.Tunnels = append(fw.Tunnels, Tunnel{Name: t.Name, Peer: t.RemoteAddress.Addr,
-			LocalSubnets: prefixes(t.LocalSubnets), RemoteSubnets: prefixes(t.RemoteSubnets),
-			Path: fmt.Sprintf("tunnels[%s]", t.Name)})
+		ft := Tunnel{Name: t.Name, Peer: t.RemoteAddress.Addr, Path: fmt.Sprintf("tunnels[%s]", t.Name)}
+		if t.IsRoute() {
+			ft.Interface = t.Interface
+			for _, r := range c.Routes {
+				if r.Enabled && r.Interface == t.Interface {
+					ft.Routes = append(ft.Routes, r.Destination.Prefix.Masked())
+				}
+			}
+		} else {
+			ft.LocalSubnets, ft.RemoteSubnets = prefixes(t.LocalSubnets), prefixes(t.RemoteSubnets)
+		}
+		fw.Tunnels = append(fw.Tunnels, ft)
 	}
 	for _, r := range c.Firewall.Rules {
 		if !r.Enabled {

@@ -317,6 +317,14 @@ func Exprs(s Spec) ([]expr.Any, error) {
 			cmp(expr.CmpOpLte, []byte{s.ICMP.Hi})
 		}
 	}
+	if s.TCPSyn {
+		if s.Proto != protoTCP {
+			return nil, fmt.Errorf("the SYN flag needs protocol tcp")
+		}
+		payload(expr.PayloadBaseTransportHeader, 13, 1)
+		ex = append(ex, &expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 1, Mask: []byte{tcpFlagSYN}, Xor: []byte{0}})
+		cmp(expr.CmpOpNeq, []byte{0})
+	}
 	if s.ToLocal {
 		ex = append(ex, &expr.Fib{Register: 1, FlagDADDR: true, ResultADDRTYPE: true})
 		cmp(expr.CmpOpEq, binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL))
@@ -349,6 +357,16 @@ func Exprs(s Spec) ([]expr.Any, error) {
 		ex = append(ex, &expr.Counter{}, r)
 	case VerdictMasquerade:
 		ex = append(ex, &expr.Counter{}, &expr.Masq{})
+	case VerdictClampMSS:
+		if !s.TCPSyn {
+			return nil, fmt.Errorf("MSS clamping needs a TCP SYN match")
+		}
+		// nft's "tcp option maxseg size set rt mtu": the route's MSS
+		// (host order, 16 bits) into the option's two bytes at offset 2.
+		ex = append(ex, &expr.Counter{},
+			&expr.Rt{Register: 1, Key: expr.RtTCPMSS},
+			&expr.Byteorder{SourceRegister: 1, DestRegister: 1, Op: expr.ByteorderHton, Len: 2, Size: 2},
+			&expr.Exthdr{SourceRegister: 1, Op: expr.ExthdrOpTcpopt, Type: tcpOptMaxSeg, Offset: 2, Len: 2})
 	case VerdictDNAT:
 		if !s.DNAT.IsValid() {
 			return nil, fmt.Errorf("dnat without an address")
@@ -378,6 +396,12 @@ func Exprs(s Spec) ([]expr.Any, error) {
 	}
 	return ex, nil
 }
+
+// The TCP SYN flag and the MSS option's kind.
+const (
+	tcpFlagSYN   = 0x02
+	tcpOptMaxSeg = 2
+)
 
 // ipsDstNAT is IPS_DST_NAT of enum ip_conntrack_status.
 const ipsDstNAT = 1 << 5

@@ -26,6 +26,9 @@ const (
 	// VerdictLog is a rule that only logs (rate-limited) and falls
 	// through to the next rule, which carries the real verdict.
 	VerdictLog = "log"
+	// VerdictClampMSS lowers the MSS option of a TCP SYN to what the
+	// route's MTU allows (the kernel never raises it) and falls through.
+	VerdictClampMSS = "clamp-mss"
 )
 
 // Conntrack states a Spec may match (the kernel's NF_CT_STATE_* bits).
@@ -69,6 +72,7 @@ type Spec struct {
 	CtState  uint32       // bits of Ct*: match if any is set
 	CtDNAT   bool         // the connection was destination-NATed
 	ToLocal  bool         // the destination is one of the box's addresses (fib daddr type local)
+	TCPSyn   bool         // TCP with the SYN flag (SYN and SYN-ACK)
 	// Decrypted matches whether kernel IPsec decrypted the packet (meta
 	// secpath); Encrypted whether its route leads into a kernel IPsec SA
 	// (rt ipsec), in forward and output only.
@@ -165,6 +169,9 @@ func (s Spec) String() string {
 			w("%s type %d-%d", protoName(s.Proto), s.ICMP.Lo, s.ICMP.Hi)
 		}
 	}
+	if s.TCPSyn {
+		w("tcp flags syn / syn")
+	}
 	if s.ToLocal {
 		w("fib daddr type local")
 	}
@@ -186,6 +193,8 @@ func (s Spec) String() string {
 	switch s.Verdict {
 	case VerdictLog:
 		w("limit rate 10/second burst 20 packets counter log prefix %q", s.Log)
+	case VerdictClampMSS:
+		w("counter tcp option maxseg size set rt mtu")
 	case VerdictDNAT:
 		to := s.DNAT.String()
 		if s.DNATPort != 0 {
@@ -277,6 +286,31 @@ func (f *Firewall) remoteSubnets() []netip.Prefix {
 			if !seen[n] {
 				seen[n] = true
 				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// routeTunnelInterfaces lists the route tunnels' interfaces, in order.
+func (f *Firewall) routeTunnelInterfaces() []string {
+	var out []string
+	for _, t := range f.Tunnels {
+		if t.Interface != "" && !slices.Contains(out, t.Interface) {
+			out = append(out, t.Interface)
+		}
+	}
+	return out
+}
+
+// routeTunnelRoutes lists the destinations routed through route tunnels,
+// deduplicated, in order.
+func (f *Firewall) routeTunnelRoutes() []netip.Prefix {
+	var out []netip.Prefix
+	for _, t := range f.Tunnels {
+		for _, r := range t.Routes {
+			if !slices.Contains(out, r.Masked()) {
+				out = append(out, r.Masked())
 			}
 		}
 	}
@@ -439,9 +473,18 @@ func (b *builder) forward() {
 	// that a connection started while the tunnel was up does not carry on
 	// in clear once it goes down.
 	for _, wan := range b.ifaces(RoleWAN) {
-		for _, r := range b.f.remoteSubnets() {
+		for _, r := range append(b.f.remoteSubnets(), b.f.routeTunnelRoutes()...) {
 			b.add(Spec{Chain: c, Comment: "builtin:tunnel-no-leak", OIf: wan, Dst: r, Encrypted: IPsecMissing, Verdict: VerdictDrop})
 		}
+	}
+	// TCP through a route tunnel fits its MTU (1438, or the cloud's 1399
+	// or 1400) even when the hosts' path MTU discovery does not work: the
+	// SYN and SYN-ACK leaving by the tunnel carry at most the route's MTU
+	// less the headers as their MSS. It only lowers the option and lets
+	// the packet on to the rules below (before the established shortcut,
+	// which the SYN-ACK would take).
+	for _, ifc := range b.f.routeTunnelInterfaces() {
+		b.add(Spec{Chain: c, Comment: "builtin:tunnel-mss", OIf: ifc, Proto: protoTCP, TCPSyn: true, Verdict: VerdictClampMSS})
 	}
 	b.conntrack(c)
 	b.userRules(c)
@@ -479,6 +522,15 @@ func (b *builder) forward() {
 			}
 		}
 	}
+	// A route tunnel is a site-to-site link like the others: the LAN
+	// reaches what is routed through it, and what comes out of it reaches
+	// the LAN.
+	for _, lan := range lans {
+		for _, ifc := range b.f.routeTunnelInterfaces() {
+			b.add(Spec{Chain: c, Comment: "builtin:lan-to-tunnel", IIf: lan, OIf: ifc, Verdict: VerdictAccept})
+			b.add(Spec{Chain: c, Comment: "builtin:tunnel-to-lan", IIf: ifc, OIf: lan, Verdict: VerdictAccept})
+		}
+	}
 	// A remote subnet's source address is only believed when the packet
 	// came out of a tunnel: anyone on the WAN can send a packet from such
 	// an address.
@@ -496,35 +548,23 @@ func (b *builder) forward() {
 // combination of interface, network and port range the rule names, in the
 // rule's order, each preceded by a rate-limited log Spec when the rule logs.
 func (b *builder) userRules(chain string) {
-	remote := b.f.remoteSubnets()
 	for _, r := range b.f.Rules {
 		if r.Chain != chain {
 			continue
 		}
-		srcs, dsts := r.Sources, r.Destinations
-		if r.In == ZoneTunnel {
-			if srcs = narrow(srcs, remote); len(srcs) == 0 {
-				continue
-			}
-		}
-		if r.Out == ZoneTunnel {
-			if dsts = narrow(dsts, remote); len(dsts) == 0 {
-				continue
-			}
-		}
 		verdict := r.Action
 		comment := "rule:" + r.Name
-		for _, in := range b.f.zoneWays(r.In) {
-			for _, out := range b.f.zoneWays(r.Out) {
-				for _, src := range orAnyNet(srcs) {
-					for _, dst := range orAnyNet(dsts) {
+		for _, in := range b.f.ruleSides(r.In, r.Sources) {
+			for _, out := range b.f.ruleSides(r.Out, r.Destinations) {
+				for _, src := range orAnyNet(in.nets) {
+					for _, dst := range orAnyNet(out.nets) {
 						if !sameFamily(src, dst) {
 							continue
 						}
 						for _, sp := range orAnyPort(r.SourcePorts) {
 							for _, dp := range orAnyPort(r.DestinationPorts) {
-								s := Spec{Chain: chain, Comment: comment, IIf: in.name, OIf: out.name, Src: src, Dst: dst,
-									Decrypted: in.ipsec, Encrypted: out.ipsec,
+								s := Spec{Chain: chain, Comment: comment, IIf: in.way.name, OIf: out.way.name, Src: src, Dst: dst,
+									Decrypted: in.way.ipsec, Encrypted: out.way.ipsec,
 									Proto: protocols[r.Protocol], SPort: sp, DPort: dp, Verdict: verdict}
 								if r.Log {
 									l := s
@@ -539,6 +579,39 @@ func (b *builder) userRules(chain string) {
 			}
 		}
 	}
+}
+
+// ruleSide is one way a rule's In or Out matches, with the networks
+// (sources for In, destinations for Out) it matches there.
+type ruleSide struct {
+	way  tunnelWay
+	nets []netip.Prefix
+}
+
+// ruleSides expands a rule's In or Out with its networks. The tunnel zone
+// is the policy tunnels' ways with the networks narrowed to their remote
+// subnets (none when they do not overlap), and every route tunnel's
+// interface with the networks as given.
+func (f *Firewall) ruleSides(zone string, nets []netip.Prefix) []ruleSide {
+	if zone != ZoneTunnel {
+		var out []ruleSide
+		for _, w := range f.zoneWays(zone) {
+			out = append(out, ruleSide{w, nets})
+		}
+		return out
+	}
+	var out []ruleSide
+	if remote := f.remoteSubnets(); len(remote) > 0 {
+		if n := narrow(nets, remote); len(n) > 0 {
+			for _, w := range tunnelWays() {
+				out = append(out, ruleSide{w, n})
+			}
+		}
+	}
+	for _, ifc := range f.routeTunnelInterfaces() {
+		out = append(out, ruleSide{tunnelWay{name: ifc}, nets})
+	}
+	return out
 }
 
 // logSuffix marks the comment of a log Spec, whose counter Hits leaves out

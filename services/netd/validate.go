@@ -119,6 +119,11 @@ func (f *Firewall) validate(p *problems, addrs []Address) {
 	for _, ifc := range f.Interfaces {
 		known[ifc.Name] = ifc.Role
 	}
+	for _, t := range f.Tunnels {
+		if t.Interface != "" {
+			known[t.Interface] = ZoneTunnel
+		}
+	}
 	names := make([]string, 0, len(known))
 	for n := range known {
 		names = append(names, n)
