@@ -134,7 +134,6 @@ func synMSS(t *testing.T, ns *testnet.NS, port uint16) func() int {
 	return func() int { return int(mss.Load()) }
 }
 
-
 // TestRouteTunnelFirewall: the lab with a route tunnel's interface, ipsec0
 // (a plain link here, standing for the decrypted side of the tunnel) with
 // the cloud's MTU of 1399. The LAN reaches what is routed through it and
