@@ -41,7 +41,7 @@ func startIked(b testing.TB, ns *testnet.NS, tunnels ...config.Tunnel) *iked.Dae
 	var d *iked.Daemon
 	err := ns.Do(func() error {
 		var err error
-		d, err = iked.New(iked.Options{DataPlane: "userspace", Logf: func(string, ...any) {}})
+		d, err = iked.Open(iked.Options{DataPlane: "userspace", Logf: func(string, ...any) {}})
 		if err != nil {
 			return err
 		}

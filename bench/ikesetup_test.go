@@ -50,7 +50,7 @@ func startIkedWatched(b *testing.B, ns *testnet.NS) (*iked.Daemon, *upWatcher) {
 	var d *iked.Daemon
 	err := ns.Do(func() error {
 		var err error
-		d, err = iked.New(iked.Options{DataPlane: "userspace", Logf: func(string, ...any) {}, StateChanged: w.changed, TickInterval: 10 * time.Millisecond})
+		d, err = iked.Open(iked.Options{DataPlane: "userspace", Logf: func(string, ...any) {}, StateChanged: w.changed, TickInterval: 10 * time.Millisecond})
 		if err != nil {
 			return err
 		}

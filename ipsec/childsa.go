@@ -129,3 +129,35 @@ type TunnelRoute struct {
 type Interfaces interface {
 	SetInterfaces(want []TunnelInterface) error
 }
+
+// Trap holds a tunnel's traffic in the data plane before any CHILD_SA
+// carries it (start action on-traffic): its RemoteTS are routed into the
+// data plane, and the first packet for them is reported on Acquires
+// instead of leaving unprotected. The kernel's trap is an outbound policy
+// without an SA, named by ReqID and needing both outer addresses; the
+// userspace plane's is a route into its TUN.
+type Trap struct {
+	ReqID             uint32
+	Local, Remote     netip.Addr // outer (gateway) addresses
+	LocalTS, RemoteTS []netip.Prefix
+}
+
+// Acquire reports traffic that hit a trap (or found no SA): the kernel
+// names the trap by ReqID and the policy's Remote selector; the userspace
+// plane, which has no reqids, by the packet's destination Dst.
+type Acquire struct {
+	ReqID  uint32
+	Remote netip.Prefix
+	Dst    netip.Addr
+}
+
+// Traps is the part of a data plane that start action on-traffic needs.
+// AddTrap and DeleteTrap are given the same Trap; an installed pair
+// carries the trapped traffic over the trap, and when the last pair goes
+// the trap holds it again. Acquires never blocks the plane: what the
+// reader does not take in time is dropped (the traffic comes again).
+type Traps interface {
+	AddTrap(Trap) error
+	DeleteTrap(Trap) error
+	Acquires() <-chan Acquire
+}

@@ -439,7 +439,7 @@ func startIked(t *testing.T, ns *testnet.NS, cfg *client.Client, sock string) {
 	var d *iked.Daemon
 	err := ns.Do(func() error {
 		var err error
-		if d, err = iked.New(iked.Options{DataPlane: "userspace", Logf: t.Logf}); err != nil {
+		if d, err = iked.Open(iked.Options{DataPlane: "userspace", Logf: t.Logf}); err != nil {
 			return err
 		}
 		d.Run()

@@ -46,7 +46,7 @@ func (d *Daemon) Up(name string) error {
 		d.trigger(t, "asked to come up") // as if traffic had come
 	case t.cfg.StartAction == config.StartRespond && t.sa == nil && !t.initiating && !t.upOnce:
 		t.upOnce = true
-		t.event(time.Now(), "asked to come up: initiating once (start action: respond)")
+		t.event(d.now(), "asked to come up: initiating once (start action: respond)")
 	}
 	d.mu.Unlock()
 	d.maintain()

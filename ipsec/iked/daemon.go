@@ -9,15 +9,11 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/ipsec"
-	"github.com/flashgate/flashgate/ipsec/esp"
 	"github.com/flashgate/flashgate/ipsec/ike"
-	"github.com/flashgate/flashgate/ipsec/xfrm"
-	"github.com/vishvananda/netlink"
 )
 
 // Options configure a Daemon.
@@ -30,8 +26,19 @@ type Options struct {
 	// IKEPort and NATTPort default to 500 and 4500; tests running two
 	// daemons in one namespace use others.
 	IKEPort, NATTPort uint16
-	// TickInterval is how often timers run (default 100 ms).
+	// TickInterval is how often timers run (default 100 ms); negative:
+	// never by themselves, the caller calls Tick (tests with a clock of
+	// their own).
 	TickInterval time.Duration
+	// Now is the clock of the daemon and its IKE engine (default
+	// time.Now).
+	Now func() time.Time
+	// ForceEncap carries ESP in UDP even without a NAT: the userspace
+	// data plane's fast path (Open sets it for that plane).
+	ForceEncap bool
+	// DataPlaneWhy says why the data plane in use was chosen (forced, or
+	// what the probe found), for tunnels that ask for another.
+	DataPlaneWhy string
 	// Ranking puts the proposals the board's crypto engine accelerates
 	// first (ipsec/hwcrypto); nil keeps the configured order.
 	Ranking ike.Ranking
@@ -44,19 +51,12 @@ type Options struct {
 
 // Daemon runs the tunnels of one configuration.
 type Daemon struct {
-	opts     Options
-	ep       *ike.Endpoint
-	dp       ipsec.DataPlane
-	dev      *esp.Device // when dp is userspace
-	kernel   *xfrm.Plane // when dp is xfrm
-	tr       *transport
-	routes   routes
-	planeWhy string // why this data plane: forced, or what the probe found
-	logf     func(string, ...any)
-	start    time.Time
-
-	natIKEDrops atomic.Uint64 // IKE from the NAT-T port dropped: queue full
-	natWorkers  *ikeWorkers   // handle IKE from the userspace NAT-T port
+	opts Options
+	ep   *ike.Endpoint
+	dp   DataPlane
+	tr   Transport
+	logf func(string, ...any)
+	now  func() time.Time
 
 	// initiate starts an IKE SA: ep.Initiate, which tests wrap to run
 	// something while an initiation is under way.
@@ -113,12 +113,39 @@ type tunnel struct {
 	// triggered: traffic came, maintain initiates.
 	trapped, trapping, triggered bool
 	trapReqID                    uint32
+	trap                         ipsec.Trap // as installed, for its removal
 	trapRetryAt                  time.Time
 }
 
-// New opens the data plane and the IKE sockets. Call Run to start, Apply
-// to give it tunnels, Close to stop.
-func New(opts Options) (*Daemon, error) {
+// Open opens the data plane and the IKE sockets the options ask for, in
+// the caller's network namespace, and makes a Daemon on them: what Main
+// runs. Call Run to start, Apply to give it tunnels, Close to stop.
+func Open(opts Options) (*Daemon, error) {
+	opts.defaults()
+	dp, why, err := OpenDataPlane(opts.DataPlane, opts.TUN, opts.NATTPort)
+	if err != nil {
+		return nil, err
+	}
+	opts.Logf("iked: data plane %s (%s)", dp.Name(), why)
+	tr, err := OpenTransport(opts.IKEPort, opts.NATTPort, dp)
+	if err != nil {
+		dp.Close()
+		return nil, err
+	}
+	opts.DataPlaneWhy = why
+	// ESP in UDP is the userspace plane's fast path (UDP GSO/GRO), and
+	// every NAT-T capable peer accepts it.
+	_, opts.ForceEncap = dp.(*userspacePlane)
+	d, err := New(opts, dp, tr)
+	if err != nil {
+		tr.Close()
+		dp.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+func (opts *Options) defaults() {
 	if opts.IKEPort == 0 {
 		opts.IKEPort = 500
 	}
@@ -126,7 +153,7 @@ func New(opts Options) (*Daemon, error) {
 		opts.NATTPort = 4500
 	}
 	if opts.TUN == "" {
-		opts.TUN = "fgesp0"
+		opts.TUN = ipsec.UserspaceInterface
 	}
 	if opts.TickInterval == 0 {
 		opts.TickInterval = 100 * time.Millisecond
@@ -134,47 +161,20 @@ func New(opts Options) (*Daemon, error) {
 	if opts.Logf == nil {
 		opts.Logf = log.Printf
 	}
-	d := &Daemon{opts: opts, logf: opts.Logf, tunnels: map[string]*tunnel{}, done: make(chan struct{}), start: time.Now()}
-
-	nl, err := netlink.NewHandle()
-	if err != nil {
-		return nil, fmt.Errorf("netlink: %w", err)
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
-	d.routes = routes{nl}
-	ok := false
-	defer func() {
-		if !ok {
-			nl.Close()
-		}
-	}()
+}
 
-	kind, why := d.chooseDataPlane()
-	d.planeWhy = why
-	switch kind {
-	case "xfrm":
-		p, err := xfrm.New(xfrm.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("kernel data plane: %w", err)
-		}
-		d.dp, d.kernel = p, p
-	case "userspace":
-		dev, err := esp.NewDevice(esp.Config{TUN: opts.TUN, Listen: netip.AddrPortFrom(netip.IPv4Unspecified(), opts.NATTPort),
-			OnMissingSA: d.trafficFor})
-		if err != nil {
-			return nil, fmt.Errorf("userspace data plane: %w", err)
-		}
-		d.dp, d.dev = dev, dev
-	}
-	d.logf("iked: data plane %s (%s)", d.dp.Name(), why)
-
-	tr, err := newTransport(opts.IKEPort, opts.NATTPort, d.dev, kind == "xfrm")
-	if err != nil {
-		d.dp.Close()
-		return nil, err
-	}
-	d.tr = tr
+// New makes a Daemon that installs SAs into dp and speaks IKE over tr;
+// it takes both over (Close closes them). Open passes the real ones;
+// tests pass ikedtest's memory plane and in-memory network.
+func New(opts Options, dp DataPlane, tr Transport) (*Daemon, error) {
+	opts.defaults()
+	d := &Daemon{opts: opts, dp: dp, tr: tr, logf: opts.Logf, now: opts.Now, tunnels: map[string]*tunnel{}, done: make(chan struct{})}
 	ep, err := ike.NewEndpoint(ike.EndpointConfig{
-		Send:     tr.send,
+		Send:     tr.Send,
+		Now:      opts.Now,
 		PeerFor:  d.peerFor,
 		NATTPort: opts.NATTPort,
 		Events: ike.Events{
@@ -186,29 +186,11 @@ func New(opts Options) (*Daemon, error) {
 		},
 	})
 	if err != nil {
-		tr.close()
-		d.dp.Close()
 		return nil, err
 	}
 	d.ep = ep
 	d.initiate = ep.Initiate
-	ok = true
 	return d, nil
-}
-
-// chooseDataPlane applies the DataPlane option: "auto" probes the kernel.
-func (d *Daemon) chooseDataPlane() (kind, why string) {
-	switch d.opts.DataPlane {
-	case "xfrm":
-		return "xfrm", "forced by configuration"
-	case "userspace":
-		return "userspace", "forced by configuration"
-	}
-	if err := xfrm.Probe(); err != nil {
-		// Probe's error says what is missing ("kernel has no ESP: ...").
-		return "userspace", fmt.Sprintf("probe: %v", err)
-	}
-	return "xfrm", "the kernel has ESP"
 }
 
 // DataPlane names the data plane in use.
@@ -216,27 +198,32 @@ func (d *Daemon) DataPlane() string { return d.dp.Name() }
 
 // Run starts receiving and the timers. It returns at once.
 func (d *Daemon) Run() {
-	d.tr.run(d.ep.HandleMessage)
-	if d.dev != nil {
-		// IKE on the NAT-T port arrives on an ESP packet worker, which
-		// must not block: the workers take it (a sender's messages in
-		// order, see transport.run), dropping and counting what does not
-		// fit, so a flood of IKE_SA_INIT on 4500 costs the data plane a
-		// copy at most, never a DH computation. The device does not
-		// know our address; the tunnel does.
-		w := newIKEWorkers(ikeReaders(), func(pkt []byte, _, from netip.AddrPort) {
-			d.ep.HandleMessage(pkt, d.localFor(from), from)
-		}, &d.natIKEDrops)
-		d.natWorkers = w
-		d.dev.SetIKEHandler(func(pkt []byte, from netip.AddrPort) { w.deliver(pkt, netip.AddrPort{}, from) })
-	}
-	if d.kernel != nil {
-		d.wg.Add(1)
-		go d.acquires()
-	}
+	d.tr.Run(d.receive)
 	d.wg.Add(2)
-	go d.timers()
+	go d.acquires()
 	go d.expires()
+	if d.opts.TickInterval > 0 {
+		d.wg.Add(1)
+		go d.timers()
+	}
+}
+
+// receive hands one IKE datagram to the engine. A datagram whose local
+// address the transport could not tell (the userspace data plane's NAT-T
+// port) is for the tunnel of its sender.
+func (d *Daemon) receive(pkt []byte, local, remote netip.AddrPort) {
+	if !local.IsValid() {
+		local = d.localFor(remote)
+	}
+	d.ep.HandleMessage(pkt, local, remote)
+}
+
+// Tick runs the timers once: the engine's (retransmissions, rekeys, dead
+// peer detection) and the daemon's (retries with backoff, new CHILD_SAs,
+// traps to install). Run calls it every TickInterval.
+func (d *Daemon) Tick() {
+	d.ep.Tick()
+	d.maintain()
 }
 
 func (d *Daemon) timers() {
@@ -248,10 +235,9 @@ func (d *Daemon) timers() {
 		select {
 		case <-d.done:
 			return
-		case now := <-t.C:
-			d.ep.Tick()
-			d.maintain()
-			if line := watch.check(now, d.ep.Stats.Snapshot(), d.ep.HalfOpen()); line != "" {
+		case <-t.C:
+			d.Tick()
+			if line := watch.check(d.now(), d.ep.Stats.Snapshot(), d.ep.HalfOpen()); line != "" {
 				d.logf("%s", line)
 			}
 		}
@@ -358,7 +344,7 @@ func (d *Daemon) Apply(cfg *config.Config) error {
 			delete(d.tunnels, name) // a changed one is re-added below
 		}
 	}
-	now := time.Now()
+	now := d.now()
 	for name, w := range want {
 		if !w.Enabled {
 			continue
@@ -368,12 +354,12 @@ func (d *Daemon) Apply(cfg *config.Config) error {
 		}
 		if w.DataPlane != "" && w.DataPlane != config.DataPlaneAuto && w.DataPlane != d.dp.Name() {
 			err := fmt.Errorf("tunnel %s asks for the %s data plane, but iked runs %s (%s) and uses one for every tunnel: set data_plane auto, or start iked with -dataplane %s",
-				name, w.DataPlane, d.dp.Name(), d.planeWhy, w.DataPlane)
+				name, w.DataPlane, d.dp.Name(), d.opts.DataPlaneWhy, w.DataPlane)
 			errs = append(errs, err)
 			d.tunnels[name] = &tunnel{cfg: *w, state: ipsec.StateFailed, reason: err.Error(), since: now, notify: d.opts.StateChanged, unusable: true}
 			continue
 		}
-		peer, err := peerConfig(w, d.dev != nil, d.routes.sourceFor)
+		peer, err := peerConfig(w, d.opts.ForceEncap, d.tr.SourceFor)
 		if err != nil {
 			errs = append(errs, err)
 			d.tunnels[name] = &tunnel{cfg: *w, state: ipsec.StateFailed, reason: err.Error(), since: now, notify: d.opts.StateChanged}
@@ -398,15 +384,15 @@ func (d *Daemon) Apply(cfg *config.Config) error {
 	}
 	d.mu.Unlock()
 	// Configured peers' IKE gets sockets of its own, which a flood on
-	// the IKE port cannot overflow (transport.setPeers).
-	if err := d.tr.setPeers(peers); err != nil {
+	// the IKE port cannot overflow (Transport.SetPeers).
+	if err := d.tr.SetPeers(peers); err != nil {
 		d.logf("iked: %v (their IKE shares the port's socket with everyone)", err)
 	}
 	for _, sa := range stop {
 		sa.Delete()
 	}
 	for _, t := range untrap {
-		if err := d.removeTrap(t, t.trapReqID); err != nil {
+		if err := d.dp.DeleteTrap(t.trap); err != nil {
 			d.logf("iked: %s: remove the trap of the old configuration: %v", t.cfg.Name, err)
 		}
 	}
@@ -420,7 +406,7 @@ func (d *Daemon) Apply(cfg *config.Config) error {
 // maintain starts tunnels that should be up and are not, with backoff
 // after failures: 1 s doubling to 60 s.
 func (d *Daemon) maintain() {
-	now := time.Now()
+	now := d.now()
 	var start []*tunnel
 	d.mu.Lock()
 	if d.closed {
@@ -448,11 +434,7 @@ func (d *Daemon) maintain() {
 		if now.Before(t.retryAt) {
 			continue
 		}
-		if t.backoff == 0 {
-			t.backoff = time.Second
-		} else if t.backoff < time.Minute {
-			t.backoff *= 2
-		}
+		t.backoff = min(max(2*t.backoff, time.Second), time.Minute)
 		t.retryAt = now.Add(t.backoff)
 		t.initiating, t.triggered = true, false
 		start = append(start, t)
@@ -526,7 +508,7 @@ func (d *Daemon) refreshPeer(t *tunnel) (*ike.PeerConfig, error) {
 	if peer != nil && t.cfg.LocalAddress.IsSet() {
 		return peer, nil
 	}
-	p, err := peerConfig(&t.cfg, d.dev != nil, d.routes.sourceFor)
+	p, err := peerConfig(&t.cfg, d.opts.ForceEncap, d.tr.SourceFor)
 	if err != nil {
 		return nil, err
 	}
@@ -540,7 +522,7 @@ func (d *Daemon) refreshPeer(t *tunnel) (*ike.PeerConfig, error) {
 		return nil, fmt.Errorf("tunnel %s was reconfigured meanwhile", t.cfg.Name)
 	}
 	if peer != nil {
-		t.event(time.Now(), fmt.Sprintf("local address is now %v (was %v)", p.Local.Addr(), peer.Local.Addr()))
+		t.event(d.now(), fmt.Sprintf("local address is now %v (was %v)", p.Local.Addr(), peer.Local.Addr()))
 	}
 	t.peer = p
 	return p, nil
@@ -577,7 +559,7 @@ func (d *Daemon) localFor(remote netip.AddrPort) netip.AddrPort {
 		}
 	}
 	d.mu.Unlock()
-	if a, err := d.routes.sourceFor(remote.Addr()); err == nil {
+	if a, err := d.tr.SourceFor(remote.Addr()); err == nil {
 		return netip.AddrPortFrom(a, d.opts.NATTPort)
 	}
 	return netip.AddrPortFrom(netip.IPv4Unspecified(), d.opts.NATTPort)
@@ -625,7 +607,7 @@ func (d *Daemon) tunnelOf(sa *ike.IKESA) *tunnel {
 func (d *Daemon) childUp(c ike.ChildUp) {
 	d.markRoute(c.In, c.Out, c.SA.Name())
 	err := d.dp.AddPair(c.In, c.Out)
-	now := time.Now()
+	now := d.now()
 	var replaced *ike.IKESA
 	defer func() {
 		// Runs after the unlock below. An IKE SA the tunnel no longer
@@ -679,7 +661,7 @@ func (d *Daemon) childDown(sa *ike.IKESA, in uint32, reason error) {
 	if sa.State() == ike.StateEstablished {
 		left = len(sa.Status().Children)
 	}
-	now := time.Now()
+	now := d.now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	t := d.tunnelOf(sa)
@@ -712,7 +694,7 @@ func (d *Daemon) childDown(sa *ike.IKESA, in uint32, reason error) {
 }
 
 func (d *Daemon) ikeUp(sa *ike.IKESA) {
-	now := time.Now()
+	now := d.now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	t := d.tunnelOf(sa)
@@ -738,7 +720,7 @@ func (d *Daemon) ikeUp(sa *ike.IKESA) {
 }
 
 func (d *Daemon) ikeDown(sa *ike.IKESA, reason error) {
-	now := time.Now()
+	now := d.now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	t := d.tunnelOf(sa)
@@ -780,7 +762,7 @@ func (d *Daemon) failure(peer *ike.PeerConfig, reason error) {
 	if peer == nil || reason == nil {
 		return
 	}
-	now := time.Now()
+	now := d.now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	t := d.tunnels[peer.Name]
@@ -848,8 +830,8 @@ func (t *tunnel) event(now time.Time, msg string) {
 	}
 }
 
-// Close deletes every IKE SA (telling the peers), removes the SAs from the
-// data plane and closes the sockets.
+// Close deletes every IKE SA (telling the peers), removes the SAs and
+// traps from the data plane and closes it and the transport.
 func (d *Daemon) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -864,26 +846,21 @@ func (d *Daemon) Close() error {
 	// Give the DELETEs a moment on the wire, then stop.
 	time.Sleep(50 * time.Millisecond)
 	close(d.done)
-	d.tr.close()
-	if d.natWorkers != nil {
-		d.natWorkers.stop()
-	}
+	d.tr.Close()
 	d.wg.Wait()
-	if d.kernel != nil {
-		// Kernel traps would outlive us and swallow the traffic with
-		// nobody to answer their acquires. (The TUN's routes go with it.)
-		d.mu.Lock()
-		var trapped []*tunnel
-		for _, t := range d.tunnels {
-			if t.trapped {
-				trapped = append(trapped, t)
-			}
+	// Kernel traps would outlive us and swallow the traffic with nobody
+	// to answer their acquires. (The TUN's routes go with it.)
+	d.mu.Lock()
+	var traps []ipsec.Trap
+	for _, t := range d.tunnels {
+		if t.trapped {
+			traps = append(traps, t.trap)
 		}
-		d.mu.Unlock()
-		for _, t := range trapped {
-			if err := d.removeTrap(t, t.trapReqID); err != nil {
-				d.logf("iked: %s: %v", t.cfg.Name, err)
-			}
+	}
+	d.mu.Unlock()
+	for _, tr := range traps {
+		if err := d.dp.DeleteTrap(tr); err != nil {
+			d.logf("iked: %v", err)
 		}
 	}
 	for _, sa := range d.ep.SAs() {
@@ -892,7 +869,6 @@ func (d *Daemon) Close() error {
 		}
 		sa.Close()
 	}
-	defer d.routes.h.Close()
 	return d.dp.Close()
 }
 

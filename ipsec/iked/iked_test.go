@@ -45,7 +45,7 @@ func startIked(t testing.TB, ns *testnet.NS, tunnels ...config.Tunnel) *Daemon {
 	var d *Daemon
 	err := ns.Do(func() error {
 		var err error
-		d, err = New(Options{DataPlane: "userspace", Logf: t.Logf})
+		d, err = Open(Options{DataPlane: "userspace", Logf: t.Logf})
 		if err != nil {
 			return err
 		}

@@ -395,7 +395,7 @@ func TestLocalAddressFollowsWAN(t *testing.T) {
 	var d *Daemon
 	err := ns.Do(func() error {
 		var err error
-		if d, err = New(Options{DataPlane: "userspace", Logf: t.Logf}); err != nil {
+		if d, err = Open(Options{DataPlane: "userspace", Logf: t.Logf}); err != nil {
 			return err
 		}
 		d.Run()

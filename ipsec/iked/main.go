@@ -64,7 +64,7 @@ func Main(args []string) int {
 			*plane = forced
 		}
 	}
-	d, err := New(Options{DataPlane: *plane, TUN: *tun, IKEPort: uint16(*ikePort), NATTPort: uint16(*nattPort), Ranking: ranking, Logf: logger.Printf})
+	d, err := Open(Options{DataPlane: *plane, TUN: *tun, IKEPort: uint16(*ikePort), NATTPort: uint16(*nattPort), Ranking: ranking, Logf: logger.Printf})
 	if err != nil {
 		logger.Printf("iked: %v", err)
 		return 1

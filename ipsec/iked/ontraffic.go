@@ -13,14 +13,13 @@ package iked
 // does not re-initiate by itself.
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/ipsec"
-	"github.com/flashgate/flashgate/ipsec/xfrm"
 )
 
 // waitingForTraffic is the reason an on-traffic tunnel without a CHILD_SA
@@ -66,27 +65,10 @@ func (t *tunnel) localPrefixes() []netip.Prefix {
 	return ps
 }
 
-// installTrap puts t's trap into the data plane. peer is t's PeerConfig
-// (the kernel's policy template needs both outer addresses).
-func (d *Daemon) installTrap(t *tunnel, reqid uint32, local, remote netip.Addr) error {
-	if d.dev != nil {
-		return d.dev.AddTrap(t.trapPrefixes())
-	}
-	if d.kernel != nil {
-		return d.kernel.Trap(reqid, local, remote, t.localPrefixes(), t.trapPrefixes())
-	}
-	return errors.New("the data plane has no traps")
-}
-
-// removeTrap takes t's trap out of the data plane.
-func (d *Daemon) removeTrap(t *tunnel, reqid uint32) error {
-	if d.dev != nil {
-		return d.dev.DeleteTrap(t.trapPrefixes())
-	}
-	if d.kernel != nil {
-		return d.kernel.Untrap(reqid)
-	}
-	return nil
+// trapOf is the trap that holds t's traffic: its remote subnets, and for
+// the kernel's policy template both outer addresses and its reqid.
+func (t *tunnel) trapOf(local, remote netip.Addr) ipsec.Trap {
+	return ipsec.Trap{ReqID: t.trapReqID, Local: local, Remote: remote, LocalTS: t.localPrefixes(), RemoteTS: t.trapPrefixes()}
 }
 
 // trapsToInstall picks the on-traffic tunnels whose trap is not in the
@@ -112,10 +94,10 @@ func (d *Daemon) trapsToInstall(now time.Time) []*tunnel {
 func (d *Daemon) installTraps(ts []*tunnel) {
 	for _, t := range ts {
 		d.mu.Lock()
-		peer := t.peer
+		trap := t.trapOf(t.peer.Local.Addr(), t.peer.Remote.Addr())
 		d.mu.Unlock()
-		err := d.installTrap(t, t.trapReqID, peer.Local.Addr(), peer.Remote.Addr())
-		now := time.Now()
+		err := d.dp.AddTrap(trap)
+		now := d.now()
 		d.mu.Lock()
 		t.trapping = false
 		current := d.tunnels[t.cfg.Name] == t && !d.closed
@@ -127,51 +109,26 @@ func (d *Daemon) installTraps(ts []*tunnel) {
 				t.event(now, msg)
 			}
 		case current:
-			t.trapped = true
+			t.trapped, t.trap = true, trap
 			t.event(now, fmt.Sprintf("waiting for traffic to %s", prefixes(t.trapPrefixes())))
 		}
 		d.mu.Unlock()
 		if err == nil && !current {
 			// Apply replaced or removed the tunnel meanwhile.
-			d.removeTrap(t, t.trapReqID)
+			d.dp.DeleteTrap(trap)
 		}
 	}
 }
 
-// trafficFor is the userspace Device's OnMissingSA: a packet for dst found
-// no SA. It starts the on-traffic tunnel whose remote subnets hold dst.
-func (d *Daemon) trafficFor(dst netip.Addr) {
-	d.mu.Lock()
-	var hit *tunnel
-	for _, t := range d.sortedTunnels() {
-		if !t.onTraffic() || !t.trapped {
-			continue
-		}
-		for _, p := range t.trapPrefixes() {
-			if p.Contains(dst) {
-				hit = t
-				break
-			}
-		}
-		if hit != nil {
-			break
-		}
-	}
-	started := hit != nil && d.trigger(hit, "traffic to "+dst.String())
-	d.mu.Unlock()
-	if started {
-		d.maintain()
-	}
-}
-
-// acquires turns the kernel's acquire events into initiations.
+// acquires turns the data plane's reports of trapped traffic into
+// initiations.
 func (d *Daemon) acquires() {
 	defer d.wg.Done()
 	for {
 		select {
 		case <-d.done:
 			return
-		case a, ok := <-d.kernel.Acquires():
+		case a, ok := <-d.dp.Acquires():
 			if !ok {
 				return
 			}
@@ -180,15 +137,30 @@ func (d *Daemon) acquires() {
 	}
 }
 
-func (d *Daemon) acquired(a xfrm.Acquire) {
+// acquired starts the on-traffic tunnel the traffic is for: the kernel
+// names its trap by reqid; the userspace plane gives the destination, in
+// the remote subnets of the tunnel (the first by name) it is for.
+func (d *Daemon) acquired(a ipsec.Acquire) {
 	d.mu.Lock()
 	var hit *tunnel
-	for _, t := range d.tunnels {
-		if t.trapped && t.trapReqID == a.ReqID {
+	for _, t := range d.sortedTunnels() {
+		if !t.onTraffic() || !t.trapped {
+			continue
+		}
+		if a.ReqID != 0 && t.trapReqID == a.ReqID {
 			hit = t
+			break
+		}
+		if a.ReqID == 0 && slices.ContainsFunc(t.trapPrefixes(), func(p netip.Prefix) bool { return p.Contains(a.Dst) }) {
+			hit = t
+			break
 		}
 	}
-	started := hit != nil && d.trigger(hit, fmt.Sprintf("traffic for %v (kernel acquire, reqid %d)", a.Remote, a.ReqID))
+	why := "traffic to " + a.Dst.String()
+	if a.ReqID != 0 {
+		why = fmt.Sprintf("traffic for %v (kernel acquire, reqid %d)", a.Remote, a.ReqID)
+	}
+	started := hit != nil && d.trigger(hit, why)
 	d.mu.Unlock()
 	if started {
 		d.maintain()
@@ -204,7 +176,7 @@ func (d *Daemon) trigger(t *tunnel, why string) bool {
 	if t.initiating || t.triggered || t.needChild || t.state == ipsec.StateUp || t.state == ipsec.StateConnecting {
 		return false
 	}
-	now := time.Now()
+	now := d.now()
 	if now.Before(t.retryAt) {
 		return false
 	}

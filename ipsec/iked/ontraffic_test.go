@@ -200,7 +200,7 @@ func TestOnTrafficKernel(t *testing.T) {
 	var d *Daemon
 	err := s.GwA.Do(func() error {
 		var err error
-		if d, err = New(Options{DataPlane: "xfrm", Logf: t.Logf}); err != nil {
+		if d, err = Open(Options{DataPlane: "xfrm", Logf: t.Logf}); err != nil {
 			return err
 		}
 		d.Run()

@@ -27,7 +27,7 @@ func startIkedConfig(t testing.TB, ns *testnet.NS, c *config.Config) *Daemon {
 	var d *Daemon
 	err := ns.Do(func() error {
 		var err error
-		if d, err = New(Options{DataPlane: "userspace", Logf: t.Logf}); err != nil {
+		if d, err = Open(Options{DataPlane: "userspace", Logf: t.Logf}); err != nil {
 			return err
 		}
 		d.Run()

@@ -14,19 +14,48 @@ import (
 	"github.com/flashgate/flashgate/ipsec/esp"
 	"github.com/flashgate/flashgate/ipsec/ike"
 	"github.com/flashgate/flashgate/ipsec/xfrm"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
 )
+
+// Transport carries the engine's IKE datagrams: the daemon's view of the
+// network. On the appliance it is the UDP sockets of the IKE and NAT-T
+// ports (OpenTransport); tests use ikedtest's in-memory one.
+type Transport interface {
+	// Run starts delivering what arrives to handle, a sender's datagrams
+	// in the order they came; handle may be called on several
+	// goroutines at once. local is our address and port the datagram
+	// came to; it is invalid when the transport cannot tell (the
+	// userspace data plane's NAT-T port), and the daemon works it out.
+	// Datagrams to the NAT-T port are handed on without the non-ESP
+	// marker; ESP and keepalives never reach handle.
+	Run(handle func(pkt []byte, local, remote netip.AddrPort))
+	// Send is the engine's Send hook (ike.EndpointConfig.Send).
+	Send(pkt []byte, local, remote netip.AddrPort) error
+	// SetPeers names the configured peers, whose IKE the transport may
+	// keep apart from everyone else's (a flood does not drown it).
+	SetPeers(peers []netip.AddrPort) error
+	// SourceFor is our address towards dst, for tunnels without a
+	// configured local address.
+	SourceFor(dst netip.Addr) (netip.Addr, error)
+	// Drops counts the datagrams the transport dropped, for the API's
+	// stats: sends the kernel would not take at once (send buffer full),
+	// received ones whose sender's worker was behind (a flood), and IKE
+	// from the userspace data plane's NAT-T port whose workers were behind.
+	Drops() (send, queue, natIKE uint64)
+	Close() error
+}
 
 // maxIKEDatagram bounds what is read from the IKE sockets; larger datagrams
 // are truncated by the kernel and then fail to decode (and are counted).
 const maxIKEDatagram = 65535
 
-// transport owns the IKE sockets: UDP 500 always, and UDP 4500 either
+// udpTransport owns the IKE sockets: UDP 500 always, and UDP 4500 either
 // itself (kernel data plane: the socket carries the UDP_ENCAP option so the
 // kernel takes ESP from it) or through the userspace ESP device, which owns
 // 4500 for ESP and hands IKE up.
-type transport struct {
+type udpTransport struct {
 	ikePort, nattPort uint16
 	sock500           *ipv4.PacketConn
 	udp500            *net.UDPConn
@@ -48,6 +77,10 @@ type transport struct {
 	// netns is the network namespace the IKE port was opened in: the
 	// peers' sockets must be opened there too, whichever thread asks.
 	netns int
+
+	routes      routes      // source addresses, in the namespace we were opened in
+	natWorkers  *ikeWorkers // IKE from the userspace device's NAT-T port
+	natIKEDrops atomic.Uint64
 }
 
 // socketBuffer is the receive buffer of the IKE sockets: a burst of
@@ -87,8 +120,28 @@ func listenUDP(addr netip.AddrPort, shared bool) (*ipv4.PacketConn, *net.UDPConn
 	return pc, c, nil
 }
 
-func newTransport(ikePort, nattPort uint16, dev *esp.Device, encapSocket bool) (*transport, error) {
-	t := &transport{ikePort: ikePort, nattPort: nattPort, dev: dev, peers: map[netip.AddrPort]*net.UDPConn{}, netns: -1}
+// OpenTransport opens the IKE sockets in the caller's network namespace:
+// UDP ikePort, and UDP nattPort unless dp is the userspace ESP device,
+// which owns that port (its IKE is handed up through the device). With
+// the kernel data plane the NAT-T socket takes the kernel's ESP-in-UDP
+// option.
+func OpenTransport(ikePort, nattPort uint16, dp DataPlane) (Transport, error) {
+	var dev *esp.Device
+	if u, ok := dp.(*userspacePlane); ok {
+		dev = u.Device
+	}
+	_, kernel := dp.(*kernelPlane)
+	return newTransport(ikePort, nattPort, dev, kernel)
+}
+
+func newTransport(ikePort, nattPort uint16, dev *esp.Device, encapSocket bool) (*udpTransport, error) {
+	t := &udpTransport{ikePort: ikePort, nattPort: nattPort, dev: dev, peers: map[netip.AddrPort]*net.UDPConn{}, netns: -1}
+	nl, err := netlink.NewHandle()
+	if err != nil {
+		return nil, fmt.Errorf("netlink: %w", err)
+	}
+	t.routes = routes{nl}
+	t.closers = append(t.closers, func() error { nl.Close(); return nil })
 	// The caller's thread is in the namespace the sockets open in.
 	runtime.LockOSThread()
 	ns, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -99,7 +152,7 @@ func newTransport(ikePort, nattPort uint16, dev *esp.Device, encapSocket bool) (
 	}
 	pc, c, err := listenUDP(netip.AddrPortFrom(netip.IPv4Unspecified(), ikePort), true)
 	if err != nil {
-		t.close()
+		t.Close()
 		return nil, err
 	}
 	t.sock500, t.udp500 = pc, c
@@ -107,13 +160,13 @@ func newTransport(ikePort, nattPort uint16, dev *esp.Device, encapSocket bool) (
 	if dev == nil {
 		pc, c, err := listenUDP(netip.AddrPortFrom(netip.IPv4Unspecified(), nattPort), false)
 		if err != nil {
-			t.close()
+			t.Close()
 			return nil, err
 		}
 		if encapSocket {
 			if err := xfrm.SetESPInUDP(c); err != nil {
 				c.Close()
-				t.close()
+				t.Close()
 				return nil, err
 			}
 		}
@@ -123,8 +176,8 @@ func newTransport(ikePort, nattPort uint16, dev *esp.Device, encapSocket bool) (
 	return t, nil
 }
 
-// run delivers received IKE messages to handle until the sockets close.
-func (t *transport) run(handle func(pkt []byte, local, remote netip.AddrPort)) {
+// Run delivers received IKE messages to handle until the sockets close.
+func (t *udpTransport) Run(handle func(pkt []byte, local, remote netip.AddrPort)) {
 	// One reader per socket hands each datagram to a worker chosen by the
 	// sender's address, and the workers call handle: handle does the
 	// Diffie-Hellman of an IKE_SA_INIT, and with the reader doing it a
@@ -151,6 +204,27 @@ func (t *transport) run(handle func(pkt []byte, local, remote netip.AddrPort)) {
 		go t.read(ipv4.NewPacketConn(c), t.ikePort, false, w.deliver)
 	}
 	t.mu.Unlock()
+	if t.dev != nil {
+		// IKE on the NAT-T port arrives on an ESP packet worker, which
+		// must not block: the workers take it (a sender's messages in
+		// order, as above), dropping and counting what does not fit, so
+		// a flood of IKE_SA_INIT on 4500 costs the data plane a copy at
+		// most, never a DH computation. The device does not know our
+		// address: handle gets none, and the daemon finds it.
+		nw := newIKEWorkers(ikeReaders(), handle, &t.natIKEDrops)
+		t.mu.Lock()
+		t.natWorkers = nw
+		t.mu.Unlock()
+		t.dev.SetIKEHandler(func(pkt []byte, from netip.AddrPort) { nw.deliver(pkt, netip.AddrPort{}, from) })
+	}
+}
+
+// SourceFor implements Transport.
+func (t *udpTransport) SourceFor(dst netip.Addr) (netip.Addr, error) { return t.routes.sourceFor(dst) }
+
+// Drops implements Transport.
+func (t *udpTransport) Drops() (send, queue, natIKE uint64) {
+	return t.sendDrops.Load(), t.queueDrops.Load(), t.natIKEDrops.Load()
 }
 
 // ikeWorkers run handle for received datagrams, each sender's on one
@@ -231,7 +305,7 @@ func (w *ikeWorkers) index(remote netip.AddrPort) int {
 }
 
 // read delivers what pc receives to handle until pc closes.
-func (t *transport) read(pc *ipv4.PacketConn, port uint16, natt bool, handle func(pkt []byte, local, remote netip.AddrPort)) {
+func (t *udpTransport) read(pc *ipv4.PacketConn, port uint16, natt bool, handle func(pkt []byte, local, remote netip.AddrPort)) {
 	defer t.wg.Done()
 	buf := make([]byte, maxIKEDatagram)
 	for {
@@ -266,14 +340,14 @@ func (t *transport) read(pc *ipv4.PacketConn, port uint16, natt bool, handle fun
 	}
 }
 
-// setPeers gives each configured peer's address a socket of its own on
+// SetPeers gives each configured peer's address a socket of its own on
 // the IKE port, connected to that address. The kernel delivers a
 // datagram to the connected socket that matches its source before the
 // wildcard one, so the configured peers' IKE_SA_INIT wait in a queue of
 // their own: a flood that overflows the wildcard socket's queue (the
 // kernel then drops datagrams, whoever sent them) no longer drops theirs.
 // Sockets of addresses no longer configured are closed.
-func (t *transport) setPeers(addrs []netip.AddrPort) error {
+func (t *udpTransport) SetPeers(addrs []netip.AddrPort) error {
 	want := map[netip.AddrPort]bool{}
 	for _, a := range addrs {
 		if a.Addr().Is4() || a.Addr().Is4In6() {
@@ -327,7 +401,7 @@ func (t *transport) setPeers(addrs []netip.AddrPort) error {
 // inNetns runs fn on a thread in the transport's network namespace (the
 // caller may be anywhere: tests apply configurations from outside the
 // gateway's namespace).
-func (t *transport) inNetns(fn func() error) error {
+func (t *udpTransport) inNetns(fn func() error) error {
 	if t.netns < 0 {
 		return fn()
 	}
@@ -365,9 +439,9 @@ func (t *transport) inNetns(fn func() error) error {
 // at least two.
 func ikeReaders() int { return max(2, runtime.NumCPU()) }
 
-// send is the engine's Send hook. Datagrams from the NAT-T port already
+// Send is the engine's Send hook. Datagrams from the NAT-T port already
 // carry the non-ESP marker (or are a one-byte keepalive).
-func (t *transport) send(pkt []byte, local, remote netip.AddrPort) error {
+func (t *udpTransport) Send(pkt []byte, local, remote netip.AddrPort) error {
 	if local.Port() == t.nattPort {
 		if t.udp4500 != nil {
 			return t.sendNow(t.udp4500, pkt, local.Addr(), remote)
@@ -400,7 +474,7 @@ func (t *transport) send(pkt []byte, local, remote netip.AddrPort) error {
 // addresses whose link-layer address never resolves (a flood from spoofed
 // on-link sources: each queued answer holds buffer space until the
 // neighbour entry fails, seconds later).
-func (t *transport) sendNow(c *net.UDPConn, pkt []byte, src netip.Addr, dst netip.AddrPort) error {
+func (t *udpTransport) sendNow(c *net.UDPConn, pkt []byte, src netip.Addr, dst netip.AddrPort) error {
 	to := dst.Addr().Unmap()
 	if !to.Is4() {
 		return fmt.Errorf("send to %v: the IKE sockets are IPv4 only", dst)
@@ -430,7 +504,8 @@ func (t *transport) sendNow(c *net.UDPConn, pkt []byte, src netip.Addr, dst neti
 	return nil
 }
 
-func (t *transport) close() {
+// Close closes the sockets and stops the workers.
+func (t *udpTransport) Close() error {
 	t.mu.Lock()
 	t.closed = true
 	for a, c := range t.peers {
@@ -448,4 +523,11 @@ func (t *transport) close() {
 	if w != nil {
 		w.stop()
 	}
+	t.mu.Lock()
+	nw := t.natWorkers
+	t.mu.Unlock()
+	if nw != nil {
+		nw.stop()
+	}
+	return nil
 }

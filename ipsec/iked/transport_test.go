@@ -36,7 +36,7 @@ func TestTransportHandlesDatagramsInParallel(t *testing.T) {
 	var now, peak atomic.Int32
 	var mu sync.Mutex
 	var order []string
-	tr.run(func(pkt []byte, local, remote netip.AddrPort) {
+	tr.Run(func(pkt []byte, local, remote netip.AddrPort) {
 		n := now.Add(1)
 		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 		}
@@ -51,7 +51,7 @@ func TestTransportHandlesDatagramsInParallel(t *testing.T) {
 		if !released {
 			close(release)
 		}
-		tr.close()
+		tr.Close()
 	}()
 
 	// Two senders that land on different workers.
