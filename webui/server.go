@@ -214,6 +214,8 @@ func (s *Server) pageRoutes(r *mux.Router) {
 	// Each kind's forms; before the tunnel detail route, which would
 	// otherwise take /tunnels/new for a tunnel called "new".
 	page("/tunnels", "GET", s.tunnelsPage)
+	page("/tunnels/import", "GET", s.importPage)
+	page("/tunnels/import", "POST", s.importSubmit)
 	page("/firewall", "GET", s.firewallPage)
 	page("/routes", "GET", s.routesPage)
 	page("/interfaces", "GET", s.interfacesPage)
@@ -344,6 +346,8 @@ func (s *Server) requireCSRF(class routeClass) mux.MiddlewareFunc {
 			switch {
 			case strings.HasSuffix(r.URL.Path, "/restore"):
 				limit = maxUploadBody
+			case r.URL.Path == "/tunnels/import":
+				limit = maxImportBody
 			case r.URL.Path == "/api/v1/upgrade" && class == classAPI:
 				// A firmware file, streamed into the slot, never
 				// held; the handler bounds it by its manifest.

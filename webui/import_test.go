@@ -1,0 +1,52 @@
+package webui
+
+import (
+	"net/http"
+	"net/url"
+	"os"
+	"testing"
+
+	"github.com/flashgate/flashgate/config"
+)
+
+// Tunnels → Import: the preview shows the tunnel and the unmapped line
+// and saves nothing; the save puts the tunnel into the candidate; a second
+// save is refused, as is a post without the CSRF token.
+func TestImportPage(t *testing.T) {
+	h := newHarness(t, true)
+	b := h.browser()
+	b.login()
+	data, err := os.ReadFile("testdata/isakmpd-flashboot-vpn.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := b.post("/tunnels/import", url.Values{"text": {string(data)}, "action": {"preview"}})
+	if r.Code != http.StatusOK {
+		t.Fatalf("preview: %d %s", r.Code, r.Body)
+	}
+	mustContain(t, "preview", r.Body, `data-tunnel="VPN-A-B"`, "IKEv1", "aes128-sha1-modp1024", "192.168.2.0/24", "192.168.4.0/24",
+		"weak algorithms", "modp1024 (a 1024-bit group", "BLF-SHA: blowfish is refused", `id="import-save"`)
+	if c, _ := h.store.Candidate(); len(c.Tunnels) != 0 {
+		t.Fatal("the preview saved tunnels")
+	}
+	if r := b.post("/tunnels/import", url.Values{"csrf": {"wrong"}, "text": {string(data)}, "action": {"save"}}); r.Code == http.StatusSeeOther && r.Location == "/changes" {
+		t.Fatal("import saved without the CSRF token")
+	}
+	r = b.post("/tunnels/import", url.Values{"text": {string(data)}, "action": {"save"}})
+	if r.Code != http.StatusSeeOther || r.Location != "/changes" {
+		t.Fatalf("save: %d to %q: %s", r.Code, r.Location, r.Body)
+	}
+	c, _ := h.store.Candidate()
+	tun := c.Tunnel("VPN-A-B")
+	if tun == nil || tun.IKEVersion != config.IKEv1 || !tun.LegacyAlgorithms || tun.PSK.Reveal() != "yoursharedsecret" {
+		t.Fatalf("candidate tunnel: %+v", tun)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("candidate after the import does not validate: %v", err)
+	}
+	r = b.post("/tunnels/import", url.Values{"text": {string(data)}, "action": {"save"}})
+	mustContain(t, "second save", r.Body, "Nothing was saved: the candidate already has tunnels called VPN-A-B")
+	if r := b.post("/tunnels/import", url.Values{"text": {"hello"}, "action": {"preview"}}); r.Code != http.StatusUnprocessableEntity {
+		t.Errorf("garbage: %d", r.Code)
+	}
+}
