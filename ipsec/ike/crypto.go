@@ -3,7 +3,9 @@ package ike
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/des"
 	"crypto/hmac"
+	"crypto/md5"
 	"crypto/sha1"
 	"crypto/sha256"
 	"crypto/sha512"
@@ -30,6 +32,8 @@ func isAEAD(id uint16) bool {
 // GCM; RFC 7634 section 2: 4 bytes for ChaCha20-Poly1305).
 func encrKeyLen(e Encr) (int, error) {
 	switch e.ID {
+	case ENCR_3DES:
+		return 24, nil
 	case ENCR_AES_CBC:
 		if e.KeyBits != 128 && e.KeyBits != 192 && e.KeyBits != 256 {
 			return 0, fmt.Errorf("AES key length %d", e.KeyBits)
@@ -50,6 +54,8 @@ func encrKeyLen(e Encr) (int, error) {
 // ICV length (RFC 4868 for SHA-2, RFC 2404 for SHA-1).
 func integInfo(id uint16) (h func() hash.Hash, keyLen, icvLen int, err error) {
 	switch id {
+	case AUTH_HMAC_MD5_96:
+		return md5.New, 16, 12, nil
 	case AUTH_HMAC_SHA1_96:
 		return sha1.New, 20, 12, nil
 	case AUTH_HMAC_SHA2_256_128:
@@ -105,8 +111,14 @@ func newSKDirection(e Encr, integ uint16, ekey, akey []byte, rand io.Reader) (*s
 			return nil, err
 		}
 		d.aead, d.salt, d.icv = a, append([]byte(nil), ekey[32:]...), 16
-	case ENCR_AES_CBC:
-		b, err := aes.NewCipher(ekey)
+	case ENCR_AES_CBC, ENCR_3DES:
+		var b cipher.Block
+		var err error
+		if e.ID == ENCR_3DES {
+			b, err = des.NewTripleDESCipher(ekey)
+		} else {
+			b, err = aes.NewCipher(ekey)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -146,8 +158,9 @@ func (d *skDirection) seal(h Header, inner []Payload) ([]byte, error) {
 		ivLen = 8
 		padLen = 0 // RFC 5282 3: no padding needed beyond the pad length octet
 	} else {
-		ivLen = aes.BlockSize
-		padLen = (aes.BlockSize - (len(plain)+1)%aes.BlockSize) % aes.BlockSize
+		bs := d.block.BlockSize()
+		ivLen = bs
+		padLen = (bs - (len(plain)+1)%bs) % bs
 	}
 	ctLen := len(plain) + padLen + 1
 	total := HeaderLen + genericHeaderLen + ivLen + ctLen + d.icv
@@ -201,7 +214,7 @@ func (d *skDirection) open(msg []byte, h Header, sk *Encrypted) ([]Payload, erro
 			return nil, errICV
 		}
 	} else {
-		bs := aes.BlockSize
+		bs := d.block.BlockSize()
 		if len(body) < bs+bs+d.icv || (len(body)-bs-d.icv)%bs != 0 {
 			return nil, fmt.Errorf("SK payload of %d bytes: %w", len(body), ErrMalformed)
 		}

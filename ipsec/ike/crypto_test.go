@@ -226,3 +226,14 @@ func TestPSKAuth(t *testing.T) {
 		t.Error("verifyPSKAuth does not tell the right secret from a wrong one")
 	}
 }
+
+// The legacy MODP groups are the safe primes of RFC 2409 and RFC 3526.
+func TestLegacyMODPPrimes(t *testing.T) {
+	for _, g := range []DHGroup{MODP1024, MODP1536} {
+		p := g.modp()
+		q := new(big.Int).Rsh(p, 1)
+		if !p.ProbablyPrime(20) || !q.ProbablyPrime(20) || p.BitLen() != map[DHGroup]int{MODP1024: 1024, MODP1536: 1536}[g] {
+			t.Errorf("%v: not a safe prime of the right size", g)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package ike
 
 import (
 	"crypto/hmac"
+	"crypto/md5"
 	"crypto/sha1"
 	"crypto/sha256"
 	"crypto/sha512"
@@ -19,6 +20,8 @@ type prf struct {
 
 func newPRF(id uint16) (prf, error) {
 	switch id {
+	case PRF_HMAC_MD5:
+		return prf{id, md5.New, md5.Size}, nil
 	case PRF_HMAC_SHA1:
 		return prf{id, sha1.New, sha1.Size}, nil
 	case PRF_HMAC_SHA2_256:

@@ -10,18 +10,21 @@ import (
 
 // Transform IDs (IANA "IKEv2 Transform Type N Transform IDs").
 const (
+	ENCR_3DES              = 3 // legacy: only where a tunnel allows it
 	ENCR_AES_CBC           = 12
 	ENCR_AES_GCM_8         = 18
 	ENCR_AES_GCM_12        = 19
 	ENCR_AES_GCM_16        = 20
 	ENCR_CHACHA20_POLY1305 = 28
 
+	PRF_HMAC_MD5      = 1 // legacy
 	PRF_HMAC_SHA1     = 2
 	PRF_HMAC_SHA2_256 = 5
 	PRF_HMAC_SHA2_384 = 6
 	PRF_HMAC_SHA2_512 = 7
 
 	AUTH_NONE              = 0
+	AUTH_HMAC_MD5_96       = 1 // legacy
 	AUTH_HMAC_SHA1_96      = 2
 	AUTH_HMAC_SHA2_256_128 = 12
 	AUTH_HMAC_SHA2_384_192 = 13
@@ -63,6 +66,8 @@ var encrKeywords = []struct {
 	{"aes128gcm128", Encr{ENCR_AES_GCM_16, 128}}, {"aes256gcm128", Encr{ENCR_AES_GCM_16, 256}},
 	{"aes128gcm", Encr{ENCR_AES_GCM_16, 128}}, {"aes256gcm", Encr{ENCR_AES_GCM_16, 256}},
 	{"aes", Encr{ENCR_AES_CBC, 128}},
+	// Legacy (config gates them behind an explicit choice): 64-bit blocks.
+	{"3des", Encr{ENCR_3DES, 192}},
 }
 
 var integKeywords = []struct {
@@ -72,6 +77,7 @@ var integKeywords = []struct {
 	{"sha1", AUTH_HMAC_SHA1_96}, {"sha256", AUTH_HMAC_SHA2_256_128},
 	{"sha384", AUTH_HMAC_SHA2_384_192}, {"sha512", AUTH_HMAC_SHA2_512_256},
 	{"sha", AUTH_HMAC_SHA1_96}, {"sha2_256", AUTH_HMAC_SHA2_256_128},
+	{"md5", AUTH_HMAC_MD5_96}, // legacy
 }
 
 var prfKeywords = []struct {
@@ -80,6 +86,7 @@ var prfKeywords = []struct {
 }{
 	{"prfsha1", PRF_HMAC_SHA1}, {"prfsha256", PRF_HMAC_SHA2_256},
 	{"prfsha384", PRF_HMAC_SHA2_384}, {"prfsha512", PRF_HMAC_SHA2_512},
+	{"prfmd5", PRF_HMAC_MD5}, // legacy
 }
 
 var dhKeywords = []struct {
@@ -89,12 +96,15 @@ var dhKeywords = []struct {
 	{"modp2048", MODP2048}, {"modp3072", MODP3072}, {"modp4096", MODP4096},
 	{"ecp256", ECP256}, {"ecp384", ECP384}, {"ecp521", ECP521},
 	{"curve25519", Curve25519}, {"x25519", Curve25519},
+	{"modp1024", MODP1024}, {"modp1536", MODP1536}, // legacy
 }
 
 // prfForInteg is the PRF strongSwan implies from an integrity algorithm
 // when an IKE proposal names none.
 func prfForInteg(id uint16) uint16 {
 	switch id {
+	case AUTH_HMAC_MD5_96:
+		return PRF_HMAC_MD5
 	case AUTH_HMAC_SHA1_96:
 		return PRF_HMAC_SHA1
 	case AUTH_HMAC_SHA2_256_128:
@@ -167,6 +177,9 @@ tokens:
 			}
 			continue
 		}
+		if why, ok := refusedAlgorithms[tok]; ok {
+			return p, fmt.Errorf("proposal %q: %s", s, why)
+		}
 		return p, fmt.Errorf("proposal %q: unknown algorithm %q", s, tok)
 	}
 	if !esnSeen && proto == ProtoESP {
@@ -176,6 +189,42 @@ tokens:
 		return p, fmt.Errorf("proposal %q: %w", s, err)
 	}
 	return p, nil
+}
+
+// refusedAlgorithms are never negotiated, not even where a tunnel allows
+// the legacy ones.
+var refusedAlgorithms = map[string]string{
+	"des":      "DES is broken (56-bit keys, searched in hours) and never negotiated; use aes128 or aes256 (or 3des where an old peer has nothing else)",
+	"blowfish": "Blowfish has 64-bit blocks and no hardware here; it is never negotiated; use aes128 or aes256",
+	"modp768":  "modp768 is broken and never negotiated; use modp2048 (or modp1024 where an old peer has nothing else)",
+}
+
+// Legacy reports whether the proposal holds an algorithm flashgate accepts
+// only where a tunnel explicitly allows it: 3DES, HMAC-MD5, MODP 1024 and
+// 1536. The engine negotiates only what the tunnel configures, so a peer
+// cannot talk a tunnel down to these.
+func (p Proposal) Legacy() bool {
+	for _, e := range p.Encryption {
+		if e.ID == ENCR_3DES {
+			return true
+		}
+	}
+	for _, i := range p.Integrity {
+		if i == AUTH_HMAC_MD5_96 {
+			return true
+		}
+	}
+	for _, f := range p.PRF {
+		if f == PRF_HMAC_MD5 {
+			return true
+		}
+	}
+	for _, g := range p.DH {
+		if g == MODP1024 || g == MODP1536 {
+			return true
+		}
+	}
+	return false
 }
 
 // ParseProposals parses a comma-separated list of proposals.
@@ -524,6 +573,8 @@ func (p Proposal) ESPTransform() (ipsec.Transform, error) {
 		return ipsec.Transform{Encryption: "rfc7539esp(chacha20,poly1305)", EncKeyBits: 256, ICVBits: 128}, nil
 	case ENCR_AES_CBC:
 		t = ipsec.Transform{Encryption: "cbc(aes)", EncKeyBits: e.KeyBits}
+	case ENCR_3DES:
+		t = ipsec.Transform{Encryption: "cbc(des3_ede)", EncKeyBits: 192}
 	default:
 		return t, fmt.Errorf("proposal %s: no kernel name for encryption %d", p, e.ID)
 	}
@@ -531,6 +582,8 @@ func (p Proposal) ESPTransform() (ipsec.Transform, error) {
 		return t, fmt.Errorf("proposal %s: CBC without integrity", p)
 	}
 	switch p.Integrity[0] {
+	case AUTH_HMAC_MD5_96:
+		t.Integrity, t.ICVBits = "hmac(md5)", 96
 	case AUTH_HMAC_SHA1_96:
 		t.Integrity, t.ICVBits = "hmac(sha1)", 96
 	case AUTH_HMAC_SHA2_256_128:

@@ -1,6 +1,7 @@
 package ike
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/flashgate/flashgate/ipsec"
@@ -58,14 +59,43 @@ func TestProposalErrors(t *testing.T) {
 		{ProtoIKE, "aes128gcm16-sha256-prfsha256-ecp256"}, // AEAD with integrity
 		{ProtoIKE, "aes128-aes128gcm16-sha256-ecp256"},    // mixed
 		{ProtoIKE, "aes128gcm8-prfsha256-ecp256"},         // GCM-8 for IKE
-		{ProtoIKE, "3des-md5-modp1024"},
-		{ProtoESP, "aes128"},                // no integrity
-		{ProtoESP, "aes128gcm16-prfsha256"}, // PRF in ESP
+		{ProtoIKE, "des-md5-modp1024"},                    // broken, never negotiated
+		{ProtoESP, "blowfish-sha1"},                       // never negotiated
+		{ProtoIKE, "aes128-md5-modp768"},                  // too small a group
+		{ProtoESP, "aes128"},                              // no integrity
+		{ProtoESP, "aes128gcm16-prfsha256"},               // PRF in ESP
 		{ProtoIKE, "aes128-sha256-ecp256-esn"},
 	} {
 		if p, err := ParseProposal(tt.proto, tt.in); err == nil {
 			t.Errorf("ParseProposal(%q) = %v, want an error", tt.in, p)
 		}
+	}
+}
+
+// The legacy algorithms parse (the config decides whether a tunnel may use
+// them) and say that they are legacy; the defaults hold none of them.
+func TestLegacyProposals(t *testing.T) {
+	for _, s := range []string{"3des-md5-modp1024", "aes128-sha1-modp1536", "3des-sha1"} {
+		proto := ProtoIKE
+		if s == "3des-sha1" {
+			proto = ProtoESP
+		}
+		p, err := ParseProposal(proto, s)
+		if err != nil {
+			t.Fatalf("ParseProposal(%q): %v", s, err)
+		}
+		if p.String() != s || !p.Legacy() {
+			t.Errorf("%q: prints %q, legacy %v", s, p, p.Legacy())
+		}
+	}
+	for _, p := range append(DefaultIKEProposals(), DefaultESPProposals()...) {
+		if p.Legacy() {
+			t.Errorf("default proposal %s is legacy", p)
+		}
+	}
+	_, err := ParseProposal(ProtoESP, "des-sha1")
+	if err == nil || !strings.Contains(err.Error(), "aes") {
+		t.Errorf("des: %v, want a refusal naming what to use instead", err)
 	}
 }
 
