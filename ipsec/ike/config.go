@@ -98,6 +98,10 @@ func (id Identity) payload(responder bool) *ID {
 type PeerConfig struct {
 	Name string
 
+	// Version is the IKE version: 2 (also when 0) or 1 (IKEv1 main mode
+	// with a pre-shared key, then quick mode per selector pair).
+	Version int
+
 	// Local is our address and IKE port (500); Remote is the peer's.
 	Local, Remote netip.AddrPort
 	// RemoteNATTPort is the peer's NAT-T port we float to (default 4500).

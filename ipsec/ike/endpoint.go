@@ -189,6 +189,10 @@ func NewEndpoint(cfg EndpointConfig) (*Endpoint, error) {
 // malformed, unauthenticated or out of window is dropped and counted.
 func (ep *Endpoint) HandleMessage(pkt []byte, local, remote netip.AddrPort) {
 	ep.Stats.Received.Add(1)
+	if IsIKEv1(pkt) {
+		ep.handleV1(pkt, local, remote)
+		return
+	}
 	m, err := DecodeMessage(pkt)
 	if err != nil {
 		var uc *UnsupportedCriticalError
@@ -245,6 +249,19 @@ func (ep *Endpoint) Tick() {
 
 // Initiate starts a new IKE SA (and its first CHILD_SA) with cfg's peer.
 func (ep *Endpoint) Initiate(cfg *PeerConfig) (*IKESA, error) {
+	if cfg.Version == 1 {
+		sa, err := newV1InitiatorSA(ep, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("initiate %s: %w", cfg.Name, err)
+		}
+		sa.mu.Lock()
+		ep.register(sa)
+		sa.v1Start()
+		ev := sa.takeEvents()
+		sa.mu.Unlock()
+		runEvents(ev)
+		return sa, nil
+	}
 	sa, err := newInitiatorSA(ep, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("initiate %s: %w", cfg.Name, err)
@@ -459,6 +476,13 @@ func (ep *Endpoint) handleInitRequest(pkt []byte, m *Message, local, remote neti
 	}
 	if cfg == nil {
 		ep.Stats.NoConfig.Add(1)
+		return
+	}
+	if cfg.Version == 1 {
+		if ep.cfg.Events.Failure != nil {
+			ep.cfg.Events.Failure(cfg, &Failure{Reason: ReasonWrongVersion, Peer: remote, Exchange: IKE_SA_INIT,
+				Detail: "the peer speaks IKEv2; set ike_version 2 on this tunnel (it is set to IKEv1)"})
+		}
 		return
 	}
 	configuredPeer := cfg.Remote.Addr().IsValid() && !cfg.Remote.Addr().IsUnspecified() &&

@@ -17,6 +17,9 @@ const (
 	ReasonPeerDeleted
 	ReasonPeerRestarted
 	ReasonProtocol // any other error notify or malformed exchange
+	// ReasonWrongVersion: the peer speaks the other IKE version than the
+	// tunnel is set to.
+	ReasonWrongVersion
 )
 
 func (r Reason) String() string {
@@ -35,6 +38,8 @@ func (r Reason) String() string {
 		return "PEER_RESTARTED"
 	case ReasonProtocol:
 		return "PROTOCOL_ERROR"
+	case ReasonWrongVersion:
+		return "IKE_VERSION_MISMATCH"
 	}
 	return "UNKNOWN"
 }
@@ -57,6 +62,11 @@ type Failure struct {
 	OurLocalTS, OurRemoteTS   []Selector
 	PeerLocalTS, PeerRemoteTS []Selector
 
+	// Stage names the IKEv1 exchange or message in words ("main mode
+	// message 5", "quick mode 10.1.0.0/24 to 10.2.0.0/24"); it replaces
+	// Exchange in the text when set.
+	Stage string
+
 	Tries int
 	After time.Duration
 
@@ -66,13 +76,22 @@ type Failure struct {
 	Detail string
 }
 
+func (f *Failure) exchange() string {
+	if f.Stage != "" {
+		return f.Stage
+	}
+	return f.Exchange.String()
+}
+
 func (f *Failure) Error() string {
 	switch f.Reason {
+	case ReasonWrongVersion:
+		return fmt.Sprintf("peer %v: %s", f.Peer, f.Detail)
 	case ReasonNoProposalChosen:
 		if f.ByPeer {
-			return fmt.Sprintf("peer %v answered NO_PROPOSAL_CHOSEN to %v: we offered %s", f.Peer, f.Exchange, ProposalsString(f.OurProposals))
+			return fmt.Sprintf("peer %v answered NO_PROPOSAL_CHOSEN to %v: we offered %s", f.Peer, f.exchange(), ProposalsString(f.OurProposals))
 		}
-		return fmt.Sprintf("NO_PROPOSAL_CHOSEN in %v from %v: peer offered %s, we accept %s", f.Exchange, f.Peer, ProposalsString(f.PeerProposals), ProposalsString(f.OurProposals))
+		return fmt.Sprintf("NO_PROPOSAL_CHOSEN in %v from %v: peer offered %s, we accept %s", f.exchange(), f.Peer, ProposalsString(f.PeerProposals), ProposalsString(f.OurProposals))
 	case ReasonAuthenticationFailed:
 		if f.ByPeer {
 			if f.OurAuth == AuthByCert {
@@ -83,20 +102,20 @@ func (f *Failure) Error() string {
 		return fmt.Sprintf("AUTHENTICATION_FAILED for peer %v: %s", f.Peer, f.Detail)
 	case ReasonTSUnacceptable:
 		if f.ByPeer {
-			return fmt.Sprintf("peer %v answered TS_UNACCEPTABLE to %v: we proposed local %s, remote %s", f.Peer, f.Exchange,
+			return fmt.Sprintf("peer %v answered TS_UNACCEPTABLE to %v: we proposed local %s, remote %s", f.Peer, f.exchange(),
 				selectorsString(f.OurLocalTS), selectorsString(f.OurRemoteTS))
 		}
 		return fmt.Sprintf("TS_UNACCEPTABLE in %v from %v: peer proposed its side %s and ours %s; we are configured with local %s, remote %s",
-			f.Exchange, f.Peer, selectorsString(f.PeerLocalTS), selectorsString(f.PeerRemoteTS), selectorsString(f.OurLocalTS), selectorsString(f.OurRemoteTS))
+			f.exchange(), f.Peer, selectorsString(f.PeerLocalTS), selectorsString(f.PeerRemoteTS), selectorsString(f.OurLocalTS), selectorsString(f.OurRemoteTS))
 	case ReasonPeerTimeout:
-		return fmt.Sprintf("no answer from peer %v to %v after %d tries in %v", f.Peer, f.Exchange, f.Tries, f.After.Round(time.Millisecond))
+		return fmt.Sprintf("no answer from peer %v to %v after %d tries in %v", f.Peer, f.exchange(), f.Tries, f.After.Round(time.Millisecond))
 	case ReasonPeerDeleted:
 		return fmt.Sprintf("peer %v deleted the %s", f.Peer, f.Detail)
 	case ReasonPeerRestarted:
 		return fmt.Sprintf("peer %v restarted (it sent INITIAL_CONTACT on a new IKE SA)", f.Peer)
 	}
 	if f.ByPeer {
-		return fmt.Sprintf("peer %v answered %v to %v: %s", f.Peer, f.Notify, f.Exchange, f.Detail)
+		return fmt.Sprintf("peer %v answered %v to %v: %s", f.Peer, f.Notify, f.exchange(), f.Detail)
 	}
-	return fmt.Sprintf("%v with %v failed: %s", f.Exchange, f.Peer, f.Detail)
+	return fmt.Sprintf("%v with %v failed: %s", f.exchange(), f.Peer, f.Detail)
 }

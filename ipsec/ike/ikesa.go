@@ -86,6 +86,10 @@ type IKESA struct {
 	// The IKE SA that replaced this one and took its children.
 	replacedBy *IKESA
 
+	// v1 is set on an IKEv1 ISAKMP SA (v1.go); the IKEv2 fields for
+	// messages, exchanges and keys are unused then.
+	v1 *v1State
+
 	lastErr     error // the latest failure, for status
 	closeReason error // what IKEDown reports once our DELETE is done
 	events      []func()
@@ -639,6 +643,7 @@ func (sa *IKESA) die(reason error) {
 }
 
 func (sa *IKESA) zero() {
+	sa.v1.zero(sa.ep)
 	sa.keys.zero()
 	sa.keys = nil
 	if sa.dh != nil {
@@ -650,6 +655,10 @@ func (sa *IKESA) zero() {
 // Close deletes the IKE SA and its CHILD_SAs, telling the peer.
 func (sa *IKESA) Close() {
 	if sa.state == StateDead || sa.state == StateDeleting {
+		return
+	}
+	if sa.v1 != nil {
+		sa.v1Close()
 		return
 	}
 	if sa.keys == nil || sa.state == StateInitSent || sa.state == StateHalfOpen {

@@ -10,6 +10,10 @@ func (sa *IKESA) tick(now time.Time) {
 	if sa.state == StateDead {
 		return
 	}
+	if sa.v1 != nil {
+		sa.v1Tick(now)
+		return
+	}
 	if p := sa.out; p != nil && !now.Before(p.next) {
 		if p.tries >= sa.cfg.retransmitTries() {
 			if sa.state == StateDeleting || sa.state == StateRekeyed {

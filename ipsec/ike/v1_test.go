@@ -1,0 +1,346 @@
+package ike
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+// IKEv1 between two engines on the in-memory network of network_test.go.
+
+func v1Configs(ike, esp string) (*PeerConfig, *PeerConfig) {
+	a, b := pairConfigs(ike, esp)
+	a.Version, b.Version = 1, 1
+	return a, b
+}
+
+var v1Suites = []struct{ ike, esp string }{
+	{"aes128-sha1-modp2048", "aes128-sha1"},
+	{"aes256-sha256-modp2048", "aes256-sha256"},
+	{"3des-sha1-modp1024", "3des-sha1"},
+	{"aes128-sha1-modp1024", "aes128-sha1"}, // what the isakmpd peers of the field negotiate
+	{"aes128-md5-modp1536", "3des-md5-modp1536"},
+}
+
+func TestV1Establish(t *testing.T) {
+	for _, s := range v1Suites {
+		for _, aInitiates := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/%s/A-initiates=%v", s.ike, s.esp, aInitiates), func(t *testing.T) {
+				ca, cb := v1Configs(s.ike, s.esp)
+				n, a, b := twoPeers(t, ca, cb)
+				init := a
+				if !aInitiates {
+					init = b
+				}
+				if _, err := init.ep.Initiate(init.cfg); err != nil {
+					t.Fatal(err)
+				}
+				n.run()
+				checkPairs(t, a, b, 1)
+				for _, p := range []*peer{a, b} {
+					sas := p.established()
+					if len(sas) != 1 {
+						t.Fatalf("%s: %d established ISAKMP SAs, want 1 (failures %v)", p.name, len(sas), p.failures)
+					}
+					st := sas[0].Status()
+					if st.Proposal != s.ike || st.Initiator != (p == init) {
+						t.Errorf("%s: proposal %q initiator %v, want %q", p.name, st.Proposal, st.Initiator, s.ike)
+					}
+					wantESP := MustParseProposals(ProtoESP, s.esp)[0]
+					wantESP.DH = nil // PFS shows in the proposal of the child
+					if got := p.ups[0].Proposal.String(); got != s.esp {
+						t.Errorf("%s: ESP %q, want %q", p.name, got, s.esp)
+					}
+					tr, _ := wantESP.ESPTransform()
+					if p.ups[0].In.Transform != tr {
+						t.Errorf("%s: transform %+v, want %+v", p.name, p.ups[0].In.Transform, tr)
+					}
+				}
+				if got := a.ups[0].In.LocalTS; len(got) != 1 || got[0] != netip.MustParsePrefix("10.10.1.0/24") {
+					t.Errorf("A's local TS %v", got)
+				}
+				for _, p := range []*peer{a, b} {
+					s := p.ep.Stats.Snapshot()
+					if s.Malformed+s.BadICV+s.UnknownSPI != 0 {
+						t.Errorf("%s dropped messages of a clean exchange: %+v", p.name, s)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestV1TwoSubnetPairs(t *testing.T) {
+	ca, cb := v1Configs("aes128-sha1-modp2048", "aes128-sha1-modp2048")
+	ca.RemoteTS = pfx("10.10.2.0/24", "10.10.4.0/24")
+	cb.LocalTS = pfx("10.10.2.0/24", "10.10.4.0/24")
+	n, a, b := twoPeers(t, ca, cb)
+	a.ep.Initiate(ca)
+	n.run()
+	checkPairs(t, a, b, 2)
+	seen := map[string]bool{}
+	for _, u := range a.ups {
+		seen[u.In.RemoteTS[0].String()] = true
+		if u.Proposal.String() != "aes128-sha1-modp2048" {
+			t.Errorf("child %v: %s, want PFS with modp2048", u.In.RemoteTS, u.Proposal)
+		}
+	}
+	if !seen["10.10.2.0/24"] || !seen["10.10.4.0/24"] {
+		t.Errorf("children for %v, want both remote subnets", seen)
+	}
+	if len(a.established()[0].Status().Children) != 2 {
+		t.Errorf("status shows %d children", len(a.established()[0].Status().Children))
+	}
+}
+
+func TestV1FailuresSayWhy(t *testing.T) {
+	tests := []struct {
+		name         string
+		mutate       func(a, b *PeerConfig)
+		reason       Reason
+		aSays, bSays string
+	}{
+		{"psk mismatch", func(a, b *PeerConfig) { b.PSK = []byte("wrong") }, ReasonAuthenticationFailed,
+			"pre-shared key", "pre-shared key mismatch"},
+		{"id mismatch", func(a, b *PeerConfig) { b.RemoteID = mustID("someone-else") }, ReasonAuthenticationFailed,
+			"INVALID-ID-INFORMATION", "peer calls itself gwA, we expect someone-else"},
+		{"IKE proposal mismatch", func(a, b *PeerConfig) { b.IKEProposals = MustParseProposals(ProtoIKE, "aes256-sha256-modp2048") }, ReasonNoProposalChosen,
+			"answered NO_PROPOSAL_CHOSEN to main mode message 1: we offered aes128-sha1-modp2048",
+			"peer offered aes128-sha1-modp2048, we accept aes256-sha256-modp2048"},
+		{"ESP proposal mismatch", func(a, b *PeerConfig) { b.ESPProposals = MustParseProposals(ProtoESP, "aes256-sha256") }, ReasonNoProposalChosen,
+			"answered NO_PROPOSAL_CHOSEN to quick mode 10.10.1.0/24 to 10.10.2.0/24: we offered aes128-sha1",
+			"peer offered aes128-sha1, we accept aes256-sha256"},
+		{"subnet mismatch", func(a, b *PeerConfig) { b.RemoteTS = pfx("192.168.0.0/24") }, ReasonTSUnacceptable,
+			"answered TS_UNACCEPTABLE to quick mode", "peer proposed its side 10.10.1.0/24"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ca, cb := v1Configs("aes128-sha1-modp2048", "aes128-sha1")
+			tt.mutate(ca, cb)
+			n, a, b := twoPeers(t, ca, cb)
+			a.ep.Initiate(ca)
+			n.run()
+			n.step(20*time.Second, 100*time.Millisecond)
+			fa, fb := a.firstFailure(), b.firstFailure()
+			if fa == nil || fb == nil {
+				t.Fatalf("failures: A %v, B %v; want both", fa, fb)
+			}
+			if fa.Reason != tt.reason || !strings.Contains(fa.Error(), tt.aSays) {
+				t.Errorf("A (initiator) says %q (%v); want %v containing %q", fa, fa.Reason, tt.reason, tt.aSays)
+			}
+			if fb.Reason != tt.reason || fb.ByPeer || !strings.Contains(fb.Error(), tt.bSays) {
+				t.Errorf("B (responder) says %q (%v, by peer %v); want %v containing %q", fb, fb.Reason, fb.ByPeer, tt.reason, tt.bSays)
+			}
+			if len(a.pairList())+len(b.pairList()) != 0 {
+				t.Errorf("phase 2 SAs installed despite the failure")
+			}
+		})
+	}
+}
+
+func TestV1RetransmitAndNoAnswer(t *testing.T) {
+	ca, cb := v1Configs("aes128-sha1-modp2048", "aes128-sha1")
+	n, a, b := twoPeers(t, ca, cb)
+	// Lose the first copy of every message once.
+	seen := map[string]bool{}
+	n.drop = func(d datagram) bool {
+		k := string(d.pkt)
+		if !seen[k] {
+			seen[k] = true
+			return true
+		}
+		return false
+	}
+	a.ep.Initiate(ca)
+	n.step(20*time.Second, 100*time.Millisecond)
+	checkPairs(t, a, b, 1)
+	if len(b.ups) != 1 || len(a.ups) != 1 {
+		t.Errorf("ups A %d B %d: a retransmission made a second SA", len(a.ups), len(b.ups))
+	}
+	if b.ep.Stats.RetransmitsAnswered.Load() == 0 || a.ep.Stats.Retransmits.Load() == 0 {
+		t.Errorf("no retransmissions: %+v %+v", a.ep.Stats.Snapshot(), b.ep.Stats.Snapshot())
+	}
+
+	ca, cb = v1Configs("aes128-sha1-modp2048", "aes128-sha1")
+	n, a, _ = twoPeers(t, ca, cb)
+	n.drop = func(datagram) bool { return true }
+	a.ep.Initiate(ca)
+	n.step(20*time.Second, 100*time.Millisecond)
+	f := a.lastFailure()
+	if f == nil || f.Reason != ReasonPeerTimeout || f.Error() != "no answer from peer 10.10.0.2:500 to main mode message 1 after 5 tries in 15.5s" {
+		t.Fatalf("got %v", f)
+	}
+}
+
+func TestV1DPDAndDeletes(t *testing.T) {
+	ca, cb := v1Configs("aes128-sha1-modp2048", "aes128-sha1")
+	ca.DPDDelay = 10 * time.Second
+	n, a, b := twoPeers(t, ca, cb)
+	a.ep.Initiate(ca)
+	n.run()
+	n.step(35*time.Second, 500*time.Millisecond)
+	if f := a.lastFailure(); f != nil || len(a.established()) != 1 {
+		t.Fatalf("DPD with a live peer: %v", f)
+	}
+	// B deletes the phase 2 SA, then A makes it again, then B closes all.
+	bs := b.established()[0]
+	bs.mu.Lock()
+	bs.v1DeleteChild(bs.children[0], nil)
+	ev := bs.takeEvents()
+	bs.mu.Unlock()
+	runEvents(ev)
+	n.run()
+	if len(a.pairList()) != 0 {
+		t.Fatalf("A keeps the phase 2 SA B deleted")
+	}
+	if f := a.lastFailure(); f == nil || f.Reason != ReasonPeerDeleted {
+		t.Errorf("A says %v, want the peer deleted it", f)
+	}
+	bs.Delete()
+	n.run()
+	if len(a.ep.SAs()) != 0 || len(b.ep.SAs()) != 0 {
+		t.Fatalf("SAs left after delete: A %d B %d", len(a.ep.SAs()), len(b.ep.SAs()))
+	}
+
+	// A dead peer.
+	ca, cb = v1Configs("aes128-sha1-modp2048", "aes128-sha1")
+	ca.DPDDelay = 10 * time.Second
+	n, a, _ = twoPeers(t, ca, cb)
+	a.ep.Initiate(ca)
+	n.run()
+	n.mu.Lock()
+	delete(n.eps, netip.MustParseAddr(addrB))
+	n.mu.Unlock()
+	n.step(40*time.Second, 500*time.Millisecond)
+	f := a.lastFailure()
+	if f == nil || f.Reason != ReasonPeerTimeout || !strings.Contains(f.Error(), "DPD R-U-THERE") {
+		t.Fatalf("got %v, want no answer to DPD", f)
+	}
+	if len(a.pairList()) != 0 || len(a.ep.SAs()) != 0 {
+		t.Errorf("dead peer's SAs still installed")
+	}
+}
+
+func TestV1Rekeys(t *testing.T) {
+	for _, pfs := range []string{"aes128-sha1", "aes128-sha1-modp2048"} {
+		t.Run(pfs, func(t *testing.T) {
+			ca, cb := v1Configs("aes128-sha1-modp2048", pfs)
+			ca.ChildLifetime, cb.ChildLifetime = 20*time.Second, 60*time.Second
+			ca.IKELifetime, cb.IKELifetime = 50*time.Second, 200*time.Second
+			n, a, b := twoPeers(t, ca, cb)
+			a.ep.Initiate(ca)
+			n.run()
+			first := a.ups[0].In.SPI
+			n.step(30*time.Second, 250*time.Millisecond)
+			checkPairs(t, a, b, 1)
+			if len(a.ups) < 2 || a.ups[1].Replaces != first {
+				t.Fatalf("no phase 2 rekey in 30 s with a 20 s lifetime: %d ups", len(a.ups))
+			}
+			n.step(40*time.Second, 250*time.Millisecond)
+			checkPairs(t, a, b, 1)
+			if len(a.ep.SAs()) != 1 || len(b.ep.SAs()) != 1 || a.ikeUps < 2 {
+				t.Fatalf("after a phase 1 rekey: A %d SAs (%d up events), B %d", len(a.ep.SAs()), a.ikeUps, len(b.ep.SAs()))
+			}
+			for _, p := range []*peer{a, b} {
+				if f := p.lastFailure(); f != nil {
+					t.Errorf("%s: %v", p.name, f)
+				}
+			}
+			// B's answer carried RESPONDER-LIFETIME? Not here: A asked less.
+			// A child made on the new ISAKMP SA works (SKEYID_d of the new one).
+			n.step(30*time.Second, 250*time.Millisecond)
+			checkPairs(t, a, b, 1)
+		})
+	}
+}
+
+func TestV1ResponderLifetime(t *testing.T) {
+	ca, cb := v1Configs("aes128-sha1-modp2048", "aes128-sha1")
+	ca.ChildLifetime, cb.ChildLifetime = time.Hour, 100*time.Second
+	n, a, b := twoPeers(t, ca, cb)
+	a.ep.Initiate(ca)
+	n.run()
+	checkPairs(t, a, b, 1)
+	c := a.established()[0].Status().Children[0]
+	// B allows 110 s (its hard lifetime); A rekeys before that.
+	if d := c.RekeyAt.Sub(c.Established); d > 110*time.Second || d < 80*time.Second {
+		t.Errorf("A rekeys after %v, want within B's responder lifetime of 110 s", d)
+	}
+}
+
+func TestV1NAT(t *testing.T) {
+	ca, cb := v1Configs("aes128-sha1-modp2048", "aes128-sha1")
+	cb.Remote = netip.MustParseAddrPort("198.51.100.1:500")
+	n := newTestNet(t)
+	n.nat = &testNAT{priv: netip.MustParseAddr(addrA), pub: netip.MustParseAddr("198.51.100.1")}
+	a := n.addPeer("A", addrA, ca, nil)
+	b := n.addPeer("B", addrB, cb, nil)
+	a.ep.Initiate(ca)
+	n.run()
+	checkPairs(t, a, b, 1)
+	sa, sb := a.established()[0].Status(), b.established()[0].Status()
+	if !sa.NATLocal || sa.NATRemote || sb.NATLocal || !sb.NATRemote {
+		t.Errorf("NAT detection: A %v/%v, B %v/%v", sa.NATLocal, sa.NATRemote, sb.NATLocal, sb.NATRemote)
+	}
+	if sa.Local.Port() != 4500 || sb.Local.Port() != 4500 {
+		t.Errorf("not floated to 4500: A %v B %v", sa.Local, sb.Local)
+	}
+	if got := b.ups[0].Out.EncapDstPort; got != 44500 {
+		t.Errorf("B sends ESP to port %d, want A's NAT mapping 44500", got)
+	}
+	n.step(30*time.Second, time.Second)
+	if n.keepalives == 0 {
+		t.Errorf("no NAT keepalives from the side behind the NAT")
+	}
+}
+
+// A tunnel set to the other IKE version says so instead of staying silent.
+func TestV1VersionMismatchSaysSo(t *testing.T) {
+	ca, cb := v1Configs("aes128-sha1-modp2048", "aes128-sha1")
+	cb.Version = 2
+	n, a, b := twoPeers(t, ca, cb)
+	a.ep.Initiate(ca)
+	n.run()
+	if f := b.firstFailure(); f == nil || f.Reason != ReasonWrongVersion || !strings.Contains(f.Error(), "the peer speaks IKEv1 main mode; set ike_version 1") {
+		t.Errorf("IKEv2 tunnel receiving IKEv1 says %v", f)
+	}
+	ca, cb = pairConfigs("aes128-sha1-modp2048", "aes128-sha1")
+	cb.Version = 1
+	n, a, b = twoPeers(t, ca, cb)
+	a.ep.Initiate(ca)
+	n.run()
+	if f := b.firstFailure(); f == nil || f.Reason != ReasonWrongVersion || !strings.Contains(f.Error(), "the peer speaks IKEv2; set ike_version 2") {
+		t.Errorf("IKEv1 tunnel receiving IKEv2 says %v", f)
+	}
+}
+
+func TestV1AggressiveModeRefused(t *testing.T) {
+	ca, cb := v1Configs("aes128-sha1-modp2048", "aes128-sha1")
+	n, a, b := twoPeers(t, ca, cb)
+	_ = a
+	sa := (&v1SAPayload{Proposals: []v1Prop{{Number: 1, Protocol: v1ProtoISAKMP,
+		Transforms: v1Phase1Transforms(ca.ikeProposals(), time.Hour)}}}).encode()
+	pkt := encodeV1Plain(v1Header{CkyI: 0x1122334455667788, Exchange: v1Aggressive}, []v1Payload{{v1SA, sa}})
+	n.send(pkt, ca.Local, cb.Local)
+	n.run()
+	f := b.firstFailure()
+	if f == nil || !strings.Contains(f.Error(), "aggressive mode") || !strings.Contains(f.Error(), "offline") {
+		t.Fatalf("aggressive mode: %v", f)
+	}
+	if len(b.ep.SAs()) != 0 {
+		t.Errorf("aggressive mode made state")
+	}
+	// The refusal went back, unprotected.
+	var refusal bool
+	for _, d := range n.wire {
+		if d.from.Addr() == cb.Local.Addr() && bytes.Contains(d.pkt, []byte{0, byte(v1InvalidExchangeType)}) {
+			refusal = true
+		}
+	}
+	if !refusal {
+		t.Errorf("no INVALID-EXCHANGE-TYPE sent back")
+	}
+}
