@@ -638,6 +638,8 @@ func (sa *IKESA) RekeyChild(inboundSPI uint32) error {
 		err = fmt.Errorf("IKE SA is %v", sa.state)
 	case c.state != childInstalled:
 		err = fmt.Errorf("CHILD_SA %08x is already being rekeyed or deleted", inboundSPI)
+	case sa.v1 != nil:
+		sa.v1StartQuick(c.localTS[0], c.remoteTS[0], c)
 	case sa.ikeRekey != nil:
 		// RFC 7296 2.25.2: not while the IKE SA is being rekeyed; the
 		// timers retry on whichever IKE SA owns the child by then.
@@ -658,6 +660,8 @@ func (sa *IKESA) CreateChild() error {
 	var err error
 	if sa.state != StateEstablished {
 		err = fmt.Errorf("IKE SA is %v", sa.state)
+	} else if sa.v1 != nil {
+		sa.v1StartQuickModes()
 	} else {
 		sa.startExchange(sa.createChildExchange(nil, 0))
 	}
@@ -674,6 +678,8 @@ func (sa *IKESA) DeleteChild(inboundSPI uint32) error {
 	var err error
 	if c == nil || c.state == childDeleting {
 		err = fmt.Errorf("no CHILD_SA %08x to delete", inboundSPI)
+	} else if sa.v1 != nil {
+		sa.v1DeleteChild(c, nil)
 	} else {
 		sa.startExchange(sa.deleteChildExchange(c))
 	}

@@ -91,7 +91,11 @@ func (f *Failure) Error() string {
 		if f.ByPeer {
 			return fmt.Sprintf("peer %v answered NO_PROPOSAL_CHOSEN to %v: we offered %s", f.Peer, f.exchange(), ProposalsString(f.OurProposals))
 		}
-		return fmt.Sprintf("NO_PROPOSAL_CHOSEN in %v from %v: peer offered %s, we accept %s", f.exchange(), f.Peer, ProposalsString(f.PeerProposals), ProposalsString(f.OurProposals))
+		msg := fmt.Sprintf("NO_PROPOSAL_CHOSEN in %v from %v: peer offered %s, we accept %s", f.exchange(), f.Peer, ProposalsString(f.PeerProposals), ProposalsString(f.OurProposals))
+		if f.Stage != "" && f.Detail != "" {
+			msg += " (" + f.Detail + ")"
+		}
+		return msg
 	case ReasonAuthenticationFailed:
 		if f.ByPeer {
 			if f.OurAuth == AuthByCert {

@@ -119,6 +119,8 @@ func (sa *IKESA) RekeyIKE() error {
 	var err error
 	if sa.state != StateEstablished || sa.ikeRekey != nil {
 		err = fmt.Errorf("IKE SA is %v, rekey in flight: %v", sa.state, sa.ikeRekey != nil)
+	} else if sa.v1 != nil {
+		sa.v1Reauth()
 	} else {
 		sa.startExchange(sa.rekeyIKEExchange(0))
 	}

@@ -224,7 +224,8 @@ func v1Lifetime(attrs []v1Attr, typeAttr, durAttr uint16) (time.Duration, string
 			lt = a.Value
 		case durAttr:
 			if lt == v1LifeSeconds {
-				if a.Value == 0 || a.Value > v1MaxProposedDur {
+				// 0 is what strongSwan sends for "no limit".
+				if a.Value > v1MaxProposedDur {
 					return 0, fmt.Sprintf("lifetime of %d seconds", a.Value)
 				}
 				life = time.Duration(a.Value) * time.Second
