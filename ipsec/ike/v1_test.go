@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flashgate/flashgate/ipsec/ike/iketest"
 )
 
 // IKEv1 between two engines on the in-memory network of network_test.go.
@@ -146,14 +148,14 @@ func TestV1RetransmitAndNoAnswer(t *testing.T) {
 	n, a, b := twoPeers(t, ca, cb)
 	// Lose the first copy of every message once.
 	seen := map[string]bool{}
-	n.drop = func(d datagram) bool {
-		k := string(d.pkt)
+	n.SetDrop(func(d iketest.Datagram) bool {
+		k := string(d.Pkt)
 		if !seen[k] {
 			seen[k] = true
 			return true
 		}
 		return false
-	}
+	})
 	a.ep.Initiate(ca)
 	n.step(20*time.Second, 100*time.Millisecond)
 	checkPairs(t, a, b, 1)
@@ -166,7 +168,7 @@ func TestV1RetransmitAndNoAnswer(t *testing.T) {
 
 	ca, cb = v1Configs("aes128-sha1-modp2048", "aes128-sha1")
 	n, a, _ = twoPeers(t, ca, cb)
-	n.drop = func(datagram) bool { return true }
+	n.SetDrop(func(iketest.Datagram) bool { return true })
 	a.ep.Initiate(ca)
 	n.step(20*time.Second, 100*time.Millisecond)
 	f := a.lastFailure()
@@ -211,9 +213,7 @@ func TestV1DPDAndDeletes(t *testing.T) {
 	n, a, _ = twoPeers(t, ca, cb)
 	a.ep.Initiate(ca)
 	n.run()
-	n.mu.Lock()
-	delete(n.eps, netip.MustParseAddr(addrB))
-	n.mu.Unlock()
+	n.detach(netip.MustParseAddr(addrB))
 	n.step(40*time.Second, 500*time.Millisecond)
 	f := a.lastFailure()
 	if f == nil || f.Reason != ReasonPeerTimeout || !strings.Contains(f.Error(), "DPD R-U-THERE") {
@@ -275,7 +275,7 @@ func TestV1NAT(t *testing.T) {
 	ca, cb := v1Configs("aes128-sha1-modp2048", "aes128-sha1")
 	cb.Remote = netip.MustParseAddrPort("198.51.100.1:500")
 	n := newTestNet(t)
-	n.nat = &testNAT{priv: netip.MustParseAddr(addrA), pub: netip.MustParseAddr("198.51.100.1")}
+	n.SetNAT(&iketest.NAT{Private: netip.MustParseAddr(addrA), Public: netip.MustParseAddr("198.51.100.1")})
 	a := n.addPeer("A", addrA, ca, nil)
 	b := n.addPeer("B", addrB, cb, nil)
 	a.ep.Initiate(ca)
@@ -335,8 +335,8 @@ func TestV1AggressiveModeRefused(t *testing.T) {
 	}
 	// The refusal went back, unprotected.
 	var refusal bool
-	for _, d := range n.wire {
-		if d.from.Addr() == cb.Local.Addr() && bytes.Contains(d.pkt, []byte{0, byte(v1InvalidExchangeType)}) {
+	for _, d := range n.Wire() {
+		if d.From.Addr() == cb.Local.Addr() && bytes.Contains(d.Pkt, []byte{0, byte(v1InvalidExchangeType)}) {
 			refusal = true
 		}
 	}

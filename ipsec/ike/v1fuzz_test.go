@@ -20,8 +20,8 @@ func v1Seeds(f *testing.F) [][]byte {
 	}
 	n.run()
 	var out [][]byte
-	for _, d := range n.wire {
-		out = append(out, bytes.TrimPrefix(d.pkt, nonESPMarker))
+	for _, d := range n.Wire() {
+		out = append(out, bytes.TrimPrefix(d.Pkt, nonESPMarker))
 	}
 	return out
 }
@@ -100,12 +100,8 @@ func FuzzV1HandleMessage(f *testing.F) {
 		defer mu.Unlock()
 		b.ep.HandleMessage(pkt, cb.Local, ca.Local)
 		c.ep.HandleMessage(pkt, cb.Local, ca.Local)
-		n.mu.Lock()
-		n.queue = nil
-		n.mu.Unlock()
-		fresh.mu.Lock()
-		fresh.queue = nil
-		fresh.mu.Unlock()
+		n.Discard()
+		fresh.Discard()
 		forget(c.ep)
 		if len(b.established()) != 1 || len(b.pairList()) != 1 {
 			t.Fatalf("established tunnel disturbed by %x", pkt)

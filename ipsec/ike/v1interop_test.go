@@ -123,7 +123,7 @@ func TestStrongSwanIKEv1(t *testing.T) {
 	} {
 		t.Run(s.ike+"/"+s.esp, func(t *testing.T) {
 			l.t = t
-		l.v1Clean()
+			l.v1Clean()
 			l.v1Clean()
 			l.loadCharonV1(v1CharonConn{ike: s.ike, esp: s.esp, psk: psk})
 			set(s.ike, s.esp, nil)
@@ -310,7 +310,7 @@ func TestStrongSwanIKEv1(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			l.t = t
-		l.v1Clean()
+			l.v1Clean()
 			l.v1Clean()
 			l.loadCharonV1(tt.charon)
 			set("aes128-sha1-modp2048", "aes128-sha1", nil)
