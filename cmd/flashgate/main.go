@@ -34,6 +34,7 @@ var subcommands = map[string]subcommand{
 	"bench":   {"run the measurements of make bench (out/bench/results.json)", runBench},
 	"keygen":  {"make the Ed25519 key pair that signs upgrade files", runKeygen},
 	"upgrade": {"send an upgrade file to a box and follow its test boot", runUpgrade},
+	"import":  {"turn an isakmpd.conf, swanctl.conf or ipsec.conf into tunnels (and save them into a box's candidate)", runImport},
 }
 
 // errUsage is returned after a flag set printed its own usage.

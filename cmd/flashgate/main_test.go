@@ -139,3 +139,34 @@ func TestFlash(t *testing.T) {
 		})
 	}
 }
+
+// flashgate import prints the reference isakmpd.conf's tunnel in the
+// text form, its weak proposals and the line it could not import.
+func TestImportCommand(t *testing.T) {
+	var out, errb bytes.Buffer
+	rc := realMain([]string{"import", "../../config/importer/testdata/isakmpd-flashboot-vpn.conf"}, &out, &errb)
+	if rc != 0 {
+		t.Fatalf("rc %d: %s", rc, errb.String())
+	}
+	for _, want := range []string{
+		"(isakmpd.conf): 1 tunnel(s)",
+		"set tunnels VPN-A-B remote_address 192.168.3.198",
+		"set tunnels VPN-A-B psk <redacted>",
+		"set tunnels VPN-A-B ike_proposals aes128-sha1-modp1024",
+		"set tunnels VPN-A-B ike_version 1",
+		"set tunnels VPN-A-B legacy_algorithms true",
+		"weak: tunnel VPN-A-B ike proposal aes128-sha1-modp1024 (sha1, modp1024)",
+		"1 line(s) not imported:",
+		"40: Transforms=\t\tAES-SHA,BLF-SHA",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "yoursharedsecret") {
+		t.Error("the PSK was printed")
+	}
+	if rc := realMain([]string{"import"}, &out, &errb); rc != 2 {
+		t.Errorf("no file: rc %d", rc)
+	}
+}
