@@ -38,6 +38,7 @@ func init() {
 		{name: "commit", usage: "commit [confirmed MINUTES] [MESSAGE]", help: "apply; confirmed: undone unless confirmed", run: runCommit, complete: completeCommit},
 		{name: "confirm", usage: "confirm", help: "keep a commit confirmed", run: runConfirm},
 		{name: "rollback", usage: "rollback REVISION", help: "run an earlier revision (show history)", run: runRollback, complete: completeRollback},
+		{name: "import", interactive: true, usage: "import [FILE]", help: "tunnels from an isakmpd.conf, swanctl.conf or ipsec.conf (pasted, or a file)", run: runImport},
 		{name: "discard", usage: "discard", help: "drop the candidate's changes", run: runDiscard},
 		{name: "ping", usage: "ping HOST [COUNT]", help: "ICMP echo, at most 20 (^C stops)", run: runPing},
 		{name: "ipsec", usage: "ipsec up|down TUNNEL", help: "bring a tunnel up now, or tear it down", run: runIPsec, complete: completeIPsec},
