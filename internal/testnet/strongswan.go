@@ -34,6 +34,13 @@ type CharonConn struct {
 	RekeyTime             time.Duration
 	IKERekeyTime          time.Duration
 	DPDDelay              time.Duration
+	// Version is the IKE version, 2 when 0. With 1 the PSK is also
+	// listed under both addresses: an IKEv1 main mode responder picks
+	// the key before it learns the peer's identity.
+	Version int
+	// DPDAction is the child's dpd_action when DPDDelay is set (default
+	// restart).
+	DPDAction string
 }
 
 // Child returns the name of the connection's CHILD_SA.
@@ -115,6 +122,18 @@ func StartCharon(t testing.TB, ns *NS, conns ...CharonConn) *Charon {
 		t.Fatalf("swanctl --load-all: %v\n%s", err, out)
 	}
 	return c
+}
+
+// Load replaces charon's connections and secrets with conns, e.g. to run
+// a table of cases against one charon.
+func (c *Charon) Load(conns ...CharonConn) error {
+	if err := writeTemplate(filepath.Join(c.Dir, "swanctl/swanctl.conf"), swanctlConf, conns); err != nil {
+		return err
+	}
+	if out, err := c.Swanctl("--load-all", "--noprompt"); err != nil {
+		return fmt.Errorf("swanctl --load-all: %w: %s", err, lastLines(out, 10))
+	}
+	return nil
 }
 
 // Swanctl runs swanctl against this charon.
@@ -349,7 +368,7 @@ const strongswanConf = `charon {
 const swanctlConf = `connections {
 {{- range .}}
 	{{.Name}} {
-		version = 2
+		version = {{if .Version}}{{.Version}}{{else}}2{{end}}
 		local_addrs = {{.LocalAddr}}
 		remote_addrs = {{.RemoteAddr}}
 		proposals = {{.Proposals}}
@@ -378,7 +397,7 @@ const swanctlConf = `connections {
 				mode = tunnel
 				start_action = {{if .StartAction}}{{.StartAction}}{{else}}none{{end}}
 {{- if .DPDDelay}}
-				dpd_action = restart
+				dpd_action = {{if .DPDAction}}{{.DPDAction}}{{else}}restart{{end}}
 {{- end}}
 {{- if .RekeyTime}}
 				rekey_time = {{secs .RekeyTime}}
@@ -393,6 +412,10 @@ secrets {
 	ike-{{.Name}} {
 		id-a = {{.LocalID}}
 		id-b = {{.RemoteID}}
+{{- if eq .Version 1}}
+		id-c = {{.LocalAddr}}
+		id-d = {{.RemoteAddr}}
+{{- end}}
 		secret = "{{.PSK}}"
 	}
 {{- end}}

@@ -34,6 +34,8 @@ var transforms = []transformCase{
 	{"aes128-sha256", ipsec.Transform{Encryption: EncAESCBC, EncKeyBits: 128, Integrity: IntegSHA256, ICVBits: 128}, 16, 32},
 	{"aes256-sha384", ipsec.Transform{Encryption: EncAESCBC, EncKeyBits: 256, Integrity: IntegSHA384, ICVBits: 192}, 32, 48},
 	{"aes256-sha512", ipsec.Transform{Encryption: EncAESCBC, EncKeyBits: 256, Integrity: IntegSHA512, ICVBits: 256}, 32, 64},
+	{"3des-sha1", ipsec.Transform{Encryption: Enc3DESCBC, EncKeyBits: 192, Integrity: IntegSHA1, ICVBits: 96}, 24, 20},
+	{"3des-md5", ipsec.Transform{Encryption: Enc3DESCBC, EncKeyBits: 192, Integrity: IntegMD5, ICVBits: 96}, 24, 16},
 }
 
 func seqBytes(n int, seed byte) []byte {

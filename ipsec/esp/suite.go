@@ -3,7 +3,9 @@ package esp
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/des"
 	"crypto/hmac"
+	"crypto/md5"
 	"crypto/rand"
 	"crypto/sha1"
 	"crypto/sha256"
@@ -21,6 +23,8 @@ const (
 	EncAESGCM   = "rfc4106(gcm(aes))"
 	EncChaPoly  = "rfc7539esp(chacha20,poly1305)"
 	EncAESCBC   = "cbc(aes)"
+	Enc3DESCBC  = "cbc(des3_ede)" // legacy (IKEv1 peers), only where a tunnel allows it
+	IntegMD5    = "hmac(md5)"     // legacy
 	IntegSHA1   = "hmac(sha1)"
 	IntegSHA256 = "hmac(sha256)"
 	IntegSHA384 = "hmac(sha384)"
@@ -115,26 +119,32 @@ func newSuite(t ipsec.Transform, encKey, integKey []byte) (*suite, error) {
 			return nil, fmt.Errorf("%s: %w", t.Encryption, err)
 		}
 		s.ivLen, s.blockAlign, s.icvLen = aeadIVLen, 4, 16
-	case EncAESCBC:
+	case EncAESCBC, Enc3DESCBC:
 		if t.EncKeyBits != 0 && t.EncKeyBits != 8*len(encKey) {
 			return nil, fmt.Errorf("%s: key is %d bits, transform says %d", t.Encryption, 8*len(encKey), t.EncKeyBits)
 		}
+		newBlock, ivKeyLen := aes.NewCipher, 16
+		if t.Encryption == Enc3DESCBC {
+			newBlock, ivKeyLen = des.NewTripleDESCipher, 24
+		}
 		var err error
-		if s.block, err = aes.NewCipher(encKey); err != nil {
+		if s.block, err = newBlock(encKey); err != nil {
 			return nil, fmt.Errorf("%s: %w", t.Encryption, err)
 		}
 		// IVs must be unpredictable (RFC 3602 section 2.3), not merely
 		// unique: encrypting the sequence number under a random key that
 		// never leaves this process gives that without a syscall per packet.
-		var ivKey [16]byte
-		if _, err := rand.Read(ivKey[:]); err != nil {
+		ivKey := make([]byte, ivKeyLen)
+		if _, err := rand.Read(ivKey); err != nil {
 			return nil, fmt.Errorf("%s: IV key: %w", t.Encryption, err)
 		}
-		s.ivBlock, _ = aes.NewCipher(ivKey[:])
-		clear(ivKey[:])
+		s.ivBlock, _ = newBlock(ivKey)
+		clear(ivKey)
 		var newHash func() hash.Hash
 		var full int
 		switch t.Integrity {
+		case IntegMD5:
+			newHash, full = md5.New, 96
 		case IntegSHA1:
 			newHash, full = sha1.New, 96
 		case IntegSHA256:
@@ -156,7 +166,8 @@ func newSuite(t ipsec.Transform, encKey, integKey []byte) (*suite, error) {
 		}
 		s.macKey = append([]byte(nil), integKey...)
 		s.newMAC = func() hash.Hash { return hmac.New(newHash, s.macKey) }
-		s.ivLen, s.blockAlign, s.icvLen = aes.BlockSize, aes.BlockSize, full/8
+		bs := s.block.BlockSize()
+		s.ivLen, s.blockAlign, s.icvLen = bs, bs, full/8
 	default:
 		return nil, fmt.Errorf("encryption %q not supported", t.Encryption)
 	}
@@ -180,9 +191,9 @@ func (s *suite) newScratch() *scratch {
 	copy(sc.nonce[:saltLen], s.salt[:])
 	if s.newMAC != nil {
 		sc.mac = s.newMAC()
-		var zero [16]byte
-		sc.cbcEnc = cipher.NewCBCEncrypter(s.block, zero[:])
-		sc.cbcDec = cipher.NewCBCDecrypter(s.block, zero[:])
+		zero := make([]byte, s.block.BlockSize())
+		sc.cbcEnc = cipher.NewCBCEncrypter(s.block, zero)
+		sc.cbcDec = cipher.NewCBCDecrypter(s.block, zero)
 	}
 	return sc
 }

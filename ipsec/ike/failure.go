@@ -3,6 +3,7 @@ package ike
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 )
 
@@ -122,4 +123,10 @@ func (f *Failure) Error() string {
 		return fmt.Sprintf("peer %v answered %v to %v: %s", f.Peer, f.Notify, f.exchange(), f.Detail)
 	}
 	return fmt.Sprintf("%v with %v failed: %s", f.exchange(), f.Peer, f.Detail)
+}
+
+// DeadPeer reports whether the failure is dead peer detection giving up:
+// IKEv2's liveness check or IKEv1's R-U-THERE (RFC 3706) unanswered.
+func (f *Failure) DeadPeer() bool {
+	return f.Reason == ReasonPeerTimeout && (f.Exchange == INFORMATIONAL || strings.HasPrefix(f.Stage, "DPD"))
 }

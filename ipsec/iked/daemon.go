@@ -743,7 +743,7 @@ func (d *Daemon) ikeDown(sa *ike.IKESA, reason error) {
 	}
 	why := reason.Error()
 	var f *ike.Failure
-	if errors.As(reason, &f) && f.Reason == ike.ReasonPeerTimeout && f.Exchange == ike.INFORMATIONAL {
+	if errors.As(reason, &f) && f.DeadPeer() {
 		why = "the peer is dead (dead peer detection): " + why
 	}
 	t.event(now, "IKE_SA down: "+why)

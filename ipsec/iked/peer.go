@@ -27,6 +27,7 @@ func peerConfig(t *config.Tunnel, forceEncap bool, sourceFor func(netip.Addr) (n
 	}
 	p := &ike.PeerConfig{
 		Name:          t.Name,
+		Version:       int(t.IKEVersion.Or2()),
 		PSK:           []byte(t.PSK.Reveal()),
 		ForceEncap:    forceEncap,
 		IKELifetime:   t.IKELifetime.Duration,

@@ -1,0 +1,179 @@
+package iked
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/internal/testnet"
+	"github.com/flashgate/flashgate/ipsec"
+)
+
+// IKEv1 tunnels (ike_version 1) through the daemon and the userspace data
+// plane against strongSwan's charon with version = 1: one charon serves
+// the whole table, each case loads its connection; traffic must pass both
+// ways.
+
+func v1Tunnel(s *testnet.SiteToSite, ikeP, espP, start string) config.Tunnel {
+	t := tunnelConfig(s.GwAWAN, s.GwBWAN, "gwA", "gwB", s.LANA, s.LANB, ikeP, espP, start)
+	t.IKEVersion = config.IKEv1
+	t.LegacyAlgorithms = strings.Contains(ikeP+espP, "3des") || strings.Contains(ikeP+espP, "modp1024")
+	return t
+}
+
+func v1Charon(s *testnet.SiteToSite, ikeP, espP string) testnet.CharonConn {
+	c := charonConn(s, ikeP, espP, "none")
+	c.Version = 1
+	return c
+}
+
+// resetCharon drops what the last case left at strongSwan's end.
+func resetCharon(t *testing.T, c *testnet.Charon) {
+	c.Swanctl("--terminate", "--ike", "s2s", "--force", "--timeout", "2")
+	waitFor(5*time.Second, func() bool {
+		sas, err := c.SAs()
+		return err == nil && len(sas) == 0
+	})
+}
+
+func TestIKEv1StrongSwan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("namespace test")
+	}
+	s := testnet.NewSiteToSite(t)
+	charon := testnet.StartCharon(t, s.GwB, v1Charon(s, "aes128-sha1-modp2048", "aes128-sha1"))
+	for _, c := range []struct {
+		ike, esp   string
+		weInitiate bool
+		rekeys     bool
+	}{
+		{"aes128-sha1-modp2048", "aes128-sha1", true, true},
+		{"aes128-sha1-modp2048", "aes128-sha1", false, false},
+		{"aes256-sha256-modp2048", "aes256-sha256-modp2048", true, false}, // PFS
+		{"aes256-sha256-modp2048", "aes256-sha256-modp2048", false, true},
+		{"3des-sha1-modp1024", "3des-sha1", true, false},
+		{"3des-sha1-modp1024", "3des-sha1", false, false},
+		{"aes128-sha1-modp1024", "aes128-sha1", true, false}, // the isakmpd peers' suite
+		{"aes128-sha1-modp1024", "aes128-sha1", false, false},
+	} {
+		role := "responder"
+		if c.weInitiate {
+			role = "initiator"
+		}
+		t.Run(c.ike+"/"+c.esp+"/"+role, func(t *testing.T) {
+			resetCharon(t, charon)
+			if err := charon.Load(v1Charon(s, c.ike, c.esp)); err != nil {
+				t.Fatal(err)
+			}
+			start := config.StartRespond
+			if c.weInitiate {
+				start = config.StartInitiate
+			}
+			d := startIked(t, s.GwA, v1Tunnel(s, c.ike, c.esp, start))
+			if !c.weInitiate {
+				if err := charon.Initiate("s2s-net"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitState(t, d, "s2s", ipsec.StateUp, 15*time.Second)
+			if err := charon.WaitChild("s2s-net", 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if err := testnet.Ping(s.HostA, s.HostBIP, 1); err != nil {
+				t.Fatalf("hostA -> hostB through the IKEv1 tunnel: %v", err)
+			}
+			if err := testnet.Ping(s.HostB, s.HostAIP, 1); err != nil {
+				t.Fatalf("hostB -> hostA through the IKEv1 tunnel: %v", err)
+			}
+			if c.rekeys {
+				// A TCP stream across phase 2 rekeys by each side and a
+				// phase 1 rekey of ours.
+				stream, err := startStream(s, 5214, 4<<20)
+				if err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(300 * time.Millisecond)
+				if err := d.Rekey("s2s", false); err != nil {
+					t.Errorf("our phase 2 rekey: %v", err)
+				}
+				waitEvents(t, d, "s2s", "CHILD_SA rekeyed", 1, 5*time.Second)
+				time.Sleep(300 * time.Millisecond)
+				if out, err := charon.Swanctl("--rekey", "--child", "s2s-net"); err != nil {
+					t.Errorf("strongSwan's phase 2 rekey: %v: %s", err, out)
+				}
+				waitEvents(t, d, "s2s", "CHILD_SA rekeyed", 2, 5*time.Second)
+				time.Sleep(300 * time.Millisecond)
+				if err := d.Rekey("s2s", true); err != nil {
+					t.Errorf("our phase 1 rekey: %v", err)
+				}
+				time.Sleep(time.Second)
+				if err := stream.Stop(5 * time.Second); err != nil {
+					t.Fatalf("TCP across the rekeys: %v", err)
+				}
+				if err := testnet.Ping(s.HostA, s.HostBIP, 1); err != nil {
+					t.Fatalf("after the rekeys: %v", err)
+				}
+			}
+			st := waitState(t, d, "s2s", ipsec.StateUp, time.Second)
+			if st.IKE == nil || st.IKE.Proposal != c.ike {
+				t.Errorf("IKE proposal in status = %+v, want %s", st.IKE, c.ike)
+			}
+			if len(st.Children) == 0 || st.Children[0].Proposal != c.esp || st.Children[0].PacketsIn == 0 {
+				t.Errorf("phase 2 status = %+v, want %s carrying packets", st.Children, c.esp)
+			}
+			d.Close()
+		})
+	}
+
+	for _, c := range []struct {
+		name      string
+		edit      func(ours *config.Tunnel, peer *testnet.CharonConn)
+		peerStart bool
+		want      []string
+	}{
+		{"wrong psk", func(o *config.Tunnel, p *testnet.CharonConn) { p.PSK = "a-different-psk-0123456789" }, false,
+			[]string{"AUTHENTICATION_FAILED", "pre-shared key"}},
+		{"proposal mismatch", func(o *config.Tunnel, p *testnet.CharonConn) { p.Proposals = "aes256-sha256-modp3072" }, false,
+			[]string{"NO_PROPOSAL_CHOSEN", "main mode", "aes128-sha1-modp2048"}},
+		{"IKEv2 tunnel gets IKEv1", func(o *config.Tunnel, p *testnet.CharonConn) {
+			o.IKEVersion = config.IKEv2
+			o.StartAction = config.StartRespond
+		}, true, []string{"the peer speaks IKEv1 main mode; set ike_version 1"}},
+		{"IKEv1 tunnel gets IKEv2", func(o *config.Tunnel, p *testnet.CharonConn) {
+			p.Version = 2
+			o.StartAction = config.StartRespond
+		}, true, []string{"the peer speaks IKEv2; set ike_version 2"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			resetCharon(t, charon)
+			ours := v1Tunnel(s, "aes128-sha1-modp2048", "aes128-sha1", config.StartInitiate)
+			peer := v1Charon(s, "aes128-sha1-modp2048", "aes128-sha1")
+			c.edit(&ours, &peer)
+			if err := charon.Load(peer); err != nil {
+				t.Fatal(err)
+			}
+			d := startIked(t, s.GwA, ours)
+			if c.peerStart {
+				go charon.Initiate("s2s-net")
+			}
+			var text string
+			if !waitFor(20*time.Second, func() bool {
+				st := tunnelStatus(d, "s2s")
+				text = st.Reason
+				for _, e := range st.Events {
+					text += "\n" + e.Message
+				}
+				for _, w := range c.want {
+					if !strings.Contains(text, w) {
+						return false
+					}
+				}
+				return true
+			}) {
+				t.Fatalf("status and events do not say %q:\n%s", c.want, text)
+			}
+			d.Close()
+		})
+	}
+}
