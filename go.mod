@@ -58,4 +58,5 @@ require (
 	golang.org/x/tools v0.52.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	mvdan.cc/sh/v3 v3.11.0 // indirect
+	software.sslmate.com/src/go-pkcs12 v0.7.4 // indirect
 )

@@ -18,12 +18,14 @@ type Config struct {
 	Routes     []Route     `json:"routes"`
 	Firewall   Firewall    `json:"firewall"`
 	Tunnels    []Tunnel    `json:"tunnels"`
+	// Certificates is the box's certificate store (certificates.go).
+	Certificates []Certificate `json:"certificates,omitempty"`
 }
 
 // Sections are the top-level parts of a Config, in the order they appear. A
 // change notice lists the sections that differ so that each service
 // reconciles only what concerns it.
-var Sections = []string{"system", "interfaces", "routes", "firewall", "tunnels"}
+var Sections = []string{"system", "interfaces", "routes", "firewall", "tunnels", "certificates"}
 
 // System is the box itself.
 type System struct {
@@ -229,7 +231,7 @@ const (
 	MaxRouteInterface    = 9999
 )
 
-// Tunnel is one IPsec site-to-site tunnel authenticated with a PSK.
+// Tunnel is one IPsec site-to-site tunnel, authenticated with a PSK or certificates.
 type Tunnel struct {
 	Name    string `json:"name"`
 	Enabled bool   `json:"enabled"`
@@ -243,6 +245,15 @@ type Tunnel struct {
 	LocalID  string `json:"local_id,omitempty"`
 	RemoteID string `json:"remote_id,omitempty"`
 	PSK      Secret `json:"psk"`
+	// Auth is how this box authenticates, psk (default) or cert;
+	// RemoteAuth how the peer must (default: as Auth).
+	Auth       string `json:"auth,omitempty"`
+	RemoteAuth string `json:"remote_auth,omitempty"`
+	// LocalCert names the store's certificate (with its key) this box
+	// authenticates with; TrustedCAs the store's CAs the peer's
+	// certificate must chain to.
+	LocalCert  string   `json:"local_cert,omitempty"`
+	TrustedCAs []string `json:"trusted_cas,omitempty"`
 	// Proposals in strongSwan syntax, most preferred first.
 	IKEProposals  []string `json:"ike_proposals"`
 	ESPProposals  []string `json:"esp_proposals"`

@@ -68,6 +68,7 @@ func (c *Config) Validate() error {
 	v.routes()
 	v.firewall()
 	v.tunnels()
+	v.certificates()
 	if len(v.errs) == 0 {
 		return nil
 	}
@@ -568,14 +569,7 @@ func (v *validator) tunnels() {
 				v.add(path+"."+id.field, "must be at most %d printable characters", MaxIDLen)
 			}
 		}
-		switch n := len(t.PSK.Reveal()); {
-		case n == 0:
-			v.add(path+".psk", "missing pre-shared key")
-		case n < MinPSKLen:
-			v.add(path+".psk", "pre-shared key too short: %d characters, at least %d (a random one is best)", n, MinPSKLen)
-		case n > MaxPSKLen:
-			v.add(path+".psk", "pre-shared key too long: at most %d characters", MaxPSKLen)
-		}
+		v.tunnelAuth(path, t)
 		switch t.IKEVersion {
 		case 0, IKEv1, IKEv2:
 		default:

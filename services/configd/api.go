@@ -239,6 +239,7 @@ func NewServer(store *config.Store, storage, note string, logf func(string, ...a
 	s.mux.HandleFunc("GET /v1/files/{name}", s.getFile)
 	s.mux.HandleFunc("PUT /v1/files/{name}", s.putFile)
 	s.mux.HandleFunc("POST /v1/verify-password", s.verifyPassword)
+	s.certRoutes()
 	s.firmwareRoutes()
 	return s
 }

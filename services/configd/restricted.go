@@ -108,6 +108,11 @@ func (r *redactor) out(c *config.Config) *config.Config {
 			o.System.Admins[i].PasswordHash = config.NewSecret(r.hashMark(h))
 		}
 	}
+	for i := range o.Certificates {
+		if k := o.Certificates[i].Key.Reveal(); k != "" {
+			o.Certificates[i].Key = config.NewSecret(r.keyMark(k))
+		}
+	}
 	return o
 }
 
@@ -115,10 +120,15 @@ func (r *redactor) out(c *config.Config) *config.Config {
 // configurations, in place. It refuses marks that stand for nothing and
 // password hashes that are not marks.
 func (r *redactor) in(c *config.Config, known ...*config.Config) error {
-	psks, hashes := map[string]string{}, map[string]string{}
+	psks, hashes, keys := map[string]string{}, map[string]string{}, map[string]string{}
 	for _, k := range known {
 		if k == nil {
 			continue
+		}
+		for _, e := range k.Certificates {
+			if p := e.Key.Reveal(); p != "" {
+				keys[r.keyMark(p)] = p
+			}
 		}
 		for _, t := range k.Tunnels {
 			if p := t.PSK.Reveal(); p != "" {
@@ -160,10 +170,29 @@ func (r *redactor) in(c *config.Config, known ...*config.Config) error {
 		}
 		a.PasswordHash = config.NewSecret(real)
 	}
+	for i := range c.Certificates {
+		e := &c.Certificates[i]
+		k := e.Key.Reveal()
+		if !strings.HasPrefix(k, pskMarkPrefix) {
+			continue // none, or a key the web UI sends in (it never gets one out)
+		}
+		real, ok := keys[k]
+		if !ok {
+			errs = append(errs, config.FieldError{Path: fmt.Sprintf("certificates[%s].key", e.Name),
+				Message: "the redacted private key stands for no key any more: import the certificate and key again"})
+			continue
+		}
+		e.Key = config.NewSecret(real)
+	}
 	if len(errs) > 0 {
 		return errs
 	}
 	return nil
+}
+
+// keyMark stands for a certificate's private key on the restricted API.
+func (r *redactor) keyMark(key string) string {
+	return pskMarkPrefix + base64.RawURLEncoding.EncodeToString(r.digest("key", key))
 }
 
 // known is what marks may stand for: the candidate's and the running
