@@ -37,3 +37,32 @@ PASS
 		}
 	}
 }
+
+func TestRouteFigures(t *testing.T) {
+	out := `pkg: github.com/flashgate/flashgate/bench
+BenchmarkRouteTunnelTCP-2   	       3	       1000 policy_Mbit/s	      970.0 route_Mbit/s	         0 ns/op
+BenchmarkRouteFailover-2    	       3	         2.5 failover_s	         0 ns/op
+PASS
+`
+	res, err := ParseBenchOutput(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	figs := map[string]Figure{}
+	for _, f := range routeFigures(res, "not measured") {
+		figs[f.Name] = f
+	}
+	tcp := figs["esp.route.tcp_1stream_mbps"]
+	if tcp.Value == nil || *tcp.Value != 970 || tcp.Peer != "policy tunnel" || tcp.PeerValue == nil || *tcp.PeerValue != 1000 ||
+		tcp.Ratio == nil || *tcp.Ratio != 0.97 {
+		t.Errorf("esp.route.tcp_1stream_mbps = %+v, want 970 against the policy tunnel's 1000, ratio 0.97", tcp)
+	}
+	if f := figs["route.failover_s"]; f.Value == nil || *f.Value != 2.5 {
+		t.Errorf("route.failover_s = %+v, want 2.5", f)
+	}
+	for _, f := range routeFigures(nil, "not measured: x") {
+		if f.Value != nil || f.Notes != "not measured: x" {
+			t.Errorf("unmeasured %s = %+v", f.Name, f)
+		}
+	}
+}

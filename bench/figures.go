@@ -20,6 +20,7 @@ func Figures(res []Result, failures []string) []Figure {
 	}
 	var figs []Figure
 	figs = append(figs, tunnelFigures(res, why)...)
+	figs = append(figs, routeFigures(res, why)...)
 	figs = append(figs, ikeFigures(res, why)...)
 	figs = append(figs, hubFigures(res, why)...)
 	figs = append(figs, boardFigures(res, why)...)
@@ -227,6 +228,25 @@ func ikeFigures(res []Result, why string) []Figure {
 			"IKE_SA + CHILD_SA, PSK, ecp256, serial, initiator to responder of the same kind, data plane install included, netns", why),
 		pair(res, "ike.setup_rate_per_s", "BenchmarkIKESetupRate", "SAs/s", "SAs/s", "strongswan", "strongSwan", "ratio >= 1.5",
 			"200 setups at once per round (strongSwan: 8 parallel vici initiators), PSK, ecp256, netns", why),
+	}
+}
+
+// routeFigures: a route-based tunnel against a policy tunnel in the same
+// run, and failover between two route tunnels.
+func routeFigures(res []Result, why string) []Figure {
+	const b = "BenchmarkRouteTunnelTCP"
+	tcp := one(res, "esp.route.tcp_1stream_mbps", b, "route_Mbit/s", "Mbit/s", 1, "ratio >= 0.95",
+		"iperf3 10 s, 1 stream, host to host through a route tunnel (ipsec0 TUN, route to the far LAN, any-to-any selectors) "+
+			"between two ikeds, userspace ESP aes128gcm16, runs alternating with a policy tunnel on a twin topology, netns", why)
+	if pv, ok := Find(res, b, "policy_Mbit/s"); ok {
+		tcp = tcp.Against("policy tunnel", pv)
+	} else {
+		tcp.Peer = "policy tunnel"
+	}
+	return []Figure{tcp,
+		one(res, "route.failover_s", "BenchmarkRouteFailover", "failover_s", "s", 1, "",
+			"two route tunnels to one strongSwan (two outer addresses), DPD 1 s, dead after 3 s: tunnel 1's peer silently dies "+
+				"-> first ping carried by tunnel 2 (probed every 100 ms), netns", why),
 	}
 }
 

@@ -1,0 +1,185 @@
+package bench
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/internal/testnet"
+	"github.com/flashgate/flashgate/ipsec"
+	"github.com/flashgate/flashgate/ipsec/iked"
+)
+
+// startIkedConfig runs iked (userspace data plane) in ns with a whole
+// configuration: route tunnels need their routes.
+func startIkedConfig(b testing.TB, ns *testnet.NS, c *config.Config) *iked.Daemon {
+	b.Helper()
+	var d *iked.Daemon
+	err := ns.Do(func() error {
+		var err error
+		if d, err = iked.New(iked.Options{DataPlane: "userspace", Logf: func(string, ...any) {}}); err != nil {
+			return err
+		}
+		d.Run()
+		return d.Apply(c)
+	})
+	if err != nil {
+		b.Fatalf("start iked in %s: %v", ns.Name, err)
+	}
+	b.Cleanup(func() { d.Close() })
+	return d
+}
+
+// routeSide is one gateway's configuration of a route tunnel to the other:
+// any-to-any selectors, ipsec0, the far LAN routed through it.
+func routeSide(t config.Tunnel, far netip.Prefix) *config.Config {
+	t.Mode, t.Interface = config.ModeRoute, "ipsec0"
+	t.LocalSubnets, t.RemoteSubnets = nil, nil
+	return &config.Config{Tunnels: []config.Tunnel{t}, Routes: []config.Route{{Name: "far", Enabled: true,
+		Destination: config.MustPrefix(far.String()), Interface: "ipsec0", Metric: 100}}}
+}
+
+// BenchmarkRouteTunnelTCP measures one TCP stream host to host through a
+// route tunnel (both gateways iked, userspace plane, ipsec0 with a route
+// to the far LAN) and through a policy tunnel with the same proposals on
+// another topology of the same shape, alternating iperf3 runs so that both
+// see the machine in the same state. Reports route_Mbit/s and
+// policy_Mbit/s (esp.route.tcp_1stream_mbps and its peer).
+func BenchmarkRouteTunnelTCP(b *testing.B) {
+	testnet.RequireTool(b, "iperf3", "iperf3")
+	p := tunnelPair{ike: "aes128gcm16-prfsha256-ecp256", esp: "aes128gcm16"}
+	pol := testnet.NewSiteToSite(b)
+	pa, pb := p.start(b, pol)
+	waitUp(b, pa, 10*time.Second)
+	waitUp(b, pb, 5*time.Second)
+
+	rt := testnet.NewSiteToSite(b)
+	rb := startIkedConfig(b, rt.GwB, routeSide(p.tunnel(rt.GwBWAN, rt.GwAWAN, "gwB", "gwA", rt.LANB, rt.LANA, config.StartRespond), rt.LANA))
+	ra := startIkedConfig(b, rt.GwA, routeSide(p.tunnel(rt.GwAWAN, rt.GwBWAN, "gwA", "gwB", rt.LANA, rt.LANB, config.StartInitiate), rt.LANB))
+	waitUp(b, ra, 10*time.Second)
+	waitUp(b, rb, 5*time.Second)
+	if out, _ := rt.GwA.Output("ip", "-4", "route", "show", rt.LANB.String()); !strings.Contains(out, "dev ipsec0") {
+		b.Fatalf("the route tunnel's route to LAN B: %q", out)
+	}
+	for _, s := range []*testnet.SiteToSite{pol, rt} {
+		if err := testnet.Ping(s.HostA, s.HostBIP, 2); err != nil {
+			b.Fatalf("hostA cannot reach hostB: %v", err)
+		}
+	}
+	var sumRoute, sumPolicy float64
+	for i := 0; i < b.N; i++ {
+		for _, k := range []struct {
+			s   *testnet.SiteToSite
+			sum *float64
+		}{{pol, &sumPolicy}, {rt, &sumRoute}} {
+			r, err := testnet.Iperf(k.s.HostB, k.s.HostA, k.s.HostBIP, 1, iperfTime)
+			if err != nil {
+				b.Fatal(err)
+			}
+			*k.sum += r.Mbps
+		}
+	}
+	b.ReportMetric(sumRoute/float64(b.N), "route_Mbit/s")
+	b.ReportMetric(sumPolicy/float64(b.N), "policy_Mbit/s")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkRouteFailover measures route.failover_s: gwA (iked) has two
+// route tunnels to gwB's strongSwan, at two outer addresses (AWS's shape),
+// with routes to LAN B at metrics 100 and 200 and DPD every second (dead
+// after 3 s). Tunnel 1's peer side dies without a word (gwB drops its
+// address, strongSwan forgets the tunnel); the figure is the time from
+// then to the first ping from hostA to hostB carried by tunnel 2, probed
+// every 100 ms.
+func BenchmarkRouteFailover(b *testing.B) {
+	var total float64
+	for i := 0; i < b.N; i++ {
+		total += routeFailoverOnce(b)
+	}
+	b.ReportMetric(total/float64(b.N), "failover_s")
+	b.ReportMetric(0, "ns/op")
+}
+
+func routeFailoverOnce(b *testing.B) float64 {
+	s := testnet.NewSiteToSite(b)
+	peer2 := netip.MustParseAddr("10.10.0.3")
+	if err := s.GwB.Run("ip", "addr", "add", peer2.String()+"/24", "dev", s.WANIfB); err != nil {
+		b.Fatal(err)
+	}
+	p := tunnelPair{ike: "aes128gcm16-prfsha256-ecp256", esp: "aes128gcm16"}
+	var conns []testnet.CharonConn
+	c := &config.Config{}
+	for i, addr := range []netip.Addr{s.GwBWAN, peer2} {
+		n := []string{"t1", "t2"}[i]
+		conns = append(conns, testnet.CharonConn{Name: n, LocalAddr: addr, RemoteAddr: s.GwAWAN, LocalID: "gwB" + n, RemoteID: "gwA",
+			PSK: benchPSK, Proposals: p.ike, ESPProposals: p.esp, LocalTS: []netip.Prefix{s.LANB}, RemoteTS: []netip.Prefix{s.LANA},
+			DPDDelay: time.Second})
+		t := p.tunnel(s.GwAWAN, addr, "gwA", "gwB"+n, s.LANA, s.LANB, config.StartInitiate)
+		t.Name, t.Mode, t.Interface = n, config.ModeRoute, []string{"ipsec0", "ipsec1"}[i]
+		t.LocalSubnets, t.RemoteSubnets = nil, nil
+		t.DPDInterval, t.DPDTimeout = config.Seconds(1), config.Seconds(3)
+		c.Tunnels = append(c.Tunnels, t)
+		c.Routes = append(c.Routes, config.Route{Name: "lan-b-" + n, Enabled: true,
+			Destination: config.MustPrefix(s.LANB.String()), Interface: t.Interface, Metric: 100 * (i + 1)})
+	}
+	charon := testnet.StartCharon(b, s.GwB, conns...)
+	d := startIkedConfig(b, s.GwA, c)
+	deadline := time.Now().Add(20 * time.Second)
+	for !(stateOf(d, "t1") == ipsec.StateUp && stateOf(d, "t2") == ipsec.StateUp) {
+		if time.Now().After(deadline) {
+			b.Fatalf("route tunnels not up: %+v", d.Status())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !carried(d, s, "t1") {
+		b.Fatal("tunnel 1 does not carry the traffic with both up")
+	}
+	for _, cmd := range [][]string{
+		{"nft", "add", "table", "ip", "fgkill"},
+		{"nft", "add", "chain", "ip", "fgkill", "in", "{ type filter hook input priority -10; }"},
+		{"nft", "add", "chain", "ip", "fgkill", "out", "{ type filter hook output priority -10; }"},
+		{"nft", "add", "rule", "ip", "fgkill", "in", "ip", "daddr", s.GwBWAN.String(), "drop"},
+		{"nft", "add", "rule", "ip", "fgkill", "out", "ip", "saddr", s.GwBWAN.String(), "drop"},
+	} {
+		if err := s.GwB.Run(cmd...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	died := time.Now()
+	charon.Swanctl("--terminate", "--ike", "t1", "--force", "--timeout", "1") // its DELETE is dropped
+	for !carried(d, s, "t2") {
+		if time.Since(died) > 60*time.Second {
+			b.Fatalf("no failover to tunnel 2 within 60 s: %+v", d.Status())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return time.Since(died).Seconds()
+}
+
+func stateOf(d *iked.Daemon, name string) ipsec.TunnelState {
+	for _, st := range d.Status() {
+		if st.Name == name {
+			return st.State
+		}
+	}
+	return ""
+}
+
+// carried pings hostB once from hostA and reports whether it passed and
+// tunnel name's CHILD_SAs sent it.
+func carried(d *iked.Daemon, s *testnet.SiteToSite, name string) bool {
+	out := func() (n uint64) {
+		for _, st := range d.Status() {
+			if st.Name == name {
+				for _, c := range st.Children {
+					n += c.PacketsOut
+				}
+			}
+		}
+		return n
+	}
+	before := out()
+	return testnet.Ping(s.HostA, s.HostBIP, 1) == nil && out() > before
+}
