@@ -78,7 +78,7 @@ func espOverheadOf(proposal string) (espOverhead, bool) {
 // and the UDP header of NAT-T (counted always: NAT may appear on the path
 // later), still fits a PathMTU-byte path. For AES-GCM over IPv4 that is
 // 1438, for AES-CBC with SHA-256 1422.
-func (t *Tunnel) RouteMTU() int {
+func (t Tunnel) RouteMTU() int {
 	if t.MTU != 0 {
 		return t.MTU
 	}

@@ -286,11 +286,11 @@ type Tunnel struct {
 }
 
 // IsRoute reports whether t is a route-based tunnel.
-func (t *Tunnel) IsRoute() bool { return t.Mode == ModeRoute }
+func (t Tunnel) IsRoute() bool { return t.Mode == ModeRoute }
 
 // IfID is the XFRM interface ID of a route tunnel (N+1 for ipsecN: the
 // kernel refuses if_id 0), or 0 for a policy tunnel or a malformed name.
-func (t *Tunnel) IfID() uint32 {
+func (t Tunnel) IfID() uint32 {
 	if !t.IsRoute() {
 		return 0
 	}

@@ -21,11 +21,24 @@ func (s *Server) routeList(ctx context.Context) ([]config.Route, error) {
 	return cand.Config.Routes, nil
 }
 
+// routesView is the Routes page: the routes, and which interfaces are
+// route tunnels' (a route through one is there only while it is up).
+type routesView struct {
+	Routes   []config.Route
+	TunnelOf map[string]string // interface -> route tunnel
+}
+
 func (s *Server) routesPage(w http.ResponseWriter, r *http.Request) {
-	routes, err := s.routeList(r.Context())
+	cand, err := s.candidate(r.Context())
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
-	s.render(w, r, http.StatusOK, "routes", "Routes", routes)
+	v := routesView{Routes: cand.Config.Routes, TunnelOf: map[string]string{}}
+	for _, t := range cand.Config.Tunnels {
+		if t.IsRoute() && t.Interface != "" {
+			v.TunnelOf[t.Interface] = t.Name
+		}
+	}
+	s.render(w, r, http.StatusOK, "routes", "Routes", v)
 }

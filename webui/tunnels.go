@@ -26,6 +26,8 @@ type TunnelDetail struct {
 	Config     tunnelConfigView `json:"config"`
 	Row        tunnelRow        `json:"live"`
 	Controlled bool             `json:"-"` // iked can be asked to bring it up or down
+	// Routes are the routes through a route tunnel's interface.
+	Routes []config.Route `json:"routes,omitempty"`
 }
 
 // tunnelConfigView is a tunnel without its PSK.
@@ -54,6 +56,13 @@ func (s *Server) tunnelDetail(ctx context.Context, name string) (TunnelDetail, b
 	_, control := s.opts.Tunnels.(TunnelControl)
 	d := TunnelDetail{Config: tunnelConfigView{Tunnel: *t, PSKSet: t.PSK.IsSet()}, Controlled: control}
 	d.Config.Tunnel.PSK = config.Secret{}
+	if t.IsRoute() {
+		for _, r := range cand.Config.Routes {
+			if r.Interface == t.Interface {
+				d.Routes = append(d.Routes, r)
+			}
+		}
+	}
 	rows, err := s.tunnelRows(ctx)
 	if err == nil {
 		for _, row := range rows {

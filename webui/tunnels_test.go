@@ -267,3 +267,43 @@ func TestProposalCatalogIsValidAndMarked(t *testing.T) {
 		}
 	}
 }
+
+// A route tunnel through the forms: mode, interface, inner address and
+// MTU are saved; a bad interface name comes back next to its field; the
+// tunnel's page shows the interface and the routes through it, and the
+// Routes page marks such a route as the tunnel's.
+func TestRouteTunnelForms(t *testing.T) {
+	h := newHarness(t, true)
+	b := h.browser()
+	b.login()
+	f := tunnelForm("aws1")
+	f.Set("mode", config.ModeRoute)
+	f.Set("local_subnets", "")
+	f.Set("remote_subnets", "")
+	f.Set("interface", "vti0")
+	f.Set("inner_addresses", "169.254.10.2/30")
+	f.Set("mtu", "1399")
+	if r := b.post("/tunnels/new", f); r.Code != http.StatusUnprocessableEntity || !strings.Contains(fieldError(r.Body, "interface"), "is not ipsecN") {
+		t.Fatalf("route tunnel with interface vti0: %d, interface error %q", r.Code, fieldError(r.Body, "interface"))
+	}
+	f.Set("interface", "ipsec0")
+	if r := b.post("/tunnels/new", f); r.Code != http.StatusSeeOther {
+		t.Fatalf("route tunnel form: %d: %s", r.Code, r.Body)
+	}
+	cand, _ := h.store.Candidate()
+	tun := cand.Tunnel("aws1")
+	if tun == nil || !tun.IsRoute() || tun.Interface != "ipsec0" || tun.MTU != 1399 || len(tun.InnerAddresses) != 1 ||
+		tun.InnerAddresses[0].String() != "169.254.10.2/30" || len(tun.RemoteSubnets) != 0 {
+		t.Fatalf("candidate route tunnel %+v", tun)
+	}
+	mustContain(t, "a route tunnel's page without routes", b.get("/tunnels/aws1").Body,
+		"route-based: interface", "ipsec0", "if_id 1", "MTU 1399", "169.254.10.2/30", "0.0.0.0/0", "with interface ipsec0")
+	if r := b.post("/routes/new", url.Values{"name": {"vpc"}, "enabled": {"on"}, "destination": {"172.31.0.0/16"},
+		"interface": {"ipsec0"}, "metric": {"100"}}); r.Code != http.StatusSeeOther {
+		t.Fatalf("route through ipsec0: %d %s", r.Code, fieldError(r.Body, "interface"))
+	}
+	mustContain(t, "the route tunnel's page", b.get("/tunnels/aws1").Body, "172.31.0.0/16 metric 100")
+	mustContain(t, "the routes page", b.get("/routes").Body, `href="/tunnels/aws1"`, "tunnel aws1")
+	// The edit form shows what was saved.
+	mustContain(t, "the edit form", b.get("/tunnels/aws1/edit").Body, `value="ipsec0"`, `value="1399"`, "169.254.10.2/30")
+}
