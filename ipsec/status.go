@@ -28,6 +28,9 @@ type TunnelStatus struct {
 	Since     time.Time   `json:"since"`            // when State last changed
 	DataPlane string      `json:"data_plane"`       // "xfrm" or "userspace"
 	Driver    string      `json:"driver,omitempty"` // kernel crypto driver doing the ESP work, e.g. "cbc-aes-geode"
+	// Interface is a route-based tunnel's interface (ipsecN); routes
+	// through it are there while the tunnel is up.
+	Interface string `json:"interface,omitempty"`
 
 	LocalAddr  string `json:"local_addr"`
 	RemoteAddr string `json:"remote_addr"` // address:port the peer is reached at (4500 after NAT-T float)

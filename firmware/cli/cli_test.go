@@ -76,7 +76,7 @@ func TestErrorsNamePathAndReason(t *testing.T) {
 		line string
 		want []string
 	}{
-		{"set tunnels.branch.mtu 1400", []string{"tunnels.branch.mtu", `unknown field "mtu"`, "remote_address"}},
+		{"set tunnels.branch.vlan 1400", []string{"tunnels.branch.vlan", `unknown field "vlan"`, "remote_address"}},
 		{"set interfaces.eth1.mtu abc", []string{"interfaces.eth1.mtu", `"abc" is not a whole number`}},
 		{"set interfaces.eth1.addresses 10.0.0.1/99", []string{"interfaces.eth1.addresses", "10.0.0.1/99"}},
 		{"set system.hostname", []string{"usage: set PATH VALUE"}},
@@ -554,4 +554,48 @@ func TestPagerOnAShortTerminal(t *testing.T) {
 	term.expect(prompt)
 	term.send("show diff\r")
 	term.expect("No changes")
+}
+
+// A route tunnel and its route typed at the console, as docs/tunnels.md
+// shows them, commit and read back.
+func TestRouteTunnelAtTheConsole(t *testing.T) {
+	term, cd := newCLI(t)
+	for _, l := range []string{
+		"set tunnels.aws1.mode route",
+		"set tunnels.aws1.interface ipsec0",
+		"set tunnels.aws1.remote_address 203.0.113.10",
+		"set tunnels.aws1.psk a-very-long-preshared-key",
+		"set tunnels.aws1.inner_addresses 169.254.10.2/30",
+		"set tunnels.aws1.mtu 1399",
+		"set routes.vpc.destination 172.31.0.0/16",
+		"set routes.vpc.interface ipsec0",
+		"set routes.vpc.metric 100",
+	} {
+		term.send(l + "\r")
+		if got := term.expect(prompt); strings.Contains(got, "rror") || strings.Contains(got, "unknown") {
+			t.Fatalf("%s:\n%s", l, got)
+		}
+	}
+	term.send("commit aws\r")
+	if got := term.expect(prompt); !strings.Contains(got, "Committed revision 2.") {
+		t.Fatalf("commit said:\n%s", got)
+	}
+	running, _ := cd.store.Running()
+	tun := running.Tunnel("aws1")
+	if tun == nil || !tun.IsRoute() || tun.IfID() != 1 || tun.MTU != 1399 || len(running.Routes) != 1 || running.Routes[0].Interface != "ipsec0" {
+		t.Fatalf("running tunnel %+v, routes %+v", tun, running.Routes)
+	}
+	term.send("show config running tunnels.aws1\r")
+	got := term.expect(prompt)
+	for _, want := range []string{"set tunnels aws1 mode route", "set tunnels aws1 interface ipsec0", "set tunnels aws1 inner_addresses 169.254.10.2/30"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("show config running tunnels.aws1 lacks %q:\n%s", want, got)
+		}
+	}
+	term.send("set tunnels.aws1.interface vti0\r")
+	term.expect(prompt)
+	term.send("commit\r")
+	if got := term.expect(prompt); !strings.Contains(got, "tunnels.aws1.interface") || !strings.Contains(got, "is not ipsecN") {
+		t.Errorf("commit with interface vti0 said:\n%s", got)
+	}
 }

@@ -41,6 +41,9 @@ func (d *Daemon) Status() []ipsec.TunnelStatus {
 			DataPlane: d.dp.Name(),
 			Events:    append([]ipsec.TunnelEvent(nil), t.events...),
 		}
+		if t.cfg.IsRoute() {
+			s.Interface = t.cfg.Interface
+		}
 		if t.peer != nil {
 			s.LocalAddr = t.peer.Local.Addr().String()
 			if t.peer.Remote.IsValid() {

@@ -28,6 +28,9 @@ func PrintStatus(w io.Writer, ts []ipsec.TunnelStatus, now time.Time) {
 		if t.Driver != "" {
 			fmt.Fprintf(w, ", crypto %s", t.Driver)
 		}
+		if t.Interface != "" {
+			fmt.Fprintf(w, ", route-based via %s", t.Interface)
+		}
 		fmt.Fprintln(w)
 		if t.Reason != "" {
 			fmt.Fprintf(w, "  reason: %s\n", t.Reason)

@@ -33,7 +33,8 @@ func golden(t *testing.T, name string, got []byte) {
 
 // TestPrintStatus: `flashgate ipsec status` for a tunnel that is up (we
 // initiated, NAT-T, one CHILD_SA), one that failed and says why, one that
-// waits for its peer and one that waits for traffic.
+// waits for its peer, a route tunnel whose peer died (its routes are
+// withdrawn) and one that waits for traffic.
 func TestPrintStatus(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	ts := []ipsec.TunnelStatus{
@@ -57,6 +58,11 @@ func TestPrintStatus(t *testing.T) {
 		{
 			Name: "roadwarrior", State: ipsec.StateDown, Since: now.Add(-2 * time.Hour), DataPlane: "xfrm",
 			LocalAddr: "192.0.2.1", Reason: "waiting for the peer to connect (start action: respond)",
+		},
+		{
+			Name: "aws1", State: ipsec.StateDown, Since: now.Add(-3 * time.Second), DataPlane: "xfrm", Interface: "ipsec0",
+			LocalAddr: "192.0.2.1", RemoteAddr: "198.51.100.20:4500",
+			Reason: "the peer is dead (dead peer detection): no answer from peer 198.51.100.20:4500 to INFORMATIONAL after 5 tries in 30s",
 		},
 		{
 			Name: "standby", State: ipsec.StateDown, Since: now.Add(-5 * time.Minute), DataPlane: "xfrm",
