@@ -19,7 +19,7 @@ func startIkedConfig(b testing.TB, ns *testnet.NS, c *config.Config) *iked.Daemo
 	var d *iked.Daemon
 	err := ns.Do(func() error {
 		var err error
-		if d, err = iked.New(iked.Options{DataPlane: "userspace", Logf: func(string, ...any) {}}); err != nil {
+		if d, err = iked.Open(iked.Options{DataPlane: "userspace", Logf: func(string, ...any) {}}); err != nil {
 			return err
 		}
 		d.Run()

@@ -73,3 +73,9 @@ func (d *Daemon) markRoute(in, out *ipsec.ChildSA, name string) {
 	d.mu.Unlock()
 	in.IfID, out.IfID = id, id
 }
+
+// Both real planes carry route tunnels.
+var (
+	_ ipsec.Interfaces = (*kernelPlane)(nil)
+	_ ipsec.Interfaces = (*userspacePlane)(nil)
+)
