@@ -87,7 +87,11 @@ func webuiFigures(res []Result, why string) []Figure {
 	for _, r := range res {
 		page, ok := strings.CutPrefix(r.Name, "BenchmarkPage/")
 		if !ok {
-			continue
+			// The tunnel list and dashboard of a head office with 1000
+			// tunnels: tunnels_1000, dashboard_1000, ...
+			if page, ok = strings.CutPrefix(r.Name, "BenchmarkTunnelList/"); !ok {
+				continue
+			}
 		}
 		figs = append(figs, Measured("webui.page_bytes."+page, r.Metrics["bytes/page"], "bytes", "<= 100 KB",
 			fmt.Sprintf("page with its assets; served in %.2f ms on this machine", r.Metrics["ns/op"]/1e6)))

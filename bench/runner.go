@@ -48,6 +48,7 @@ var Suites = []Suite{
 	{Package: "./ipsec/ike", Pattern: "BytesPerSA", Benchtime: "1000x", Timeout: 5 * time.Minute},
 	{Package: "./webui", Pattern: "Page", Benchtime: "100x", Timeout: 5 * time.Minute},
 	{Package: "./webui", Pattern: "IdleConns", Benchtime: "1x", Timeout: 2 * time.Minute},
+	{Package: "./webui", Pattern: "TunnelList", Benchtime: "10x", Timeout: 5 * time.Minute},
 	{Package: "./ipsec/esp", Pattern: "(Encap|Decap)/(aes128gcm16|aes128-sha256|chacha20poly1305)/1400", Timeout: 5 * time.Minute},
 	{Package: "./bench", Pattern: "^BenchmarkTunnelTCP$", Benchtime: "1x", Timeout: 15 * time.Minute},
 	{Package: "./bench", Pattern: "^BenchmarkRoute(TunnelTCP|Failover)$", Benchtime: "3x", Timeout: 10 * time.Minute},

@@ -71,8 +71,7 @@ func (s *Server) tunnelRows(ctx context.Context) ([]tunnelRow, error) {
 				row.BytesOut += c.BytesOut
 			}
 		}
-		row.Rates = s.sampler.rates(t.Name)
-		row.Graph = rateGraph(row.Rates, 240, 48)
+		row.Rates = s.sampler.rates(t.Name) // graphs are drawn for the rows shown
 		rows = append(rows, row)
 	}
 	for _, t := range running.Tunnels {
@@ -95,7 +94,12 @@ type Dashboard struct {
 	Memory     Memory      `json:"memory"`
 	MemPercent float64     `json:"memory_used_percent"`
 	Links      []Link      `json:"interfaces"`
-	Tunnels    []tunnelRow `json:"tunnels"`
+	// Tunnels are the dashboard's cards: every tunnel when there are a
+	// few, else the ones not up and then the busiest (dashboardRows);
+	// TunnelsTotal and TunnelsUp count them all.
+	Tunnels      []tunnelRow `json:"tunnels"`
+	TunnelsTotal int         `json:"tunnels_total"`
+	TunnelsUp    int         `json:"tunnels_up"`
 	Crypto     string      `json:"crypto_engine"`
 	Problems   []string    `json:"problems,omitempty"` // what could not be read, in words
 	// Firmware notes: the last upgrade's outcome, and a warning when the
@@ -124,7 +128,12 @@ func (s *Server) dashboard(ctx context.Context) Dashboard {
 		d.Problems = append(d.Problems, "interfaces: "+err.Error())
 	}
 	if rows, err := s.tunnelRows(ctx); err == nil {
-		d.Tunnels = rows
+		d.Tunnels, d.TunnelsTotal = dashboardRows(rows), len(rows)
+		for _, r := range rows {
+			if r.State == ipsec.StateUp {
+				d.TunnelsUp++
+			}
+		}
 	} else {
 		d.Problems = append(d.Problems, "tunnels: "+err.Error())
 	}
@@ -168,7 +177,7 @@ func (s *Server) liveTunnels(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
-	s.execute(w, http.StatusOK, "tunnels", "live", rows)
+	s.execute(w, http.StatusOK, "tunnels", "live", s.pageTunnels(rows, parseTunnelQuery(r.URL.Query())))
 }
 
 func (s *Server) liveTunnel(w http.ResponseWriter, r *http.Request) {

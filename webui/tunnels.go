@@ -17,7 +17,7 @@ func (s *Server) tunnelsPage(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
-	s.render(w, r, http.StatusOK, "tunnels", "Tunnels", rows)
+	s.render(w, r, http.StatusOK, "tunnels", "Tunnels", s.pageTunnels(rows, parseTunnelQuery(r.URL.Query())))
 }
 
 // TunnelDetail is one tunnel's configuration (secrets left out) and live
@@ -68,6 +68,7 @@ func (s *Server) tunnelDetail(ctx context.Context, name string) (TunnelDetail, b
 		for _, row := range rows {
 			if row.Name == name {
 				d.Row = row
+				d.Row.Graph = rateGraph(row.Rates, 240, 48)
 			}
 		}
 	}
