@@ -87,21 +87,21 @@ func (s *Server) tunnelRows(ctx context.Context) ([]tunnelRow, error) {
 
 // Dashboard is the dashboard's data, also GET /api/v1/dashboard.
 type Dashboard struct {
-	Board      BoardInfo   `json:"board"`
-	Hostname   string      `json:"hostname"`
-	Uptime     string      `json:"uptime"`
-	CPUPercent *float64    `json:"cpu_percent"` // null until two samples exist
-	Memory     Memory      `json:"memory"`
-	MemPercent float64     `json:"memory_used_percent"`
-	Links      []Link      `json:"interfaces"`
+	Board      BoardInfo `json:"board"`
+	Hostname   string    `json:"hostname"`
+	Uptime     string    `json:"uptime"`
+	CPUPercent *float64  `json:"cpu_percent"` // null until two samples exist
+	Memory     Memory    `json:"memory"`
+	MemPercent float64   `json:"memory_used_percent"`
+	Links      []Link    `json:"interfaces"`
 	// Tunnels are the dashboard's cards: every tunnel when there are a
 	// few, else the ones not up and then the busiest (dashboardRows);
 	// TunnelsTotal and TunnelsUp count them all.
 	Tunnels      []tunnelRow `json:"tunnels"`
 	TunnelsTotal int         `json:"tunnels_total"`
 	TunnelsUp    int         `json:"tunnels_up"`
-	Crypto     string      `json:"crypto_engine"`
-	Problems   []string    `json:"problems,omitempty"` // what could not be read, in words
+	Crypto       string      `json:"crypto_engine"`
+	Problems     []string    `json:"problems,omitempty"` // what could not be read, in words
 	// Firmware notes: the last upgrade's outcome, and a warning when the
 	// box accepts unsigned firmware.
 	Firmware []string `json:"firmware_notes,omitempty"`

@@ -165,13 +165,13 @@ func dashboardRows(rows []tunnelRow) []tunnelRow {
 	copy(out, rows)
 	if len(out) > dashboardTunnels {
 		sort.SliceStable(out, func(i, j int) bool {
-		ui, uj := out[i].State == ipsec.StateUp, out[j].State == ipsec.StateUp
-		if ui != uj {
-			return !ui
-		}
-		if ui {
-			return out[i].BytesIn+out[i].BytesOut > out[j].BytesIn+out[j].BytesOut
-		}
+			ui, uj := out[i].State == ipsec.StateUp, out[j].State == ipsec.StateUp
+			if ui != uj {
+				return !ui
+			}
+			if ui {
+				return out[i].BytesIn+out[i].BytesOut > out[j].BytesIn+out[j].BytesOut
+			}
 			return out[i].Name < out[j].Name
 		})
 		out = out[:dashboardTunnels]
