@@ -66,6 +66,8 @@ func TestShowAndOperateServices(t *testing.T) {
 		{"show status", []string{"configuration: revision 1", "svc", "running", "tunnels: 1 of 2 up",
 			"branch failed: peer answered NO_PROPOSAL_CHOSEN"}},
 		{"show tunnels", []string{"branch: FAILED", "hq: UP", "IKE_SA 0011223344556677_i*"}},
+		{"show tunnels failed", []string{"branch: FAILED", "reason: peer answered NO_PROPOSAL_CHOSEN"}},
+		{"show tunnels nosuch", []string{"no tunnel of 2 is nosuch"}},
 		{"show tunnel branch", []string{"reason: peer answered NO_PROPOSAL_CHOSEN", "recent events:", "IKE_SA_INIT refused"}},
 		{"show tunnel nosuch", []string{`no tunnel named "nosuch" (tunnels: branch, hq)`}},
 		{"show interfaces", []string{"eth0 (wan): up, mtu 1500", "addresses 198.51.100.7/24", "rx 1234 bytes", "eth1 (lan): missing"}},

@@ -25,7 +25,7 @@ var showTopics = []struct {
 }{
 	{"status", "show status", "services, config revision, tunnels", showStatus},
 	{"interfaces", "show interfaces", "links, addresses, counters", showInterfaces},
-	{"tunnels", "show tunnels", "every tunnel's state, SAs, counters", showTunnels},
+	{"tunnels", "show tunnels [up|down|connecting|failed|TEXT]", "the tunnels' state, SAs, counters (beyond 10: one line each)", showTunnels},
 	{"tunnel", "show tunnel NAME", "one tunnel, why it is down, events", showTunnel},
 	{"firewall", "show firewall", "rules in force, hit counters", showFirewall},
 	{"dhcp", "show dhcp [INTERFACE]", "the DHCP servers' leases (LAN and opt)", showDHCP},
@@ -207,8 +207,8 @@ func showInterfaces(ctx context.Context, s *session, b *strings.Builder, args []
 }
 
 func showTunnels(ctx context.Context, s *session, b *strings.Builder, args []string) error {
-	if err := noArgs(args, "show tunnels"); err != nil {
-		return err
+	if len(args) > 1 {
+		return errors.New("usage: show tunnels [up|down|connecting|failed|TEXT]")
 	}
 	ts, err := s.iked.Tunnels(ctx)
 	if err != nil {
@@ -219,8 +219,101 @@ func showTunnels(ctx context.Context, s *session, b *strings.Builder, args []str
 		}
 		return nil
 	}
-	ikedapi.PrintStatus(b, ts, time.Now())
+	all := len(ts)
+	if len(args) == 1 {
+		ts = filterTunnels(ts, args[0])
+		if len(ts) == 0 {
+			fmt.Fprintf(b, "no tunnel of %d is %s or has it in its name, peer address or reason\n", all, args[0])
+			return nil
+		}
+	}
+	if len(ts) <= tunnelsInFull {
+		ikedapi.PrintStatus(b, ts, time.Now())
+		return nil
+	}
+	// A head office's hundreds of tunnels: one line each, the counts
+	// first; show tunnel NAME has the whole block.
+	printTunnelLines(b, ts, all, time.Now())
 	return nil
+}
+
+// tunnelsInFull is how many tunnels show tunnels prints in full; beyond
+// it, one line each.
+const tunnelsInFull = 10
+
+// filterTunnels keeps the tunnels in state word, or else those whose name,
+// peer address or reason contains it (any case).
+func filterTunnels(ts []ipsec.TunnelStatus, word string) []ipsec.TunnelStatus {
+	var out []ipsec.TunnelStatus
+	switch st := ipsec.TunnelState(strings.ToLower(word)); st {
+	case ipsec.StateUp, ipsec.StateDown, ipsec.StateConnecting, ipsec.StateFailed:
+		for _, t := range ts {
+			if t.State == st {
+				out = append(out, t)
+			}
+		}
+		return out
+	}
+	w := strings.ToLower(word)
+	for _, t := range ts {
+		if strings.Contains(strings.ToLower(t.Name), w) || strings.Contains(t.RemoteAddr, w) || strings.Contains(strings.ToLower(t.Reason), w) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// printTunnelLines is the short form of show tunnels: the counts by
+// state, then NAME STATE PEER SINCE REASON, one line a tunnel.
+func printTunnelLines(b *strings.Builder, ts []ipsec.TunnelStatus, all int, now time.Time) {
+	counts := map[ipsec.TunnelState]int{}
+	width := 4
+	for _, t := range ts {
+		counts[t.State]++
+		width = max(width, len(t.Name))
+	}
+	fmt.Fprintf(b, "%d tunnels", len(ts))
+	if len(ts) != all {
+		fmt.Fprintf(b, " of %d", all)
+	}
+	for _, st := range []ipsec.TunnelState{ipsec.StateUp, ipsec.StateConnecting, ipsec.StateDown, ipsec.StateFailed} {
+		if counts[st] > 0 {
+			fmt.Fprintf(b, ", %d %s", counts[st], st)
+		}
+	}
+	b.WriteString(" (show tunnels down|failed|TEXT narrows, show tunnel NAME has the details)\n")
+	for _, t := range ts {
+		peer := t.RemoteAddr
+		if peer == "" {
+			peer = "any"
+		}
+		fmt.Fprintf(b, "%-*s %-10s %-15s %6s", width, t.Name, t.State, peer, shortAgo(now, t.Since))
+		if t.Reason != "" {
+			r := t.Reason
+			if len(r) > 60 {
+				r = r[:57] + "..."
+			}
+			fmt.Fprintf(b, " %s", r)
+		}
+		b.WriteString("\n")
+	}
+}
+
+// shortAgo is the time since t in one unit (45s, 12m, 3h, 2d).
+func shortAgo(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
 func showTunnel(ctx context.Context, s *session, b *strings.Builder, args []string) error {
