@@ -337,3 +337,23 @@ func (sa *IKESA) handleIKERekeyRequest(m *Message, ps []Payload) {
 	sa.state = StateRekeyed
 	sa.rekeyAt = sa.ep.now()
 }
+
+// Replaced reports whether n took sa's place by a rekey: n is sa's
+// successor, or a successor of that one. An IKEUp for n finds the SA it
+// replaces Rekeyed, or Deleting when we rekeyed it: only this tells the
+// second case from an SA that is merely being deleted.
+func (sa *IKESA) Replaced(n *IKESA) bool {
+	sa.mu.Lock()
+	next := sa.replacedBy
+	sa.mu.Unlock()
+	for hops := 0; next != nil && hops < 64; hops++ {
+		if next == n {
+			return true
+		}
+		next.mu.Lock()
+		after := next.replacedBy
+		next.mu.Unlock()
+		next = after
+	}
+	return false
+}

@@ -3,9 +3,7 @@ package iked
 import (
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/ipsec/ike"
 	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 )
@@ -32,23 +30,11 @@ func (d *Daemon) Up(name string) error {
 		d.mu.Unlock()
 		return noTunnel(name)
 	}
-	if t.unusable {
-		d.mu.Unlock()
-		return fmt.Errorf("%s", t.reason)
-	}
-	if t.cfg.StartAction == config.StartRespond && !t.cfg.RemoteAddress.IsSet() {
-		d.mu.Unlock()
-		return fmt.Errorf("tunnel %s has no remote address: it can only wait for the peer to connect", name)
-	}
-	t.retryAt, t.backoff = time.Time{}, 0
-	switch {
-	case t.onTraffic():
-		d.trigger(t, "asked to come up") // as if traffic had come
-	case t.cfg.StartAction == config.StartRespond && t.sa == nil && !t.initiating && !t.upOnce:
-		t.upOnce = true
-		t.event(d.now(), "asked to come up: initiating once (start action: respond)")
-	}
+	err := t.upAsked(d.now())
 	d.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	d.maintain()
 	return nil
 }
@@ -63,7 +49,7 @@ func (d *Daemon) Down(name string) error {
 		d.mu.Unlock()
 		return noTunnel(name)
 	}
-	t.upOnce = false
+	t.downAsked()
 	d.mu.Unlock()
 	// Every IKE SA of the tunnel, not only the current one: a peer that
 	// does not reuse IKE SAs (strongSwan's reuse_ikesa = no) may have

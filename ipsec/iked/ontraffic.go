@@ -18,13 +18,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/ipsec"
 )
-
-// waitingForTraffic is the reason an on-traffic tunnel without a CHILD_SA
-// shows.
-const waitingForTraffic = ipsec.WaitingForTraffic
 
 // trapRetry is how long a trap that could not be installed (no route to
 // the peer yet: the WAN is not up) waits before the next try.
@@ -34,19 +29,6 @@ const trapRetry = 5 * time.Second
 // far above those the IKE engine hands out to CHILD_SAs (counting from 1),
 // so that an acquire names the tunnel and never a negotiated pair.
 const trapReqIDBase = 0x40000000
-
-func (t *tunnel) onTraffic() bool { return t.cfg.StartAction == config.StartOnTraffic }
-
-// waitForTraffic puts an on-traffic tunnel back to waiting, saying what
-// ended its last attempt or SA. Called with d.mu held.
-func (t *tunnel) waitForTraffic(now time.Time, what string) {
-	t.triggered, t.needChild = false, false
-	reason := waitingForTraffic
-	if what != "" {
-		reason += "; " + what
-	}
-	t.setState(now, ipsec.StateDown, reason)
-}
 
 // trapPrefixes are the remote subnets the trap routes.
 func (t *tunnel) trapPrefixes() []netip.Prefix {
@@ -76,16 +58,14 @@ func (t *tunnel) trapOf(local, remote netip.Addr) ipsec.Trap {
 // d.mu held; the caller installs them with installTraps after unlocking.
 func (d *Daemon) trapsToInstall(now time.Time) []*tunnel {
 	var out []*tunnel
+	seq := func() uint32 {
+		d.trapSeq++
+		return trapReqIDBase + d.trapSeq
+	}
 	for _, t := range d.tunnels {
-		if !t.onTraffic() || t.trapped || t.trapping || t.unusable || t.peer == nil || !t.peer.Remote.IsValid() || now.Before(t.trapRetryAt) {
-			continue
+		if t.trapDue(now, seq) {
+			out = append(out, t)
 		}
-		if t.trapReqID == 0 {
-			d.trapSeq++
-			t.trapReqID = trapReqIDBase + d.trapSeq
-		}
-		t.trapping = true
-		out = append(out, t)
 	}
 	return out
 }
@@ -94,28 +74,17 @@ func (d *Daemon) trapsToInstall(now time.Time) []*tunnel {
 func (d *Daemon) installTraps(ts []*tunnel) {
 	for _, t := range ts {
 		d.mu.Lock()
-		trap := t.trapOf(t.peer.Local.Addr(), t.peer.Remote.Addr())
+		spec := t.trapOf(t.peer.Local.Addr(), t.peer.Remote.Addr())
 		d.mu.Unlock()
-		err := d.dp.AddTrap(trap)
+		err := d.dp.AddTrap(spec)
 		now := d.now()
 		d.mu.Lock()
-		t.trapping = false
 		current := d.tunnels[t.cfg.Name] == t && !d.closed
-		switch {
-		case err != nil:
-			t.trapRetryAt = now.Add(trapRetry)
-			msg := fmt.Sprintf("cannot wait for traffic: the %s data plane refused the trap: %v", d.dp.Name(), err)
-			if len(t.events) == 0 || t.events[len(t.events)-1].Message != msg {
-				t.event(now, msg)
-			}
-		case current:
-			t.trapped, t.trap = true, trap
-			t.event(now, fmt.Sprintf("waiting for traffic to %s", prefixes(t.trapPrefixes())))
-		}
+		t.trapResult(now, spec, err, current, d.dp.Name())
 		d.mu.Unlock()
 		if err == nil && !current {
 			// Apply replaced or removed the tunnel meanwhile.
-			d.dp.DeleteTrap(trap)
+			d.dp.DeleteTrap(spec)
 		}
 	}
 }
@@ -144,7 +113,7 @@ func (d *Daemon) acquired(a ipsec.Acquire) {
 	d.mu.Lock()
 	var hit *tunnel
 	for _, t := range d.sortedTunnels() {
-		if !t.onTraffic() || !t.trapped {
+		if !t.onTraffic() || t.trap != trapInstalled {
 			continue
 		}
 		if a.ReqID != 0 && t.trapReqID == a.ReqID {
@@ -160,32 +129,9 @@ func (d *Daemon) acquired(a ipsec.Acquire) {
 	if a.ReqID != 0 {
 		why = fmt.Sprintf("traffic for %v (kernel acquire, reqid %d)", a.Remote, a.ReqID)
 	}
-	started := hit != nil && d.trigger(hit, why)
+	started := hit != nil && hit.trafficCame(d.now(), why)
 	d.mu.Unlock()
 	if started {
 		d.maintain()
 	}
-}
-
-// trigger marks an on-traffic tunnel as wanted: maintain negotiates its
-// IKE SA, or a CHILD_SA on the IKE SA it kept. It reports whether there is
-// anything for maintain to do: not while an initiation is under way or the
-// tunnel is up, nor before the retry delay after a failed attempt. Called
-// with d.mu held.
-func (d *Daemon) trigger(t *tunnel, why string) bool {
-	if t.initiating || t.triggered || t.needChild || t.state == ipsec.StateUp || t.state == ipsec.StateConnecting {
-		return false
-	}
-	now := d.now()
-	if now.Before(t.retryAt) {
-		return false
-	}
-	t.event(now, why+": starting the tunnel")
-	if t.sa != nil {
-		t.needChild, t.retryAt = true, now
-	} else {
-		t.triggered = true
-	}
-	t.setState(now, ipsec.StateConnecting, why)
-	return true
 }

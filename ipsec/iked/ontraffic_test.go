@@ -46,10 +46,10 @@ func TestOnTraffic(t *testing.T) {
 		t.Helper()
 		if !waitFor(5*time.Second, func() bool {
 			st := tunnelStatus(d, "s2s")
-			return st.State == ipsec.StateDown && strings.HasPrefix(st.Reason, waitingForTraffic) && len(st.Children) == 0
+			return st.State == ipsec.StateDown && strings.HasPrefix(st.Reason, ipsec.WaitingForTraffic) && len(st.Children) == 0
 		}) {
 			st := tunnelStatus(d, "s2s")
-			t.Fatalf("%s: tunnel %s %q with %d CHILD_SAs, want down, %q", when, st.State, st.Reason, len(st.Children), waitingForTraffic)
+			t.Fatalf("%s: tunnel %s %q with %d CHILD_SAs, want down, %q", when, st.State, st.Reason, len(st.Children), ipsec.WaitingForTraffic)
 		}
 		if !routeTo(t, s.GwA, s.LANB.String()) {
 			t.Errorf("%s: no route to %v into the TUN: traffic cannot start the tunnel", when, s.LANB)
@@ -221,10 +221,10 @@ func TestOnTrafficKernel(t *testing.T) {
 	}
 	if !waitFor(5*time.Second, func() bool {
 		st := tunnelStatus(d, "s2s")
-		return st.State == ipsec.StateDown && st.Reason == waitingForTraffic && strings.Contains(policy(), trapReqID)
+		return st.State == ipsec.StateDown && st.Reason == ipsec.WaitingForTraffic && strings.Contains(policy(), trapReqID)
 	}) {
 		st := tunnelStatus(d, "s2s")
-		t.Fatalf("tunnel %s %q, outbound policies:\n%s\nwant down, %q, a trap policy with %s", st.State, st.Reason, policy(), waitingForTraffic, trapReqID)
+		t.Fatalf("tunnel %s %q, outbound policies:\n%s\nwant down, %q, a trap policy with %s", st.State, st.Reason, policy(), ipsec.WaitingForTraffic, trapReqID)
 	}
 	if p := policy(); !strings.Contains(p, "src "+s.LANA.String()+" dst "+s.LANB.String()) {
 		t.Errorf("trap policy is not %v -> %v:\n%s", s.LANA, s.LANB, p)

@@ -3,6 +3,7 @@ package iked
 import (
 	"fmt"
 	"net/netip"
+	"sort"
 	"time"
 
 	"github.com/flashgate/flashgate/config"
@@ -133,4 +134,77 @@ func (r routes) sourceFor(dst netip.Addr) (netip.Addr, error) {
 // reconciler leaves its SAs alone.
 func sameTunnel(a, b *config.Tunnel) bool {
 	return string(mustJSON(a)) == string(mustJSON(b))
+}
+
+// peerFor is the engine's hook for IKE_SA_INIT from an unknown SA: the
+// tunnel whose peer address matches, else one that accepts any address.
+func (d *Daemon) peerFor(local, remote netip.AddrPort) *ike.PeerConfig {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var any *ike.PeerConfig
+	for _, t := range d.sortedTunnels() {
+		if t.peer == nil {
+			continue
+		}
+		if t.peer.Remote.Addr() == remote.Addr() {
+			return t.peer
+		}
+		if !t.peer.Remote.IsValid() && any == nil {
+			any = t.peer
+		}
+	}
+	return any
+}
+
+// localFor gives the local address for a datagram from remote, for the
+// userspace device's NAT-T socket, which does not report it.
+func (d *Daemon) localFor(remote netip.AddrPort) netip.AddrPort {
+	d.mu.Lock()
+	for _, t := range d.tunnels {
+		if t.peer != nil && t.peer.Remote.Addr() == remote.Addr() && t.peer.Local.IsValid() {
+			d.mu.Unlock()
+			return netip.AddrPortFrom(t.peer.Local.Addr(), d.opts.NATTPort)
+		}
+	}
+	d.mu.Unlock()
+	if a, err := d.tr.SourceFor(remote.Addr()); err == nil {
+		return netip.AddrPortFrom(a, d.opts.NATTPort)
+	}
+	return netip.AddrPortFrom(netip.IPv4Unspecified(), d.opts.NATTPort)
+}
+
+// sasOf returns the IKE SAs of the named tunnel, established or not.
+func (d *Daemon) sasOf(name string) []*ike.IKESA {
+	d.mu.Lock()
+	t := d.tunnels[name]
+	d.mu.Unlock()
+	var out []*ike.IKESA
+	for _, sa := range d.ep.SAs() {
+		if t != nil && t.peer != nil && sa.Config() == t.peer {
+			out = append(out, sa)
+		}
+	}
+	return out
+}
+
+func (d *Daemon) sortedTunnels() []*tunnel {
+	ts := make([]*tunnel, 0, len(d.tunnels))
+	for _, t := range d.tunnels {
+		ts = append(ts, t)
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i].cfg.Name < ts[j].cfg.Name })
+	return ts
+}
+
+// tunnelOf is the tunnel an IKE SA belongs to: nil for an SA negotiated
+// under a configuration that has since been replaced or removed.
+func (d *Daemon) tunnelOf(sa *ike.IKESA) *tunnel {
+	if sa == nil {
+		return nil
+	}
+	t := d.tunnels[sa.Name()]
+	if t == nil || t.peer != sa.Config() {
+		return nil
+	}
+	return t
 }

@@ -321,7 +321,7 @@ func TestMemOnTraffic(t *testing.T) {
 		traps[0].Local != memA || traps[0].Remote != memB {
 		t.Fatalf("A's traps: %+v", traps)
 	}
-	a.want(t, "s2s", ipsec.StateDown, waitingForTraffic)
+	a.want(t, "s2s", ipsec.StateDown, ipsec.WaitingForTraffic)
 
 	if a.plane.Send(memHostB, 64) {
 		t.Fatal("the first packet went out before any SA existed")
@@ -340,7 +340,7 @@ func TestMemOnTraffic(t *testing.T) {
 	}
 	n.run()
 	n.step(10*time.Second, 100*time.Millisecond)
-	a.want(t, "s2s", ipsec.StateDown, waitingForTraffic)
+	a.want(t, "s2s", ipsec.StateDown, ipsec.WaitingForTraffic)
 	if got := n.initsFrom(memA); got != 1 {
 		t.Errorf("IKE_SA_INIT from A after the peer closed: %d in all, want still 1", got)
 	}
