@@ -32,6 +32,9 @@ func (g DHGroup) String() string {
 	if g == 0 {
 		return "none"
 	}
+	if w, ok := dhWords[g]; ok {
+		return w // a group we do not run, named for messages (proposal.go)
+	}
 	return fmt.Sprintf("dh%d", uint16(g))
 }
 

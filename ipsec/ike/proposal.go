@@ -345,14 +345,51 @@ func encrName(e Encr) string {
 			return k.word
 		}
 	}
+	if w, ok := encrWords[e.ID]; ok {
+		if !strings.Contains(w, "%d") {
+			return w // a fixed key length: the peer sends none, or its own
+		}
+		if e.KeyBits == 0 {
+			return strings.Replace(w, "%d", "", 1)
+		}
+		return fmt.Sprintf(w, e.KeyBits)
+	}
 	return fmt.Sprintf("encr%d_%d", e.ID, e.KeyBits)
 }
+
+// The names of every algorithm a peer may offer, in strongSwan's words,
+// for messages: when a peer offers what flashgate does not run, the admin
+// needs to read "peer offered 3des-sha1-modp1536", not "encr3_0-sha1-dh5".
+// The keyword tables above are what flashgate negotiates (and parses);
+// these only name (IANA "IKEv2 Transform Type N Transform IDs"). An
+// algorithm that becomes supported gets a keyword above, which wins.
+var (
+	encrWords = map[uint16]string{
+		1: "desiv64", 2: "des", 3: "3des", 4: "rc5", 5: "idea", 6: "cast%d", 7: "blowfish%d", 8: "3idea",
+		9: "desiv32", 11: "null", 12: "aes%d", 13: "aes%dctr", 14: "aes%dccm8", 15: "aes%dccm12", 16: "aes%dccm16",
+		18: "aes%dgcm8", 19: "aes%dgcm12", 20: "aes%dgcm16", 21: "aes%dgmac", 23: "camellia%d", 24: "camellia%dctr",
+		25: "camellia%dccm8", 26: "camellia%dccm12", 27: "camellia%dccm16", 28: "chacha20poly1305",
+	}
+	integWords = map[uint16]string{
+		1: "md5", 3: "desmac", 4: "kpdkmd5", 5: "aesxcbc", 6: "md5_128", 7: "sha1_160", 8: "aescmac",
+		9: "aes128gmac", 10: "aes192gmac", 11: "aes256gmac",
+	}
+	prfWords = map[uint16]string{1: "prfmd5", 3: "prftiger", 4: "prfaesxcbc", 8: "prfaescmac"}
+	dhWords  = map[DHGroup]string{
+		1: "modp768", 2: "modp1024", 5: "modp1536", 17: "modp6144", 18: "modp8192", 22: "modp1024s160",
+		23: "modp2048s224", 24: "modp2048s256", 25: "ecp192", 26: "ecp224", 27: "ecp224bp", 28: "ecp256bp",
+		29: "ecp384bp", 30: "ecp512bp", 32: "curve448",
+	}
+)
 
 func integName(id uint16) string {
 	for _, k := range integKeywords {
 		if k.id == id {
 			return k.word
 		}
+	}
+	if w, ok := integWords[id]; ok {
+		return w
 	}
 	return fmt.Sprintf("integ%d", id)
 }
@@ -362,6 +399,9 @@ func prfName(id uint16) string {
 		if k.id == id {
 			return k.word
 		}
+	}
+	if w, ok := prfWords[id]; ok {
+		return w
 	}
 	return fmt.Sprintf("prf%d", id)
 }

@@ -217,3 +217,27 @@ func FuzzParseIdentity(f *testing.F) {
 		}
 	})
 }
+
+// TestUnsupportedNamedInWords: what a peer offers is printed in
+// strongSwan's words also when flashgate does not run it, with the key
+// length when the peer sends one, and never by transform number.
+func TestUnsupportedNamedInWords(t *testing.T) {
+	for _, c := range []struct {
+		w    WireProposal
+		want string
+	}{
+		{WireProposal{Protocol: ProtoIKE, Transforms: []WireTransform{{Type: TransformENCR, ID: 3}, {Type: TransformPRF, ID: PRF_HMAC_SHA1},
+			{Type: TransformINTEG, ID: AUTH_HMAC_SHA1_96}, {Type: TransformDH, ID: 5}}}, "3des-sha1-modp1536"},
+		{WireProposal{Protocol: ProtoIKE, Transforms: []WireTransform{{Type: TransformENCR, ID: 23, Attrs: []TransformAttribute{{Type: AttrKeyLength, TV: true, Short: 256}}},
+			{Type: TransformPRF, ID: 4}, {Type: TransformINTEG, ID: 5}, {Type: TransformDH, ID: 28}}}, "camellia256-aesxcbc-prfaesxcbc-ecp256bp"},
+		{WireProposal{Protocol: ProtoESP, Transforms: []WireTransform{{Type: TransformENCR, ID: 13, Attrs: []TransformAttribute{{Type: AttrKeyLength, TV: true, Short: 128}}},
+			{Type: TransformINTEG, ID: 7}, {Type: TransformESN, ID: ESN_NO}}}, "aes128ctr-sha1_160"},
+		{WireProposal{Protocol: ProtoIKE, Transforms: []WireTransform{{Type: TransformENCR, ID: 99}, {Type: TransformPRF, ID: 99},
+			{Type: TransformINTEG, ID: 99}, {Type: TransformDH, ID: 99}}}, "encr99_0-integ99-prf99-dh99"},
+	} {
+		p, _ := ProposalFromWire(c.w)
+		if got := p.String(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.w.Transforms, got, c.want)
+		}
+	}
+}

@@ -373,7 +373,7 @@ func TestMemRekeys(t *testing.T) {
 	}
 	for _, g := range []*memGateway{a, b} {
 		if countEvents(g.Daemon, "s2s", "CHILD_SA rekeyed") != 1 {
-			t.Errorf("%v: no CHILD_SA rekeyed event:\n%s", g.tr, eventLines(g.st("s2s")))
+			t.Errorf("%s: no CHILD_SA rekeyed event:\n%s", g.st("s2s").LocalAddr, eventLines(g.st("s2s")))
 		}
 	}
 	if err := a.Rekey("s2s", false); err != nil {
@@ -388,6 +388,13 @@ func TestMemRekeys(t *testing.T) {
 	sa := a.st("s2s")
 	if sa.State != ipsec.StateUp || sa.IKE == nil || sa.IKE.InitiatorSPI == ikeBefore || len(sa.Children) != 1 {
 		t.Fatalf("after the IKE rekey: %+v", sa)
+	}
+	// Issue 19: the side that rekeyed its IKE SA said "IKE_SA up" (the
+	// old SA was already Deleting when the new one was announced).
+	for _, g := range []*memGateway{a, b} {
+		if ups, rekeys := countEvents(g.Daemon, "s2s", "IKE_SA up"), countEvents(g.Daemon, "s2s", "IKE_SA rekeyed"); ups != 1 || rekeys != 1 {
+			t.Errorf("%s: %d IKE_SA up and %d IKE_SA rekeyed events, want 1 each:\n%s", g.st("s2s").LocalAddr, ups, rekeys, eventLines(g.st("s2s")))
+		}
 	}
 	if len(a.plane.Pairs()) != 1 || len(b.plane.Pairs()) != 1 {
 		t.Errorf("pairs after the rekeys: A %d, B %d; want 1 each", len(a.plane.Pairs()), len(b.plane.Pairs()))
