@@ -50,7 +50,23 @@ declare -A needfile=(
 	# the kernel's objtool and resolve_btfids link libelf
 	[/usr/include/libelf.h]=libelf-dev
 	[/usr/include/openssl/ssl.h]=libssl-dev
+	# libreswan's pluto (unpacked below, not installed) links these
+	[/lib/x86_64-linux-gnu/libnss3.so]=libnss3
+	[/usr/bin/certutil]=libnss3-tools
+	[/lib/x86_64-linux-gnu/libunbound.so.8]=libunbound8
+	[/lib/x86_64-linux-gnu/libldns.so.3]=libldns3
+	[/lib/x86_64-linux-gnu/libcurl-nss.so.4]=libcurl3-nss
+	[/lib/x86_64-linux-gnu/libevent_core-2.1.so.7]=libevent-core-2.1-7
+	[/lib/x86_64-linux-gnu/libevent_pthreads-2.1.so.7]=libevent-pthreads-2.1-7
+	[/lib/x86_64-linux-gnu/libldap-2.5.so.0]=libldap-2.5-0
+	[/lib/x86_64-linux-gnu/libcap-ng.so.0]=libcap-ng0
 )
+# libreswan, the second IKEv1 peer of the tests (internal/testnet/libreswan.go):
+# Debian's package conflicts with strongswan-starter (installing it would
+# remove charon), so it is unpacked here, never installed.
+libreswan_dir=/var/cache/flashgate/libreswan
+need_libreswan=
+[ -x "$libreswan_dir/usr/libexec/ipsec/pluto" ] || need_libreswan=1
 
 missing=()
 for cmd in "${!need[@]}"; do
@@ -68,13 +84,14 @@ if ! command -v go >/dev/null 2>&1; then
 	exit 1
 fi
 
-if [ ${#missing[@]} -eq 0 ]; then
+if [ ${#missing[@]} -eq 0 ] && [ -z "$need_libreswan" ]; then
 	exit 0
 fi
 
 if [ "$(id -u)" != 0 ]; then
 	echo "setup: missing on this machine:" >&2
 	[ ${#missing[@]} -gt 0 ] && echo "  - packages: apt-get install --no-install-recommends ${missing[*]}" >&2
+	[ -n "$need_libreswan" ] && echo "  - libreswan unpacked: apt-get download libreswan && dpkg -x libreswan_*.deb $libreswan_dir" >&2
 	echo "setup: run 'make setup' as root (or the commands above with sudo), then try again." >&2
 	exit 1
 fi
@@ -93,5 +110,16 @@ if [ ${#missing[@]} -gt 0 ]; then
 		echo "setup: apt-get install failed: see /tmp/flashgate-apt-install.log" >&2
 		exit 1
 	fi
+fi
+if [ -n "$need_libreswan" ]; then
+	echo "setup: unpacking libreswan into $libreswan_dir"
+	tmp=$(mktemp -d)
+	if ! (cd "$tmp" && apt-get download -q libreswan >/tmp/flashgate-libreswan.log 2>&1 && mkdir -p "$libreswan_dir" && dpkg -x libreswan_*.deb "$libreswan_dir"); then
+		tail -5 /tmp/flashgate-libreswan.log >&2
+		echo "setup: could not unpack libreswan (see /tmp/flashgate-libreswan.log)" >&2
+		rm -rf "$tmp"
+		exit 1
+	fi
+	rm -rf "$tmp"
 fi
 echo "setup: done"

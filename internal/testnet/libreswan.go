@@ -1,0 +1,279 @@
+package testnet
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"text/template"
+	"time"
+)
+
+// libreswan's pluto as a second independent IKEv1 peer. Debian's libreswan
+// package conflicts with strongswan-starter (installing it removes charon),
+// so it is not installed: scripts/setup.sh unpacks it (apt-get download,
+// dpkg -x) into LibreswanDir and installs only the libraries it links, and
+// pluto runs from there with its own configuration, secrets, NSS database
+// and run directory, in a namespace.
+
+// LibreswanDir is where setup.sh unpacks the libreswan package; the
+// environment variable FLASHGATE_LIBRESWAN overrides it.
+const LibreswanDir = "/var/cache/flashgate/libreswan"
+
+func libreswanRoot() string {
+	if d := os.Getenv("FLASHGATE_LIBRESWAN"); d != "" {
+		return d
+	}
+	return LibreswanDir
+}
+
+// PlutoBinary is the path of the unpacked pluto.
+func PlutoBinary() string { return filepath.Join(libreswanRoot(), "usr/libexec/ipsec/pluto") }
+
+func whackBinary() string { return filepath.Join(libreswanRoot(), "usr/libexec/ipsec/whack") }
+
+// PlutoConn is one IKEv1 site-to-site connection of pluto, in ipsec.conf's
+// terms ("left" is pluto's side).
+type PlutoConn struct {
+	Name                  string
+	LocalAddr, RemoteAddr netip.Addr
+	LocalID, RemoteID     string // FQDN identities, written with a leading @
+	PSK                   string
+	IKE                   string // libreswan syntax, e.g. "aes128-sha1;modp2048"
+	ESP                   string // e.g. "aes128-sha1"
+	PFS                   bool
+	LocalTS, RemoteTS     []netip.Prefix // one connection per pair: Name, Name-2, ...
+	DPDDelay              time.Duration
+	IKELifetime, Lifetime time.Duration
+}
+
+// Pluto is a running libreswan pluto.
+type Pluto struct {
+	NS   *NS
+	Dir  string
+	Log  string
+	ctl  string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// StartPluto starts pluto in ns with conns loaded (auto=add). It fails
+// the test with what to install when the unpacked libreswan is missing.
+func StartPluto(t testing.TB, ns *NS, conns ...PlutoConn) *Pluto {
+	t.Helper()
+	RequireRoot(t)
+	RequireTool(t, "certutil", "libnss3-tools")
+	if _, err := os.Stat(PlutoBinary()); err != nil {
+		t.Fatalf("libreswan's pluto is not unpacked at %s: run scripts/setup.sh (apt-get download libreswan && dpkg -x libreswan_*.deb %s; plus apt-get install libldns3 libevent-pthreads-2.1-7 libnss3-tools)", PlutoBinary(), libreswanRoot())
+	}
+	dir := t.TempDir()
+	p := &Pluto{NS: ns, Dir: dir, Log: filepath.Join(dir, "pluto.log"), ctl: filepath.Join(dir, "run", "pluto.ctl"), done: make(chan struct{})}
+	for _, d := range []string{"run", "nss", "ipsec.d"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.Command("certutil", "-N", "-d", "sql:"+filepath.Join(dir, "nss"), "--empty-password").CombinedOutput(); err != nil {
+		t.Fatalf("certutil: NSS database for pluto: %v: %s", err, out)
+	}
+	if err := p.write(conns); err != nil {
+		t.Fatal(err)
+	}
+	// pluto runs /usr/libexec/ipsec/addconn at start: in a private mount
+	// namespace the unpacked /usr/libexec takes the place of the host's.
+	args := []string{"--nofork", "--config", filepath.Join(dir, "ipsec.conf"),
+		"--secretsfile", filepath.Join(dir, "ipsec.secrets"), "--ipsecdir", filepath.Join(dir, "ipsec.d"),
+		"--nssdir", filepath.Join(dir, "nss"), "--rundir", filepath.Join(dir, "run"), "--stderrlog"}
+	p.cmd = ns.Command("unshare", "-m", "--propagation", "private", "sh", "-c",
+		fmt.Sprintf("mount --bind %s /usr/libexec && exec %s %s", filepath.Join(libreswanRoot(), "usr/libexec"), PlutoBinary(), strings.Join(args, " ")))
+	p.cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+filepath.Join(libreswanRoot(), "usr/lib/x86_64-linux-gnu"))
+	// stderr is unbuffered: the log is complete whenever it is read.
+	out, err := os.Create(p.Log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Stdout, p.cmd.Stderr = out, out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start pluto in %s: %v", ns.Name, err)
+	}
+	go func() { p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.Stop()
+		out.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(p.Log)
+			t.Logf("pluto log (%s):\n%s", ns.Name, lastLines(string(b), 80))
+		}
+	})
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if _, err := p.Whack("--status"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(p.Log)
+			t.Fatalf("pluto in %s did not answer whack within 15 s: %s", ns.Name, b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := p.Load(conns...); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Stop ends pluto (by its PID).
+func (p *Pluto) Stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// Whack runs libreswan's control tool against this pluto.
+func (p *Pluto) Whack(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, whackBinary(), append([]string{"--ctlsocket", p.ctl}, args...)...)
+	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+filepath.Join(libreswanRoot(), "usr/lib/x86_64-linux-gnu"))
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// Load replaces pluto's connections with conns and rereads its secrets.
+func (p *Pluto) Load(conns ...PlutoConn) error {
+	if err := p.write(conns); err != nil {
+		return err
+	}
+	if out, err := p.Whack("--rereadsecrets"); err != nil {
+		return fmt.Errorf("whack --rereadsecrets: %w: %s", err, out)
+	}
+	for _, c := range conns {
+		for _, name := range c.names() {
+			p.Whack("--delete", "--name", name)
+			cmd := exec.Command(filepath.Join(libreswanRoot(), "usr/libexec/ipsec/addconn"), "--config", filepath.Join(p.Dir, "ipsec.conf"), "--ctlsocket", p.ctl, name)
+			cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+filepath.Join(libreswanRoot(), "usr/lib/x86_64-linux-gnu"))
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return fmt.Errorf("addconn %s: %w: %s", name, err, out)
+			}
+		}
+	}
+	return nil
+}
+
+// names are the connection names of c, one per selector pair.
+func (c PlutoConn) names() []string {
+	var out []string
+	for i := range c.LocalTS {
+		for j := range c.RemoteTS {
+			n := c.Name
+			if k := i*len(c.RemoteTS) + j; k > 0 {
+				n = fmt.Sprintf("%s-%d", c.Name, k+1)
+			}
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (c PlutoConn) pairIndex(name string) [2]int {
+	for k, n := range c.names() {
+		if n == name {
+			return [2]int{k / len(c.RemoteTS), k % len(c.RemoteTS)}
+		}
+	}
+	return [2]int{}
+}
+
+var plutoSecrets = template.Must(template.New("secrets").Parse(`{{range .}}@{{.LocalID}} @{{.RemoteID}} {{.LocalAddr}} {{.RemoteAddr}} : PSK "{{.PSK}}"
+{{end}}`))
+
+// plutoConf is ipsec.conf: one conn per selector pair ("left" is pluto).
+var plutoConf = template.Must(template.New("conf").Funcs(template.FuncMap{"secs": func(d time.Duration) int { return int(d.Seconds()) }}).Parse(`config setup
+	plutodebug=none
+	ikev1-policy=accept
+{{range .}}
+conn {{.Name}}
+	ikev2=no
+	authby=secret
+	type=tunnel
+	encapsulation=yes
+	left={{.Left}}
+	leftid=@{{.LeftID}}
+	leftsubnet={{.LeftTS}}
+	right={{.Right}}
+	rightid=@{{.RightID}}
+	rightsubnet={{.RightTS}}
+	ike={{.IKE}}
+	esp={{.ESP}}
+	pfs={{if .PFS}}yes{{else}}no{{end}}
+{{- if .IKELifetime}}
+	ikelifetime={{secs .IKELifetime}}s
+{{- end}}
+{{- if .Lifetime}}
+	salifetime={{secs .Lifetime}}s
+{{- end}}
+{{- if .DPDDelay}}
+	dpddelay={{secs .DPDDelay}}
+	dpdtimeout={{secs .DPDDelay}}0
+	dpdaction=clear
+{{- end}}
+	auto=ignore
+{{end}}`))
+
+type plutoConnText struct {
+	Name, Left, LeftID, LeftTS, Right, RightID, RightTS, IKE, ESP string
+	PFS                                                           bool
+	IKELifetime, Lifetime, DPDDelay                               time.Duration
+}
+
+func (p *Pluto) write(conns []PlutoConn) error {
+	f, err := os.OpenFile(filepath.Join(p.Dir, "ipsec.secrets"), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := plutoSecrets.Execute(f, conns); err != nil {
+		return err
+	}
+	var texts []plutoConnText
+	for _, c := range conns {
+		for _, name := range c.names() {
+			i := c.pairIndex(name)
+			texts = append(texts, plutoConnText{Name: name, Left: c.LocalAddr.String(), LeftID: c.LocalID, LeftTS: c.LocalTS[i[0]].String(),
+				Right: c.RemoteAddr.String(), RightID: c.RemoteID, RightTS: c.RemoteTS[i[1]].String(), IKE: c.IKE, ESP: c.ESP, PFS: c.PFS,
+				IKELifetime: c.IKELifetime, Lifetime: c.Lifetime, DPDDelay: c.DPDDelay})
+		}
+	}
+	cf, err := os.Create(filepath.Join(p.Dir, "ipsec.conf"))
+	if err != nil {
+		return err
+	}
+	defer cf.Close()
+	return plutoConf.Execute(cf, texts)
+}
+
+// Initiate brings the named connection up (whack --initiate waits for the
+// outcome) and returns whack's report.
+func (p *Pluto) Initiate(name string) (string, error) {
+	return p.Whack("--name", name, "--initiate")
+}
+
+// Status is whack --trafficstatus and --showstates, for assertions and logs.
+func (p *Pluto) Status() string {
+	a, _ := p.Whack("--showstates")
+	b, _ := p.Whack("--trafficstatus")
+	return strings.TrimSpace(a + "\n" + b)
+}
