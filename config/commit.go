@@ -157,7 +157,7 @@ func (s *Store) CommitWith(o CommitOptions) (RevisionInfo, error) {
 
 // applyLocked writes cfg as the next revision and makes it running, with
 // pending as the new commit-confirmed state (nil clears it).
-func (s *Store) applyLocked(cfg *Config, reason, who, message string, sections []string, pending *Pending) (RevisionInfo, error) {
+func (s *Store) applyLocked(cfg *Config, reason, who, message string, sections []Section, pending *Pending) (RevisionInfo, error) {
 	if who == "" {
 		who = "unknown"
 	}

@@ -1,6 +1,10 @@
 package config
 
-import "reflect"
+import (
+	"reflect"
+
+	"github.com/flashgate/flashgate/boards"
+)
 
 // Tunnel defaults, chosen to match strongSwan's so that a peer configured
 // with its defaults agrees with ours: rekey the IKE_SA every 4 h and the
@@ -151,4 +155,21 @@ func copySlices(v reflect.Value) {
 			}
 		}
 	}
+}
+
+// BoardDefaults is the configuration of a fresh box, a set-aside database
+// and a factory reset on board b: every port the board definition lists,
+// with the role it gives it (DefaultForNICs says what each role
+// starts as). It is what netd falls back to and what the console's recovery
+// writes, so the first boot and a rescue agree on the ports. A board
+// without NICs in its definition gets Default's eth0/eth1.
+func BoardDefaults(b boards.Board) *Config {
+	if len(b.NICs) == 0 {
+		return Default()
+	}
+	nics := make([]NIC, len(b.NICs))
+	for i, n := range b.NICs {
+		nics[i] = NIC{Name: n.Name, Role: n.Role}
+	}
+	return DefaultForNICs(nics)
 }

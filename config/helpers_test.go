@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -94,4 +95,13 @@ func mustValid(t *testing.T, c *Config) {
 	if err := c.Validate(); err != nil {
 		t.Fatalf("config does not validate:\n%v", err)
 	}
+}
+
+// joined is sections as "a,b,c", to compare with a want.
+func joined(sections []Section) string {
+	s := make([]string, len(sections))
+	for i, sec := range sections {
+		s[i] = string(sec)
+	}
+	return strings.Join(s, ",")
 }

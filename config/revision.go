@@ -19,7 +19,7 @@ type RevisionInfo struct {
 	Who      string    `json:"who"`
 	When     time.Time `json:"when"`
 	Message  string    `json:"message"`
-	Sections []string  `json:"sections"` // sections changed from the previous running config
+	Sections []Section `json:"sections"` // sections changed from the previous running config
 	Reason   string    `json:"reason"`   // commit, commit-confirmed, rollback, confirm-timeout, factory-reset, migration
 	Schema   int       `json:"schema"`   // schema version of the stored config
 }

@@ -22,10 +22,24 @@ type Config struct {
 	Certificates []Certificate `json:"certificates,omitempty"`
 }
 
-// Sections are the top-level parts of a Config, in the order they appear. A
-// change notice lists the sections that differ so that each service
-// reconciles only what concerns it.
-var Sections = []string{"system", "interfaces", "routes", "firewall", "tunnels", "certificates"}
+// Section names a top-level part of a Config (its JSON name). A change
+// notice lists the sections that differ so that each service reconciles
+// only what concerns it.
+type Section string
+
+// The sections of a Config.
+const (
+	SectionSystem     Section = "system"
+	SectionInterfaces Section = "interfaces"
+	SectionRoutes     Section = "routes"
+	SectionFirewall   Section = "firewall"
+	SectionTunnels    Section = "tunnels"
+	// SectionCertificates is the certificate store.
+	SectionCertificates Section = "certificates"
+)
+
+// Sections are the top-level parts of a Config, in the order they appear.
+var Sections = []Section{SectionSystem, SectionInterfaces, SectionRoutes, SectionFirewall, SectionTunnels, SectionCertificates}
 
 // System is the box itself.
 type System struct {

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	mathrand "math/rand/v2"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -128,11 +129,22 @@ type Pending struct {
 // Change tells subscribers that the running configuration changed.
 type Change struct {
 	Revision uint64    `json:"revision"`
-	Sections []string  `json:"sections"` // see Sections
+	Sections []Section `json:"sections"` // see Sections
 	Reason   string    `json:"reason"`   // commit, rollback, confirm-timeout, factory-reset
 	Who      string    `json:"who"`
 	Message  string    `json:"message"`
 	When     time.Time `json:"when"`
+}
+
+// Touches reports whether the change concerns one of sections. The first
+// change of every watch connection ("current") lists them all.
+func (c Change) Touches(sections ...Section) bool {
+	for _, s := range c.Sections {
+		if slices.Contains(sections, s) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c Change) String() string {

@@ -61,11 +61,11 @@ func TestCommitRecordsHistory(t *testing.T) {
 	if info.Revision != 2 || info.Who != "alice" || info.Message != "add branch tunnel" {
 		t.Errorf("commit info = %+v", info)
 	}
-	if got := strings.Join(info.Sections, ","); got != "system,interfaces,routes,firewall,tunnels" {
+	if got := joined(info.Sections); got != "system,interfaces,routes,firewall,tunnels" {
 		t.Errorf("changed sections = %s", got)
 	}
 	info = mustCommit(t, s, "bob", "rename", func(c *Config) { c.System.Hostname = "renamed" })
-	if strings.Join(info.Sections, ",") != "system" {
+	if joined(info.Sections) != "system" {
 		t.Errorf("hostname change reported sections %v, want [system]", info.Sections)
 	}
 	h, err := s.History()
@@ -519,7 +519,7 @@ func TestSubscriberSeesSections(t *testing.T) {
 		c.Firewall.Rules = append(c.Firewall.Rules, Rule{Name: "r", Enabled: true, Chain: ChainInput, Protocol: "any", Action: ActionDrop})
 	})
 	c := <-ch
-	if strings.Join(c.Sections, ",") != "firewall" || c.Revision != 2 {
+	if joined(c.Sections) != "firewall" || c.Revision != 2 {
 		t.Errorf("change = %v", c)
 	}
 	cancel()

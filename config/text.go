@@ -297,17 +297,17 @@ func DiffText(a, b *Config) string {
 
 // ChangedSections returns the top-level sections (see Sections) in which a
 // and b differ. A nil a counts as different everywhere.
-func ChangedSections(a, b *Config) []string {
+func ChangedSections(a, b *Config) []Section {
 	if a == nil {
-		return append([]string(nil), Sections...)
+		return append([]Section(nil), Sections...)
 	}
 	av, bv := reflect.ValueOf(a).Elem(), reflect.ValueOf(b).Elem()
-	var out []string
+	var out []Section
 	for i := 0; i < av.NumField(); i++ {
 		x, _ := json.Marshal(av.Field(i).Interface())
 		y, _ := json.Marshal(bv.Field(i).Interface())
 		if string(x) != string(y) {
-			out = append(out, jsonName(av.Type().Field(i)))
+			out = append(out, Section(jsonName(av.Type().Field(i))))
 		}
 	}
 	return out

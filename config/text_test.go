@@ -88,7 +88,7 @@ func TestChangedSections(t *testing.T) {
 	b.Tunnels[0].Enabled = false
 	b.Routes = nil
 	b.normalize()
-	got := strings.Join(ChangedSections(a, b), ",")
+	got := joined(ChangedSections(a, b))
 	if got != "routes,tunnels" {
 		t.Errorf("ChangedSections = %s, want routes,tunnels", got)
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/config"
-	"github.com/flashgate/flashgate/services/configd/client"
+	"github.com/flashgate/flashgate/services/configd/configdapi"
 )
 
 // Accounts are the running configuration's system.admins: a password
@@ -362,7 +362,7 @@ const reauthHeader = "X-Flashgate-Password"
 // the action (configd's restricted API checks it again, so that a web UI
 // taken over cannot act without it), or why it is refused, with the HTTP
 // status for the refusal.
-func (s *Server) reauth(r *http.Request, what, password string) (*client.Client, string, int) {
+func (s *Server) reauth(r *http.Request, what, password string) (*configdapi.Client, string, int) {
 	password, msg, status := s.reauthPassword(r, what, password)
 	if msg != "" {
 		return nil, msg, status
@@ -402,7 +402,7 @@ func (s *Server) reauthPassword(r *http.Request, what, password string) (string,
 
 // reauthorized is reauth for the JSON API: a refusal is answered, and
 // the client is nil.
-func (s *Server) reauthorized(w http.ResponseWriter, r *http.Request, what, password string) *client.Client {
+func (s *Server) reauthorized(w http.ResponseWriter, r *http.Request, what, password string) *configdapi.Client {
 	cfg, msg, status := s.reauth(r, what, password)
 	if msg != "" {
 		writeAPIError(w, status, msg)

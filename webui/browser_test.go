@@ -20,7 +20,7 @@ import (
 	"github.com/flashgate/flashgate/internal/testnet"
 	"github.com/flashgate/flashgate/ipsec/hwcrypto"
 	"github.com/flashgate/flashgate/ipsec/iked"
-	"github.com/flashgate/flashgate/services/configd/client"
+	"github.com/flashgate/flashgate/services/configd/configdapi"
 )
 
 // chromiumPath is Debian's chromium, which `make test` installs.
@@ -364,7 +364,7 @@ func browserLogout(s *browserSession) {
 // show it up, sends pings through it, and keeps the dashboard and the
 // tunnel's page with their graphs.
 // cfg is configd's full API: iked reads PSKs, as on the box.
-func browserTunnelUp(s *browserSession, cfg *client.Client, ikedSock string) {
+func browserTunnelUp(s *browserSession, cfg *configdapi.Client, ikedSock string) {
 	t := s.t
 	topo := testnet.NewSiteToSite(t)
 	const psk = "browser-test-psk-0123456789abcdef"
@@ -434,7 +434,7 @@ func browserTunnelUp(s *browserSession, cfg *client.Client, ikedSock string) {
 // plane: this kernel has no ESP), applying configd's running configuration
 // at start and after each commit that changes the tunnels, and serving its
 // status on sock.
-func startIked(t *testing.T, ns *testnet.NS, cfg *client.Client, sock string) {
+func startIked(t *testing.T, ns *testnet.NS, cfg *configdapi.Client, sock string) {
 	t.Helper()
 	var d *iked.Daemon
 	err := ns.Do(func() error {

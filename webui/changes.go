@@ -8,17 +8,18 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+
 	"github.com/gorilla/mux"
 
 	"github.com/flashgate/flashgate/config"
-	"github.com/flashgate/flashgate/services/configd"
 )
 
 func muxVar(r *http.Request, name string) string { return mux.Vars(r)[name] }
 
 // Changes is the pending-changes page, also GET /api/v1/changes.
 type Changes struct {
-	Diff    []configd.DiffLine    `json:"diff"`
+	Diff    []configdapi.DiffLine `json:"diff"`
 	Errors  []config.FieldError   `json:"errors"` // why a commit would be refused
 	Pending *config.Pending       `json:"pending,omitempty"`
 	History []config.RevisionInfo `json:"history"`
@@ -59,8 +60,8 @@ func (s *Server) changesPage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "changes", "Pending changes", c)
 }
 
-func commitRequest(who, message string, confirm time.Duration) configd.CommitRequest {
-	req := configd.CommitRequest{Who: who + " (web)", Message: message}
+func commitRequest(who, message string, confirm time.Duration) configdapi.CommitRequest {
+	req := configdapi.CommitRequest{Who: who + " (web)", Message: message}
 	if confirm > 0 {
 		req.ConfirmTimeout = confirm.String()
 	}

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+
 	"github.com/flashgate/flashgate/config"
-	"github.com/flashgate/flashgate/services/configd"
 )
 
 // consoleSetPassword changes an admin's password through configd and
@@ -23,7 +24,7 @@ func consoleSetPassword(t *testing.T, h *harness, user, password string) config.
 	if _, err := h.cfg.SetPassword(ctx, "", user, password); err != nil {
 		t.Fatalf("set password: %v", err)
 	}
-	info, err := h.cfg.Commit(ctx, configd.CommitRequest{Who: "console", Message: "password of " + user})
+	info, err := h.cfg.Commit(ctx, configdapi.CommitRequest{Who: "console", Message: "password of " + user})
 	if err != nil {
 		t.Fatalf("commit password: %v", err)
 	}

@@ -17,9 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/services/configd"
-	"github.com/flashgate/flashgate/services/configd/client"
 )
 
 // testClock is a settable clock for session and rate-limit expiry.
@@ -43,14 +44,14 @@ func (c *testClock) Advance(d time.Duration) {
 // startConfigd runs the real configd API (the web UI's restricted one)
 // over a real store in a temporary directory, on a unix socket, and
 // returns its client.
-func startConfigd(t testing.TB) (*client.Client, *config.Store) {
+func startConfigd(t testing.TB) (*configdapi.Client, *config.Store) {
 	t.Helper()
 	c, store, _ := startConfigdSocket(t)
 	return c, store
 }
 
 // startConfigdSocket is startConfigd that also returns the socket's path.
-func startConfigdSocket(t testing.TB) (*client.Client, *config.Store, string) {
+func startConfigdSocket(t testing.TB) (*configdapi.Client, *config.Store, string) {
 	t.Helper()
 	web, _, store, sock := startConfigdAPIs(t)
 	return web, store, sock
@@ -59,7 +60,7 @@ func startConfigdSocket(t testing.TB) (*client.Client, *config.Store, string) {
 // startConfigdAPIs runs configd's two APIs over one store, as configd does
 // on the box: the restricted one the web UI gets (its client and socket
 // are returned first) and the full one the other services get (iked).
-func startConfigdAPIs(t testing.TB, webOpts ...configd.ServerOption) (web, full *client.Client, store *config.Store, webSock string) {
+func startConfigdAPIs(t testing.TB, webOpts ...configd.ServerOption) (web, full *configdapi.Client, store *config.Store, webSock string) {
 	t.Helper()
 	dir := t.TempDir()
 	store, err := config.Open(filepath.Join(dir, "config.db"), config.Options{Logf: t.Logf})
@@ -91,7 +92,7 @@ func startConfigdAPIs(t testing.TB, webOpts ...configd.ServerOption) (web, full 
 		}
 		store.Close()
 	})
-	return client.New(webSock), client.New(fullSock), store, webSock
+	return configdapi.New(webSock), configdapi.New(fullSock), store, webSock
 }
 
 const (
@@ -101,13 +102,13 @@ const (
 
 // setAdmin sets an admin password through configd and commits it, as the
 // console does on first boot.
-func setAdmin(t testing.TB, c *client.Client, name, password string) {
+func setAdmin(t testing.TB, c *configdapi.Client, name, password string) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := c.SetPassword(ctx, "", name, password); err != nil {
 		t.Fatalf("set password: %v", err)
 	}
-	if _, err := c.Commit(ctx, configd.CommitRequest{Who: "test", Message: "admin password"}); err != nil {
+	if _, err := c.Commit(ctx, configdapi.CommitRequest{Who: "test", Message: "admin password"}); err != nil {
 		t.Fatalf("commit admin: %v", err)
 	}
 }
@@ -115,7 +116,7 @@ func setAdmin(t testing.TB, c *client.Client, name, password string) {
 // harness is a web UI over a real configd, served over TLS by httptest.
 type harness struct {
 	t     testing.TB
-	cfg   *client.Client
+	cfg   *configdapi.Client
 	store *config.Store
 	clock *testClock
 	srv   *Server

@@ -18,13 +18,11 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/boards"
-	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/firmware/bootparam"
 	"github.com/flashgate/flashgate/firmware/bootslot"
 	"github.com/flashgate/flashgate/firmware/supervisor"
 	"github.com/flashgate/flashgate/ipsec/hwcrypto"
-	"github.com/flashgate/flashgate/services/configd"
-	"github.com/flashgate/flashgate/services/configd/client"
+	"github.com/flashgate/flashgate/services/configd/configdapi"
 )
 
 // FingerprintFile is where the certificate's fingerprint is written for
@@ -47,7 +45,7 @@ func run(ctx context.Context, args []string) int {
 	plain := fs.String("http", ":80", "plain HTTP address that redirects to HTTPS (empty: none)")
 	listenFD := fs.Int("listen-fd", 0, "serve HTTPS on this inherited listening socket instead of -listen (PID 1 binds port 443 for the UI, which runs as its own user)")
 	plainFD := fs.Int("http-fd", 0, "serve the HTTP redirector on this inherited listening socket instead of -http")
-	configdSock := fs.String("configd", configd.DefaultWebSocket, "configd's socket: its restricted API, which hands out no secrets")
+	configdSock := fs.String("configd", configdapi.WebSocket, "configd's socket: its restricted API, which hands out no secrets")
 	ikedSock := fs.String("iked", "/run/flashgate/iked.sock", "iked's socket")
 	superSock := fs.String("supervisor", supervisor.WebSocketPath, "the supervisor's socket (its part for the web UI: services, logs, reboot)")
 	certDir := fs.String("cert-dir", "/cfg/webui", "where the TLS certificate and key are kept when configd cannot keep them")
@@ -72,9 +70,12 @@ func run(ctx context.Context, args []string) int {
 			board.Description = b.Description
 		}
 	}
-	cfg := client.New(*configdSock)
+	cfg := configdapi.New(*configdSock)
 	host := "flashgate"
-	if running, err := waitForConfigd(ctx, cfg, *configdWait); err == nil {
+	// The supervisor starts the UI once configd runs, which may be before
+	// its socket is served, and a UI that gave up at once would make a
+	// throw-away certificate.
+	if running, _, err := configdapi.WaitRunning(ctx, cfg, *configdWait); err == nil {
 		host = running.System.Hostname
 	} else {
 		logger.Printf("configd: %v (continuing; pages will say so)", err)
@@ -167,26 +168,6 @@ func inheritedOrListen(fd int, addr string) (net.Listener, error) {
 		return nil, fmt.Errorf("fd %d: not a listening socket: %w", fd, err)
 	}
 	return ln, nil
-}
-
-// waitForConfigd reads the running configuration, retrying for up to wait
-// while configd does not answer: the supervisor starts the UI once configd
-// runs, which may be before its socket is served, and a UI that gave up at
-// once would make a throw-away certificate.
-func waitForConfigd(ctx context.Context, cfg *client.Client, wait time.Duration) (*config.Config, error) {
-	deadline := time.Now().Add(wait)
-	for {
-		running, _, err := cfg.Running(ctx)
-		var apiErr *client.APIError
-		if err == nil || errors.As(err, &apiErr) || !time.Now().Before(deadline) {
-			return running, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 // Serve runs the HTTPS server on addr and, if plainAddr is set, the plain

@@ -20,7 +20,7 @@ import (
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/ipsec"
 	"github.com/flashgate/flashgate/ipsec/hwcrypto"
-	"github.com/flashgate/flashgate/services/configd/client"
+	"github.com/flashgate/flashgate/services/configd/configdapi"
 	"github.com/flashgate/flashgate/upgrade/imagefile"
 )
 
@@ -41,7 +41,7 @@ type BoardInfo struct {
 // Options configure a Server. Config is required; the others may be nil
 // and their parts of the UI then say what is missing.
 type Options struct {
-	Config     *client.Client
+	Config     *configdapi.Client
 	Tunnels    TunnelSource
 	Supervisor Supervisor
 	Crypto     *hwcrypto.Report

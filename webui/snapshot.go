@@ -5,8 +5,9 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+
 	"github.com/flashgate/flashgate/config"
-	"github.com/flashgate/flashgate/services/configd"
 )
 
 // A page asks configd for the candidate, the running configuration and
@@ -17,7 +18,7 @@ import (
 type snapshot struct {
 	mu sync.Mutex
 
-	cand     configd.CandidateResponse
+	cand     configdapi.CandidateResponse
 	candErr  error
 	candDone bool
 
@@ -26,7 +27,7 @@ type snapshot struct {
 	runningErr error
 	runDone    bool
 
-	status     configd.Status
+	status     configdapi.Status
 	statusErr  error
 	statusDone bool
 }
@@ -51,7 +52,7 @@ func snapshotOf(ctx context.Context) *snapshot {
 // candidate returns the candidate, from the request's snapshot if it has
 // one. The result is shared: read it, never change it (editCandidate reads
 // its own copy).
-func (s *Server) candidate(ctx context.Context) (configd.CandidateResponse, error) {
+func (s *Server) candidate(ctx context.Context) (configdapi.CandidateResponse, error) {
 	sn := snapshotOf(ctx)
 	if sn == nil {
 		return s.opts.Config.Candidate(ctx)
@@ -82,7 +83,7 @@ func (s *Server) running(ctx context.Context) (*config.Config, uint64, error) {
 }
 
 // status returns configd's status (revision, pending confirmation).
-func (s *Server) status(ctx context.Context) (configd.Status, error) {
+func (s *Server) status(ctx context.Context) (configdapi.Status, error) {
 	sn := snapshotOf(ctx)
 	if sn == nil {
 		return s.opts.Config.Status(ctx)

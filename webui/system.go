@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/firmware/supervisor"
-	"github.com/flashgate/flashgate/services/configd"
-	"github.com/flashgate/flashgate/services/configd/client"
 )
 
 type systemData struct {
@@ -22,7 +22,7 @@ type systemData struct {
 	Fingerprint string
 	Board       BoardInfo
 	PasswordErr formErrors
-	Storage     configd.Status
+	Storage     configdapi.Status
 	Upgrade     UpgradeView
 }
 
@@ -90,7 +90,7 @@ func (s *Server) passwordChange(w http.ResponseWriter, r *http.Request) {
 // downloads folder).
 // cfg is configd's client, carrying the current password for a backup
 // with secrets (reauth).
-func (s *Server) backup(ctx context.Context, cfg *client.Client, secrets, passphrase string, allowPlain bool) ([]byte, string, error) {
+func (s *Server) backup(ctx context.Context, cfg *configdapi.Client, secrets, passphrase string, allowPlain bool) ([]byte, string, error) {
 	switch {
 	case secrets == config.SecretsOmitted, secrets == config.SecretsEncrypted:
 	case secrets == config.SecretsIncluded && allowPlain:
@@ -153,7 +153,7 @@ func readUpload(r *http.Request) ([]byte, error) {
 
 // restore makes a backup the candidate. configd checks it completely
 // (format, schema, secrets, validation) before anything changes.
-func (s *Server) restore(ctx context.Context, cfg *client.Client, data []byte, passphrase string) error {
+func (s *Server) restore(ctx context.Context, cfg *configdapi.Client, data []byte, passphrase string) error {
 	cand, err := s.candidate(ctx)
 	if err != nil {
 		return err
@@ -164,7 +164,7 @@ func (s *Server) restore(ctx context.Context, cfg *client.Client, data []byte, p
 
 func (s *Server) restoreUpload(w http.ResponseWriter, r *http.Request) {
 	data, err := readUpload(r)
-	var cfg *client.Client
+	var cfg *configdapi.Client
 	if err == nil {
 		var msg string
 		if cfg, msg, _ = s.reauth(r, "restore", r.FormValue("password")); msg != "" {

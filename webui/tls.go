@@ -21,7 +21,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/flashgate/flashgate/services/configd"
+	"github.com/flashgate/flashgate/services/configd/configdapi"
 )
 
 // The certificate is self-signed: the box has no name a public CA could
@@ -66,7 +66,7 @@ type Certificate struct {
 // file store (*client.Client).
 type CertificateStore interface {
 	File(ctx context.Context, name string) ([]byte, error)
-	PutFile(ctx context.Context, name string, data []byte) (configd.FileInfo, error)
+	PutFile(ctx context.Context, name string, data []byte) (configdapi.FileInfo, error)
 }
 
 // LoadStoredCertificate reads the pair from configd's file store or, on

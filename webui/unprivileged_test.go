@@ -17,7 +17,7 @@ import (
 
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/services/configd"
-	"github.com/flashgate/flashgate/services/configd/client"
+	"github.com/flashgate/flashgate/services/configd/configdapi"
 )
 
 // TestWebUIProcessHelper is the web UI service in a child process: see
@@ -154,7 +154,7 @@ func TestRunsAsItsOwnUserOnInheritedListeners(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(fp)) != Fingerprint(served) {
 		t.Errorf("fingerprint file %q (%v), the certificate served is %s", fp, err, Fingerprint(served))
 	}
-	if stored, err := client.New(fullSock).File(context.Background(), storedCertName); err != nil || !strings.Contains(string(stored), "BEGIN CERTIFICATE") {
+	if stored, err := configdapi.New(fullSock).File(context.Background(), storedCertName); err != nil || !strings.Contains(string(stored), "BEGIN CERTIFICATE") {
 		t.Errorf("the certificate was not kept through configd: %v", err)
 	}
 	if strings.Contains(out.String(), "falling back") {

@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+
 	"github.com/flashgate/flashgate/firmware/bootslot"
-	"github.com/flashgate/flashgate/services/configd"
-	"github.com/flashgate/flashgate/services/configd/client"
 )
 
 // Firmware upgrades through the JSON API (the System page's upload uses
@@ -39,7 +39,7 @@ import (
 type UpgradeSource struct {
 	// Firmware is configd's firmware API (on the box, the web UI's
 	// configd socket); nil: the routes say this box has none.
-	Firmware *client.Client
+	Firmware *configdapi.Client
 	// Status is PID 1's status file (bootslot.StatusPath, world-readable),
 	// for the dashboard's notes.
 	Status string
@@ -48,12 +48,12 @@ type UpgradeSource struct {
 // UpgradeView is GET /api/v1/upgrade: configd's view, and the System
 // page's style for its message.
 type UpgradeView struct {
-	configd.FirmwareView
+	configdapi.FirmwareView
 	MessageClass string `json:"-"`
 }
 
 // UpgradePlan answers inspect and the upload (configd's, relayed).
-type UpgradePlan = configd.FirmwarePlan
+type UpgradePlan = configdapi.FirmwarePlan
 
 // upgradeState is what the UI remembers of the card.
 type upgradeState struct {
@@ -104,7 +104,7 @@ func (s *Server) upgradeRoutes(api func(path, method string, h http.HandlerFunc)
 func (s *Server) upgradeView(ctx context.Context) UpgradeView {
 	fw := s.opts.Upgrade.Firmware
 	if fw == nil {
-		return UpgradeView{FirmwareView: configd.FirmwareView{Error: "this box has no boot partition with A/B slots"}}
+		return UpgradeView{FirmwareView: configdapi.FirmwareView{Error: "this box has no boot partition with A/B slots"}}
 	}
 	fv, err := fw.Firmware(ctx)
 	if err != nil {
@@ -120,7 +120,7 @@ func (s *Server) upgradeView(ctx context.Context) UpgradeView {
 // upgradeStatus is the HTTP status to answer for an error of configd's
 // firmware API: its own for a refusal.
 func upgradeStatus(err error) int {
-	var apiErr *client.APIError
+	var apiErr *configdapi.APIError
 	if errors.As(err, &apiErr) && apiErr.Status >= 400 {
 		return apiErr.Status
 	}

@@ -9,10 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/firmware/console"
-	"github.com/flashgate/flashgate/services/configd"
-	"github.com/flashgate/flashgate/services/configd/client"
 )
 
 // CheckPassword says what is wrong with a new password, in words for the
@@ -30,7 +30,7 @@ var _ = [1]struct{}{}[console.MinPasswordLen-config.MinPasswordLen]
 // A password set here is committed, so it is on the card and survives a
 // reboot.
 type Accounts struct {
-	c *client.Client
+	c *configdapi.Client
 	// Wait is how long HasAdmin waits for configd to answer (the console
 	// may start before it); default 15s.
 	Wait time.Duration
@@ -41,30 +41,18 @@ type Accounts struct {
 
 // NewAccounts returns the accounts served by configd on socket.
 func NewAccounts(socket string) *Accounts {
-	return &Accounts{c: client.New(socket), Wait: 15 * time.Second}
+	return &Accounts{c: configdapi.New(socket), Wait: 15 * time.Second}
 }
 
-// running fetches the running configuration, retrying for up to wait.
-// At boot the console asks before configd serves, and the login prompt
-// waits for the answer: the retries start at 50 ms (a missing socket fails
-// at once, so they cost nothing) and back off to 500 ms, so the prompt
-// comes within 50–100 ms of configd instead of up to half a second later.
+// running fetches the running configuration, waiting for up to wait for
+// configd (configdapi.WaitRunning). At boot the console asks before
+// configd serves, and the login prompt waits for the answer.
 func (a *Accounts) running(wait time.Duration) (*config.Config, error) {
-	deadline := time.Now().Add(wait)
-	pause := 50 * time.Millisecond
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		c, _, err := a.c.Running(ctx)
-		cancel()
-		if err == nil {
-			return c, nil
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("accounts: %w", err)
-		}
-		time.Sleep(pause)
-		pause = min(2*pause, 500*time.Millisecond)
+	c, _, err := configdapi.WaitRunning(context.Background(), a.c, wait)
+	if err != nil {
+		return nil, fmt.Errorf("accounts: %w", err)
 	}
+	return c, nil
 }
 
 // HasAdmin reports whether some admin account has a password. When
@@ -148,12 +136,12 @@ func (a *Accounts) SetPassword(user string, pass []byte) error {
 
 // setPasswordAndCommit sets user's password in the candidate read with
 // etag and commits it, refusing if the candidate changed in between.
-func setPasswordAndCommit(ctx context.Context, c *client.Client, etag, user string, pass []byte, who, message string) error {
+func setPasswordAndCommit(ctx context.Context, c *configdapi.Client, etag, user string, pass []byte, who, message string) error {
 	etag, err := c.SetPassword(ctx, etag, user, string(pass))
 	if err != nil {
 		return fmt.Errorf("set password: %w", err)
 	}
-	if _, err := c.Commit(ctx, configd.CommitRequest{Etag: etag, Who: who, Message: message}); err != nil {
+	if _, err := c.Commit(ctx, configdapi.CommitRequest{Etag: etag, Who: who, Message: message}); err != nil {
 		return fmt.Errorf("set password: commit: %w", err)
 	}
 	return nil

@@ -28,12 +28,13 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+
 	"golang.org/x/term"
 
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/firmware/supervisor"
 	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
-	"github.com/flashgate/flashgate/services/configd/client"
 )
 
 // Default sockets of the services' local APIs on the appliance.
@@ -137,7 +138,7 @@ type session struct {
 	in     *input
 	term   *term.Terminal
 
-	configd    *client.Client
+	configd    *configdapi.Client
 	supervisor *supervisor.Client
 	iked       *ikedapi.Client
 	netd       *netdClient
@@ -168,7 +169,7 @@ func newSession(ctx context.Context, rw io.ReadWriter, opts Options) (*session, 
 		opts:       opts,
 		rw:         rw,
 		fd:         -1,
-		configd:    client.New(opts.ConfigdSocket),
+		configd:    configdapi.New(opts.ConfigdSocket),
 		supervisor: supervisor.NewClient(opts.SupervisorSocket),
 		iked:       ikedapi.NewClient(opts.IkedSocket),
 		netd:       newNetdClient(opts.NetdSocket),

@@ -8,9 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/firmware/supervisor"
-	"github.com/flashgate/flashgate/services/configd"
 )
 
 // command is one top-level word of the CLI.
@@ -159,7 +160,7 @@ func parseConfirmWindow(w string) (time.Duration, error) {
 }
 
 func runCommit(ctx context.Context, s *session, args []string) error {
-	req := configd.CommitRequest{Who: s.who()}
+	req := configdapi.CommitRequest{Who: s.who()}
 	var window time.Duration
 	if len(args) > 0 && args[0] == "confirmed" {
 		if len(args) < 2 {

@@ -14,12 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/firmware/supervisor"
 	"github.com/flashgate/flashgate/services/configd"
-	"github.com/flashgate/flashgate/services/configd/client"
 )
 
 // The tests drive the CLI the way an admin does: through a pseudo
@@ -62,7 +63,7 @@ func shortDir(t *testing.T) string {
 type configdEnv struct {
 	store  *config.Store
 	socket string
-	client *client.Client
+	client *configdapi.Client
 	dir    string
 }
 
@@ -87,7 +88,7 @@ func startConfigd(t *testing.T) *configdEnv {
 		srv.Close()
 		store.Close()
 	})
-	return &configdEnv{store: store, socket: sock, client: client.New(sock), dir: dir}
+	return &configdEnv{store: store, socket: sock, client: configdapi.New(sock), dir: dir}
 }
 
 // serveJSON serves fixed JSON answers by path on a unix socket: a
@@ -385,6 +386,6 @@ func render(out []byte, width int) string {
 	return b.String()
 }
 
-func commitReq(message string) configd.CommitRequest {
-	return configd.CommitRequest{Who: "test", Message: message}
+func commitReq(message string) configdapi.CommitRequest {
+	return configdapi.CommitRequest{Who: "test", Message: message}
 }

@@ -8,9 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+
 	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/config"
-	"github.com/flashgate/flashgate/services/configd"
 )
 
 // Recovery is for an admin who is locked out: the password is lost, or a
@@ -162,7 +163,7 @@ func boardDefaults(board string) *config.Config {
 	if err != nil {
 		return config.Default()
 	}
-	return configd.BoardDefaults(b)
+	return config.BoardDefaults(b)
 }
 
 // recoverConfig makes the changes and commits them. A candidate with
@@ -218,7 +219,7 @@ func recoverConfig(ctx context.Context, s *session, defaults *config.Config, pla
 		done = append(done, "password of "+user+" set")
 	}
 	what := strings.Join(done, "; ")
-	_, err = c.Commit(ctx, configd.CommitRequest{Etag: etag, Who: "recovery@console", Message: "console recovery: " + what})
+	_, err = c.Commit(ctx, configdapi.CommitRequest{Etag: etag, Who: "recovery@console", Message: "console recovery: " + what})
 	if errors.Is(err, config.ErrNoChanges) {
 		return what + " (it already was so)", nil
 	}

@@ -15,9 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+
 	"github.com/flashgate/flashgate/config"
-	"github.com/flashgate/flashgate/services/configd"
-	"github.com/flashgate/flashgate/services/configd/client"
 )
 
 // accessMain is `flashgate access UID:GID`: what a user can reach of the
@@ -93,7 +93,7 @@ func reportAccess(w io.Writer, runDir, db string) {
 		if !strings.HasPrefix(name, "configd") {
 			continue
 		}
-		cfg := client.New(sock)
+		cfg := configdapi.New(sock)
 		running, _, err := cfg.Running(ctx)
 		if err != nil {
 			fmt.Fprintf(w, "    running configuration: %v\n", err)
@@ -103,7 +103,7 @@ func reportAccess(w io.Writer, runDir, db string) {
 			switch psk := t.PSK.Reveal(); {
 			case psk == "":
 				fmt.Fprintf(w, "    psk of tunnel %s: none\n", t.Name)
-			case configd.IsPSKMark(psk):
+			case configdapi.IsPSKMark(psk):
 				fmt.Fprintf(w, "    psk of tunnel %s: redacted\n", t.Name)
 			default:
 				fmt.Fprintf(w, "    psk of tunnel %s: IN THE CLEAR\n", t.Name)

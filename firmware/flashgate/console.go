@@ -7,7 +7,7 @@ import (
 
 	"github.com/flashgate/flashgate/firmware/cli"
 	"github.com/flashgate/flashgate/firmware/console"
-	"github.com/flashgate/flashgate/services/configd/client"
+	"github.com/flashgate/flashgate/services/configd/configdapi"
 )
 
 // The getty logs in with the config store's accounts (so the password set
@@ -23,7 +23,7 @@ func init() {
 			return cli.Recover(ctx, tty, cli.Options{User: "recovery@console", Board: board})
 		},
 		Notices: func(ctx context.Context) []string {
-			return configNotices(ctx, client.New(cli.DefaultConfigdSocket))
+			return configNotices(ctx, configdapi.New(cli.DefaultConfigdSocket))
 		},
 	})
 }
@@ -31,7 +31,7 @@ func init() {
 // configNotices tells the admin at the console when the box does not run
 // the configuration on its card: a database that could not be read (set
 // aside, defaults in use) or no config partition at all.
-func configNotices(ctx context.Context, c *client.Client) []string {
+func configNotices(ctx context.Context, c *configdapi.Client) []string {
 	st, err := c.Status(ctx)
 	if err != nil {
 		return []string{fmt.Sprintf("configd does not answer (%v): the configuration cannot be read or changed.", err)}

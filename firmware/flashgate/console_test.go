@@ -11,7 +11,7 @@ import (
 
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/services/configd"
-	"github.com/flashgate/flashgate/services/configd/client"
+	"github.com/flashgate/flashgate/services/configd/configdapi"
 )
 
 // A card whose database is not a bbolt file: configd sets it aside and runs
@@ -36,11 +36,11 @@ func TestConfigNoticesSetAside(t *testing.T) {
 	go srv.Serve(l)
 	defer srv.Close()
 
-	got := configNotices(context.Background(), client.New(sock))
+	got := configNotices(context.Background(), configdapi.New(sock))
 	if len(got) == 0 || !strings.Contains(got[0], "set aside") || !strings.Contains(got[0], "default configuration") {
 		t.Fatalf("notices %q: want one saying the configuration was set aside and the defaults run", got)
 	}
-	if none := configNotices(context.Background(), client.New(filepath.Join(dir, "nobody.sock"))); len(none) != 1 || !strings.Contains(none[0], "configd does not answer") {
+	if none := configNotices(context.Background(), configdapi.New(filepath.Join(dir, "nobody.sock"))); len(none) != 1 || !strings.Contains(none[0], "configd does not answer") {
 		t.Fatalf("with no configd the notices are %q, want one saying configd does not answer", none)
 	}
 }

@@ -9,13 +9,15 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"time"
+
+	"github.com/flashgate/flashgate/internal/localsock"
+	"github.com/flashgate/flashgate/internal/paths"
 )
 
 // SocketPath is where PID 1 serves the supervisor API.
-const SocketPath = "/run/flashgate/supervisor.sock"
+const SocketPath = paths.SupervisorSocket
 
 // System is the supervisor's view of itself, the answer to the system op.
 type System struct {
@@ -90,7 +92,7 @@ const (
 // Serve serves the API on a unix socket at path until ctx is done. The
 // socket is root-only: it can reboot the box.
 func (s *Supervisor) Serve(ctx context.Context, path string) error {
-	ln, err := Listen(path)
+	ln, err := localsock.Listen(path, localsock.RootOnly)
 	if err != nil {
 		return err
 	}
@@ -101,7 +103,7 @@ func (s *Supervisor) Serve(ctx context.Context, path string) error {
 
 // WebSocketPath is the supervisor API's socket for the web UI, which runs
 // as its own user: it answers only WebOps.
-const WebSocketPath = "/run/flashgate/supervisor-web.sock"
+const WebSocketPath = paths.SupervisorWebSocket
 
 // webOps are the ops of the web UI's socket: the Logs page (the service
 // list and their logs) and the System page's reboot. Not stop, restart,
@@ -113,17 +115,9 @@ var webOps = map[op]bool{opServices: true, opService: true, opLogs: true, opRebo
 // reboot) on a unix socket at path, mode 0660 and group gid, until ctx is
 // done: the web UI's user reaches it, no other user but root does.
 func (s *Supervisor) ServeWeb(ctx context.Context, path string, gid int) error {
-	ln, err := Listen(path)
+	ln, err := localsock.Listen(path, localsock.Group(gid))
 	if err != nil {
 		return err
-	}
-	if err := os.Chown(path, 0, gid); err != nil {
-		ln.Close()
-		return fmt.Errorf("api socket %s: group %d: %w", path, gid, err)
-	}
-	if err := os.Chmod(path, 0o660); err != nil {
-		ln.Close()
-		return fmt.Errorf("api socket %s mode: %w", path, err)
 	}
 	context.AfterFunc(ctx, func() { ln.Close() })
 	go s.guard("web api", func() { s.serveAPI(ln, webOps) })
@@ -290,24 +284,4 @@ func (s *Supervisor) call(req request) (any, error) {
 	}
 	// decodeRequest lets only the ops above through.
 	return nil, fmt.Errorf("unknown op %.40q", req.Op)
-}
-
-// Listen creates the directory of a unix socket, replaces a stale socket
-// left by an earlier run and listens, with mode 0600.
-func Listen(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("api socket directory: %w", err)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remove stale socket: %w", err)
-	}
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("api socket: %w", err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("api socket mode: %w", err)
-	}
-	return ln, nil
 }

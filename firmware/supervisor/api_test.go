@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flashgate/flashgate/internal/localsock"
 )
 
 // serve starts the API of s on a unix socket in a temporary directory and
@@ -411,7 +413,7 @@ func TestClientErrors(t *testing.T) {
 
 	// A server that accepts and never answers: the caller's context ends
 	// the call.
-	ln, err := Listen(filepath.Join(t.TempDir(), "mute.sock"))
+	ln, err := localsock.Listen(filepath.Join(t.TempDir(), "mute.sock"), localsock.RootOnly)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/flashgate/flashgate/ipsec/hwcrypto"
 	"github.com/flashgate/flashgate/ipsec/ike"
 	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
-	"github.com/flashgate/flashgate/services/configd/client"
+	"github.com/flashgate/flashgate/services/configd/configdapi"
 )
 
 // Main is `flashgate iked`: the daemon, standalone with a configuration
@@ -77,7 +77,7 @@ func Main(args []string) int {
 	defer cancel()
 	if *configd != "" {
 		logger.Printf("iked: following the running configuration of configd at %s", *configd)
-		go followConfigd(ctx, d, client.New(*configd), logger)
+		go followConfigd(ctx, d, configdapi.New(*configd), logger)
 	}
 	go func() {
 		if err := d.ServeGroup(ctx, *sock, *sockGroup); err != nil {
@@ -115,7 +115,7 @@ func Main(args []string) int {
 //
 // configd may start after iked (or restart): Watch keeps reconnecting, and
 // until the first configuration arrives iked runs no tunnels.
-func followConfigd(ctx context.Context, d *Daemon, c *client.Client, logger *log.Logger) {
+func followConfigd(ctx context.Context, d *Daemon, c *configdapi.Client, logger *log.Logger) {
 	for ch := range c.Watch(ctx) {
 		if ch.Reason != "current" && !slices.Contains(ch.Sections, "tunnels") {
 			continue

@@ -16,13 +16,14 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/internal/testnet"
 	"github.com/flashgate/flashgate/ipsec"
 	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 	"github.com/flashgate/flashgate/services/configd"
-	"github.com/flashgate/flashgate/services/configd/client"
-	"golang.org/x/sys/unix"
+	"github.com/flashgate/flashgate/services/configd/configdapi"
 )
 
 // runMainEnv makes the test binary run Main instead of the tests, so that
@@ -298,7 +299,7 @@ func TestFollowConfigd(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var logs lockedBuffer
-	go followConfigd(ctx, d, client.New(sock), log.New(&logs, "", 0))
+	go followConfigd(ctx, d, configdapi.New(sock), log.New(&logs, "", 0))
 
 	time.Sleep(time.Second)
 	if n := len(d.Status()); n != 0 {

@@ -17,8 +17,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+
 	"golang.org/x/sys/unix"
+
+	"github.com/flashgate/flashgate/config"
 )
 
 // Request body limits. Documents (a whole config, a backup) may be up to
@@ -26,148 +29,6 @@ import (
 const (
 	maxSmallBody    = 64 << 10
 	maxDocumentBody = config.MaxDocumentSize + 64<<10
-)
-
-// Status is GET /v1/status.
-type Status struct {
-	Revision  uint64          `json:"revision"`
-	Pending   *config.Pending `json:"pending,omitempty"`
-	Schema    int             `json:"schema"`
-	Database  string          `json:"database"`
-	Storage   string          `json:"storage"`             // "card" or "ram"
-	Recovered string          `json:"recovered,omitempty"` // why the database was set aside at start
-	Note      string          `json:"note,omitempty"`      // e.g. no config partition: changes are lost on reboot
-}
-
-// RunningResponse is GET /v1/running.
-type RunningResponse struct {
-	Revision uint64         `json:"revision"`
-	Config   *config.Config `json:"config"`
-}
-
-// CandidateResponse is GET /v1/candidate.
-type CandidateResponse struct {
-	Etag    string              `json:"etag"`
-	Changed bool                `json:"changed"` // differs from running
-	Errors  []config.FieldError `json:"errors"`  // what Validate says about it now
-	Config  *config.Config      `json:"config"`
-}
-
-// EtagResponse answers every candidate edit.
-type EtagResponse struct {
-	Etag string `json:"etag"`
-}
-
-// SetRequest is POST /v1/candidate/set: values are in the text form
-// ("192.0.2.1", "10.0.0.0/24", "true", "30s"); a list takes any number.
-type SetRequest struct {
-	Etag   string   `json:"etag,omitempty"`
-	Path   string   `json:"path"`
-	Values []string `json:"values"`
-}
-
-// DeleteRequest is POST /v1/candidate/delete.
-type DeleteRequest struct {
-	Etag string `json:"etag,omitempty"`
-	Path string `json:"path"`
-}
-
-// PasswordRequest is POST /v1/candidate/password: configd hashes the
-// password (argon2id) into system.admins[Admin], creating the account.
-type PasswordRequest struct {
-	Etag     string `json:"etag,omitempty"`
-	Admin    string `json:"admin"`
-	Password string `json:"password"`
-}
-
-// CommitRequest is POST /v1/commit. ConfirmTimeout ("5m"), when set, makes
-// it a commit-confirmed.
-type CommitRequest struct {
-	Etag           string `json:"etag,omitempty"`
-	Who            string `json:"who"`
-	Message        string `json:"message"`
-	ConfirmTimeout string `json:"confirm_timeout,omitempty"`
-}
-
-// RollbackRequest is POST /v1/rollback.
-type RollbackRequest struct {
-	Revision uint64 `json:"revision"`
-	Who      string `json:"who"`
-}
-
-// DiffLine is one line of GET /v1/diff.
-type DiffLine struct {
-	Op   string `json:"op"` // "+" or "-"
-	Line string `json:"line"`
-}
-
-// DiffResponse is GET /v1/diff.
-type DiffResponse struct {
-	From  string     `json:"from"`
-	To    string     `json:"to"`
-	Lines []DiffLine `json:"lines"`
-}
-
-// RevisionResponse is GET /v1/history/{rev}.
-type RevisionResponse struct {
-	Info   config.RevisionInfo `json:"info"`
-	Config *config.Config      `json:"config"`
-}
-
-// ExportRequest is POST /v1/export; Secrets is included, omitted or
-// encrypted (with Passphrase).
-type ExportRequest struct {
-	Secrets    string `json:"secrets"`
-	Passphrase string `json:"passphrase,omitempty"`
-}
-
-// ImportRequest is POST /v1/import: Backup is a backup document or a bare
-// config; it becomes the candidate.
-type ImportRequest struct {
-	Etag       string          `json:"etag,omitempty"`
-	Backup     json.RawMessage `json:"backup"`
-	Passphrase string          `json:"passphrase,omitempty"`
-}
-
-// FactoryResetRequest is POST /v1/factory-reset; Confirm must be
-// "factory-reset" so that a stray request cannot wipe the box.
-type FactoryResetRequest struct {
-	Who     string `json:"who"`
-	Confirm string `json:"confirm"`
-	// KeepSettings erases only the secrets: the admin accounts, the
-	// tunnels, the history and the stored files; the other settings
-	// stay (config.Store.EraseSecrets).
-	KeepSettings bool `json:"keep_settings,omitempty"`
-}
-
-// FileInfo answers PUT /v1/files/{name}. Storage is "ram" when there is
-// no config partition: the file is then lost on reboot, and Note says so.
-type FileInfo struct {
-	Name    string `json:"name"`
-	Size    int    `json:"size"`
-	Storage string `json:"storage"`
-	Note    string `json:"note,omitempty"`
-}
-
-// ErrorResponse is the body of every error.
-type ErrorResponse struct {
-	Error  string              `json:"error"`
-	Code   string              `json:"code"`
-	Fields []config.FieldError `json:"fields,omitempty"`
-}
-
-// Error codes.
-const (
-	CodeBadRequest       = "bad_request"
-	CodeTooLarge         = "too_large"
-	CodeCandidateChanged = "candidate_changed"
-	CodeValidation       = "validation"
-	CodeNoChanges        = "no_changes"
-	CodeNothingPending   = "nothing_pending"
-	CodeNotFound         = "not_found"
-	CodeNoFile           = "no_file" // GET /v1/files/{name} of a file never stored
-	CodeInternal         = "internal"
-	CodeForbidden        = "forbidden" // a secret, asked for on the restricted API
 )
 
 // Server is configd's local API over a Store.
@@ -262,34 +123,34 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var ve config.ValidationErrors
 	var pe *config.PathError
 	var mbe *http.MaxBytesError
-	resp := ErrorResponse{Error: err.Error(), Code: CodeBadRequest}
+	resp := configdapi.ErrorResponse{Error: err.Error(), Code: configdapi.CodeBadRequest}
 	status := http.StatusBadRequest
 	switch {
 	case errors.Is(err, errRestricted):
-		status, resp.Code = http.StatusForbidden, CodeForbidden
+		status, resp.Code = http.StatusForbidden, configdapi.CodeForbidden
 	case errors.Is(err, errWrongPassword):
-		status, resp.Code = http.StatusForbidden, CodeWrongPassword
+		status, resp.Code = http.StatusForbidden, configdapi.CodeWrongPassword
 	case errors.As(err, &mbe):
-		status, resp.Code = http.StatusRequestEntityTooLarge, CodeTooLarge
+		status, resp.Code = http.StatusRequestEntityTooLarge, configdapi.CodeTooLarge
 		resp.Error = fmt.Sprintf("request body larger than %d bytes", mbe.Limit)
 	case errors.Is(err, config.ErrCandidateChanged):
-		status, resp.Code = http.StatusConflict, CodeCandidateChanged
+		status, resp.Code = http.StatusConflict, configdapi.CodeCandidateChanged
 	case errors.As(err, &ve):
-		status, resp.Code, resp.Fields = http.StatusUnprocessableEntity, CodeValidation, ve
+		status, resp.Code, resp.Fields = http.StatusUnprocessableEntity, configdapi.CodeValidation, ve
 	case errors.As(err, &pe):
 		resp.Fields = []config.FieldError{{Path: pe.Path, Message: pe.Err.Error()}}
 	case errors.Is(err, config.ErrNoChanges):
-		status, resp.Code = http.StatusConflict, CodeNoChanges
+		status, resp.Code = http.StatusConflict, configdapi.CodeNoChanges
 	case errors.Is(err, config.ErrNothingPending):
-		status, resp.Code = http.StatusConflict, CodeNothingPending
+		status, resp.Code = http.StatusConflict, configdapi.CodeNothingPending
 	case errors.Is(err, config.ErrNoRevision):
-		status, resp.Code = http.StatusNotFound, CodeNotFound
-	case errors.Is(err, ErrFileTooBig):
-		status, resp.Code = http.StatusRequestEntityTooLarge, CodeTooLarge
+		status, resp.Code = http.StatusNotFound, configdapi.CodeNotFound
+	case errors.Is(err, configdapi.ErrFileTooBig):
+		status, resp.Code = http.StatusRequestEntityTooLarge, configdapi.CodeTooLarge
 	case errors.As(err, new(*internalError)):
-		status, resp.Code = http.StatusInternalServerError, CodeInternal
+		status, resp.Code = http.StatusInternalServerError, configdapi.CodeInternal
 	case errors.Is(err, fs.ErrNotExist):
-		status, resp.Code = http.StatusNotFound, CodeNoFile
+		status, resp.Code = http.StatusNotFound, configdapi.CodeNoFile
 	}
 	if status >= 500 {
 		s.logf("configd: %s %s: %v", r.Method, r.URL.Path, err)
@@ -346,7 +207,7 @@ func wantText(r *http.Request) bool { return r.URL.Query().Get("format") == "tex
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	_, rev := s.store.Running()
-	writeJSON(w, http.StatusOK, Status{Revision: rev, Pending: s.store.Pending(), Schema: config.SchemaVersion,
+	writeJSON(w, http.StatusOK, configdapi.Status{Revision: rev, Pending: s.store.Pending(), Schema: config.SchemaVersion,
 		Database: s.store.Path(), Storage: s.storage, Recovered: s.store.Recovered(), Note: s.note})
 }
 
@@ -357,7 +218,7 @@ func (s *Server) running(w http.ResponseWriter, r *http.Request) {
 		writeText(w, c.Text())
 		return
 	}
-	writeJSON(w, http.StatusOK, RunningResponse{Revision: rev, Config: s.outConfig(c)})
+	writeJSON(w, http.StatusOK, configdapi.RunningResponse{Revision: rev, Config: s.outConfig(c)})
 }
 
 func (s *Server) candidate(w http.ResponseWriter, r *http.Request) {
@@ -368,7 +229,7 @@ func (s *Server) candidate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	running, _ := s.store.Running()
-	resp := CandidateResponse{Etag: tag, Config: s.outConfig(c), Changed: len(config.ChangedSections(running, c)) > 0, Errors: []config.FieldError{}}
+	resp := configdapi.CandidateResponse{Etag: tag, Config: s.outConfig(c), Changed: len(config.ChangedSections(running, c)) > 0, Errors: []config.FieldError{}}
 	var ve config.ValidationErrors
 	if errors.As(c.Validate(), &ve) {
 		resp.Errors = ve
@@ -382,7 +243,7 @@ func (s *Server) edited(w http.ResponseWriter, r *http.Request, tag string, err 
 		return
 	}
 	w.Header().Set("ETag", `"`+tag+`"`)
-	writeJSON(w, http.StatusOK, EtagResponse{Etag: tag})
+	writeJSON(w, http.StatusOK, configdapi.EtagResponse{Etag: tag})
 }
 
 func (s *Server) replaceCandidate(w http.ResponseWriter, r *http.Request) {
@@ -428,7 +289,7 @@ func (s *Server) patchCandidate(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) set(w http.ResponseWriter, r *http.Request) {
-	var req SetRequest
+	var req configdapi.SetRequest
 	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
 		s.fail(w, r, err)
 		return
@@ -443,7 +304,7 @@ func (s *Server) set(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
-	var req DeleteRequest
+	var req configdapi.DeleteRequest
 	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
 		s.fail(w, r, err)
 		return
@@ -462,7 +323,7 @@ func (s *Server) discard(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) password(w http.ResponseWriter, r *http.Request) {
-	var req PasswordRequest
+	var req configdapi.PasswordRequest
 	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
 		s.fail(w, r, err)
 		return
@@ -532,9 +393,9 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 		writeText(w, config.DiffText(a, b))
 		return
 	}
-	resp := DiffResponse{From: from, To: to, Lines: []DiffLine{}}
+	resp := configdapi.DiffResponse{From: from, To: to, Lines: []configdapi.DiffLine{}}
 	for _, d := range config.Diff(a, b) {
-		resp.Lines = append(resp.Lines, DiffLine{Op: string(d.Op), Line: d.Line.String()})
+		resp.Lines = append(resp.Lines, configdapi.DiffLine{Op: string(d.Op), Line: d.Line.String()})
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
@@ -552,7 +413,7 @@ func who(r *http.Request, said string) string {
 }
 
 func (s *Server) commit(w http.ResponseWriter, r *http.Request) {
-	var req CommitRequest
+	var req configdapi.CommitRequest
 	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
 		s.fail(w, r, err)
 		return
@@ -583,7 +444,7 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
-	var req RollbackRequest
+	var req configdapi.RollbackRequest
 	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
 		s.fail(w, r, err)
 		return
@@ -620,11 +481,11 @@ func (s *Server) revision(w http.ResponseWriter, r *http.Request) {
 		writeText(w, c.Text())
 		return
 	}
-	writeJSON(w, http.StatusOK, RevisionResponse{Info: info, Config: s.outConfig(c)})
+	writeJSON(w, http.StatusOK, configdapi.RevisionResponse{Info: info, Config: s.outConfig(c)})
 }
 
 func (s *Server) export(w http.ResponseWriter, r *http.Request) {
-	var req ExportRequest
+	var req configdapi.ExportRequest
 	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
 		s.fail(w, r, err)
 		return
@@ -649,7 +510,7 @@ func (s *Server) export(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) importBackup(w http.ResponseWriter, r *http.Request) {
-	var req ImportRequest
+	var req configdapi.ImportRequest
 	if err := decodeBody(w, r, maxDocumentBody, &req); err != nil {
 		s.fail(w, r, err)
 		return
@@ -663,7 +524,7 @@ func (s *Server) importBackup(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) factoryReset(w http.ResponseWriter, r *http.Request) {
-	var req FactoryResetRequest
+	var req configdapi.FactoryResetRequest
 	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
 		s.fail(w, r, err)
 		return
@@ -704,7 +565,7 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 	}
 	data, err := s.files.Get(r.PathValue("name"))
 	if err != nil {
-		if !errors.Is(err, ErrBadFileName) && !errors.Is(err, fs.ErrNotExist) {
+		if !errors.Is(err, configdapi.ErrBadFileName) && !errors.Is(err, fs.ErrNotExist) {
 			err = &internalError{err}
 		}
 		s.fail(w, r, err)
@@ -723,11 +584,11 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("file %q: %w", name, errRestricted))
 		return
 	}
-	if !ValidFileName(name) {
-		s.fail(w, r, fmt.Errorf("file %q: %w", name, ErrBadFileName))
+	if !configdapi.ValidFileName(name) {
+		s.fail(w, r, fmt.Errorf("file %q: %w", name, configdapi.ErrBadFileName))
 		return
 	}
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxFileSize))
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, configdapi.MaxFileSize))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -737,7 +598,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &internalError{err})
 		return
 	}
-	info := FileInfo{Name: name, Size: len(data), Storage: s.storage}
+	info := configdapi.FileInfo{Name: name, Size: len(data), Storage: s.storage}
 	if s.storage == "ram" {
 		info.Note = "no config partition: the file is kept in RAM (" + s.files.Dir() + ") and lost on reboot"
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -14,9 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/services/configd"
-	"github.com/flashgate/flashgate/services/configd/client"
 )
 
 // shortDir returns a temporary directory with a path short enough for a
@@ -33,7 +35,7 @@ func shortDir(t *testing.T) string {
 type env struct {
 	store  *config.Store
 	socket string
-	c      *client.Client
+	c      *configdapi.Client
 }
 
 // serve runs the API for a fresh store on a real unix socket.
@@ -57,7 +59,7 @@ func serve(t *testing.T) *env {
 		srv.Close()
 		store.Close()
 	})
-	return &env{store: store, socket: sock, c: client.New(sock)}
+	return &env{store: store, socket: sock, c: configdapi.New(sock)}
 }
 
 // raw sends a request with a literal body and returns status and body.
@@ -76,7 +78,7 @@ func (e *env) raw(t *testing.T, method, path, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func addTunnel(t *testing.T, ctx context.Context, c *client.Client, etag string) string {
+func addTunnel(t *testing.T, ctx context.Context, c *configdapi.Client, etag string) string {
 	t.Helper()
 	steps := []struct {
 		path   string
@@ -134,11 +136,11 @@ func TestAPIEditDiffCommit(t *testing.T) {
 	if strings.Contains(joined, "a-very-long") {
 		t.Error("diff shows the PSK")
 	}
-	info, err := e.c.Commit(ctx, configd.CommitRequest{Etag: etag, Who: "alice", Message: "branch office"})
+	info, err := e.c.Commit(ctx, configdapi.CommitRequest{Etag: etag, Who: "alice", Message: "branch office"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Revision != 2 || strings.Join(info.Sections, ",") != "tunnels" {
+	if info.Revision != 2 || fmt.Sprint(info.Sections) != "[tunnels]" {
 		t.Errorf("commit = %+v", info)
 	}
 	running, rev, err := e.c.Running(ctx)
@@ -157,7 +159,7 @@ func TestAPIEditDiffCommit(t *testing.T) {
 	if err != nil || len(old.Tunnels) != 0 || oldInfo.Revision != 1 {
 		t.Fatalf("revision 1: %v %v", oldInfo, err)
 	}
-	if _, err := e.c.Commit(ctx, configd.CommitRequest{Who: "alice"}); !errors.Is(err, config.ErrNoChanges) {
+	if _, err := e.c.Commit(ctx, configdapi.CommitRequest{Who: "alice"}); !errors.Is(err, config.ErrNoChanges) {
 		t.Errorf("empty commit: %v", err)
 	}
 	if _, _, err := e.c.Revision(ctx, 77); !errors.Is(err, config.ErrNoRevision) {
@@ -168,7 +170,7 @@ func TestAPIEditDiffCommit(t *testing.T) {
 func TestAPITwoWriters(t *testing.T) {
 	e := serve(t)
 	ctx := context.Background()
-	alice, bob := e.c, client.New(e.socket)
+	alice, bob := e.c, configdapi.New(e.socket)
 	a, _ := alice.Candidate(ctx)
 	b, _ := bob.Candidate(ctx)
 	etagA, err := alice.Set(ctx, a.Etag, "system.hostname", "alice")
@@ -176,15 +178,15 @@ func TestAPITwoWriters(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = bob.Set(ctx, b.Etag, "system.hostname", "bob")
-	var ae *client.APIError
+	var ae *configdapi.APIError
 	if !errors.Is(err, config.ErrCandidateChanged) || !errors.As(err, &ae) || ae.Status != http.StatusConflict ||
 		ae.Message != "the candidate changed since you read it" {
 		t.Fatalf("stale set: %v", err)
 	}
-	if _, err := bob.Commit(ctx, configd.CommitRequest{Etag: b.Etag, Who: "bob"}); !errors.Is(err, config.ErrCandidateChanged) {
+	if _, err := bob.Commit(ctx, configdapi.CommitRequest{Etag: b.Etag, Who: "bob"}); !errors.Is(err, config.ErrCandidateChanged) {
 		t.Fatalf("stale commit: %v", err)
 	}
-	if _, err := alice.Commit(ctx, configd.CommitRequest{Etag: etagA, Who: "alice"}); err != nil {
+	if _, err := alice.Commit(ctx, configdapi.CommitRequest{Etag: etagA, Who: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -197,14 +199,14 @@ func TestAPIValidationErrorsCarryPaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.c.Commit(ctx, configd.CommitRequest{Etag: etag, Who: "a"})
+	_, err = e.c.Commit(ctx, configdapi.CommitRequest{Etag: etag, Who: "a"})
 	var ve config.ValidationErrors
 	if !errors.As(err, &ve) || ve[0].Path != "tunnels[branch].esp_proposals[0]" || !strings.Contains(ve[0].Message, "3des is insecure") {
 		t.Fatalf("commit with 3des: %v", err)
 	}
 	// A bad value is refused at the edit, with its path.
 	_, err = e.c.Set(ctx, "", "tunnels.branch.remote_subnets", "10.0.0.0/33")
-	var ae *client.APIError
+	var ae *configdapi.APIError
 	if !errors.As(err, &ae) || ae.Status != 400 || len(ae.Fields) != 1 || ae.Fields[0].Path != "tunnels.branch.remote_subnets" ||
 		!strings.Contains(ae.Fields[0].Message, "10.0.0.0/33 is not a network") {
 		t.Fatalf("set bad subnet: %#v", err)
@@ -264,11 +266,11 @@ func TestAPIWatchAndConfirm(t *testing.T) {
 		t.Fatalf("first watch message = %+v", c)
 	}
 	etag := addTunnel(t, ctx, e.c, "")
-	info, err := e.c.Commit(ctx, configd.CommitRequest{Etag: etag, Who: "a", ConfirmTimeout: "10m"})
+	info, err := e.c.Commit(ctx, configdapi.CommitRequest{Etag: etag, Who: "a", ConfirmTimeout: "10m"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := next(); c.Revision != info.Revision || c.Reason != "commit-confirmed" || strings.Join(c.Sections, ",") != "tunnels" {
+	if c := next(); c.Revision != info.Revision || c.Reason != "commit-confirmed" || fmt.Sprint(c.Sections) != "[tunnels]" {
 		t.Errorf("change = %+v", c)
 	}
 	st, _ := e.c.Status(ctx)
@@ -300,7 +302,7 @@ func TestAPIExportImportPasswordReset(t *testing.T) {
 	if _, err := e.c.SetPassword(ctx, etag, "admin", "short"); err == nil || !strings.Contains(err.Error(), "too short") {
 		t.Errorf("short password: %v", err)
 	}
-	if _, err := e.c.Commit(ctx, configd.CommitRequest{Who: "a"}); err != nil {
+	if _, err := e.c.Commit(ctx, configdapi.CommitRequest{Who: "a"}); err != nil {
 		t.Fatal(err)
 	}
 	running, _, _ := e.c.Running(ctx)
@@ -328,7 +330,7 @@ func TestAPIExportImportPasswordReset(t *testing.T) {
 	if _, err := e.c.Import(ctx, cand.Etag, backup, "backup passphrase"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.c.Commit(ctx, configd.CommitRequest{Who: "restore"}); err != nil {
+	if _, err := e.c.Commit(ctx, configdapi.CommitRequest{Who: "restore"}); err != nil {
 		t.Fatal(err)
 	}
 	restored, _, _ := e.c.Running(ctx)
@@ -373,9 +375,9 @@ func TestMain_ServesAndRefusesSecondInstance(t *testing.T) {
 	db := filepath.Join(dir, "config.db")
 	done := make(chan int, 1)
 	go func() { done <- configd.Main([]string{"-db", db, "-socket", sock, "-cfg", ""}) }()
-	c := client.New(sock)
+	c := configdapi.New(sock)
 	ctx := context.Background()
-	var st configd.Status
+	var st configdapi.Status
 	var err error
 	for range 100 {
 		if st, err = c.Status(ctx); err == nil {
@@ -413,8 +415,8 @@ func TestMain_CorruptDatabaseIsReported(t *testing.T) {
 	db := filepath.Join(dir, "config.db")
 	os.WriteFile(db, bytes.Repeat([]byte("junk"), 4096), 0o600)
 	go configd.Main([]string{"-db", db, "-socket", sock, "-cfg", ""})
-	c := client.New(sock)
-	var st configd.Status
+	c := configdapi.New(sock)
+	var st configdapi.Status
 	var err error
 	for range 100 {
 		if st, err = c.Status(context.Background()); err == nil {
@@ -451,7 +453,7 @@ func TestWatchReconnectsAfterRestart(t *testing.T) {
 	api, srv := start()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	changes := client.New(sock).Watch(ctx)
+	changes := configdapi.New(sock).Watch(ctx)
 	recv := func() config.Change {
 		t.Helper()
 		select {

@@ -8,8 +8,9 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/flashgate/flashgate/config"
 	"golang.org/x/sys/unix"
+
+	"github.com/flashgate/flashgate/config"
 )
 
 // RemountCard protects the config partition between commits: PID 1 mounts

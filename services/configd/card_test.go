@@ -9,8 +9,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/flashgate/flashgate/config"
 	"golang.org/x/sys/unix"
+
+	"github.com/flashgate/flashgate/config"
 )
 
 // privateMountsEnv names the test that this test binary, re-executed in a

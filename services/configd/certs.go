@@ -13,9 +13,12 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+
+	pkcs12 "software.sslmate.com/src/go-pkcs12"
+
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/internal/pki"
-	pkcs12 "software.sslmate.com/src/go-pkcs12"
 )
 
 // The certificate store's operations. The store itself is part of the
@@ -30,55 +33,6 @@ import (
 //	POST /v1/certificates/issue   IssueRequest       -> EtagResponse, or the peer's bundle
 //	POST /v1/certificates/revoke  RevokeRequest      -> EtagResponse (the CA's CRL is remade)
 //	POST /v1/certificates/import  CertImportRequest  -> EtagResponse
-
-// CreateCARequest makes a CA with a new key in the candidate.
-type CreateCARequest struct {
-	Etag         string      `json:"etag,omitempty"`
-	Name         string      `json:"name"`
-	CommonName   string      `json:"common_name"`
-	Organization string      `json:"organization,omitempty"`
-	KeyType      pki.KeyType `json:"key_type,omitempty"` // default ECDSA P-256
-	Days         int         `json:"days,omitempty"`     // default 3650
-}
-
-// IssueRequest issues a certificate from one of the store's CAs. For the
-// box (Peer false) the key is kept and the certificate can authenticate a
-// tunnel; for a peer the answer is the bundle to give it, in Format "pem"
-// (certificate, CA and key) or "p12" (PKCS#12 sealed with Passphrase).
-type IssueRequest struct {
-	Etag         string      `json:"etag,omitempty"`
-	CA           string      `json:"ca"`
-	Name         string      `json:"name"`
-	CommonName   string      `json:"common_name"`
-	Names        []string    `json:"names,omitempty"` // subjectAltNames: FQDN, user@host, IP
-	KeyType      pki.KeyType `json:"key_type,omitempty"`
-	Days         int         `json:"days,omitempty"` // default 1095
-	Peer         bool        `json:"peer,omitempty"`
-	Format       string      `json:"format,omitempty"` // peer: "pem" (default) or "p12"
-	Passphrase   string      `json:"passphrase,omitempty"`
-	Organization string      `json:"organization,omitempty"`
-}
-
-// RevokeRequest revokes a certificate the store's CA issued.
-type RevokeRequest struct {
-	Etag string `json:"etag,omitempty"`
-	Name string `json:"name"`
-}
-
-// CertImportRequest adds a certificate made elsewhere: PEM text (a CA
-// certificate; a certificate with its key and chain; or a CRL for one of
-// the store's CAs, with Name the CA) or a PKCS#12 file (base64) with its
-// passphrase.
-type CertImportRequest struct {
-	Etag       string `json:"etag,omitempty"`
-	Name       string `json:"name"`
-	PEM        string `json:"pem,omitempty"`
-	PKCS12     string `json:"pkcs12,omitempty"`
-	Passphrase string `json:"passphrase,omitempty"`
-}
-
-// MinBundlePassphrase is the shortest passphrase for a PKCS#12 bundle.
-const MinBundlePassphrase = 8
 
 func (s *Server) certRoutes() {
 	s.mux.HandleFunc("POST /v1/certificates/ca", s.createCA)
@@ -116,7 +70,7 @@ func validity(days, def int) (time.Duration, error) {
 }
 
 func (s *Server) createCA(w http.ResponseWriter, r *http.Request) {
-	var req CreateCARequest
+	var req configdapi.CreateCARequest
 	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
 		s.fail(w, r, err)
 		return
@@ -203,7 +157,7 @@ func caOf(c, real *config.Config, name string) (*config.Certificate, *config.Par
 }
 
 func (s *Server) issueCert(w http.ResponseWriter, r *http.Request) {
-	var req IssueRequest
+	var req configdapi.IssueRequest
 	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
 		s.fail(w, r, err)
 		return
@@ -221,8 +175,8 @@ func (s *Server) issueCert(w http.ResponseWriter, r *http.Request) {
 		switch req.Format {
 		case "", "pem":
 		case "p12":
-			if len(req.Passphrase) < MinBundlePassphrase {
-				s.fail(w, r, fieldErr("passphrase", "at least %d characters: the PKCS#12 file carries the peer's private key", MinBundlePassphrase))
+			if len(req.Passphrase) < configdapi.MinBundlePassphrase {
+				s.fail(w, r, fieldErr("passphrase", "at least %d characters: the PKCS#12 file carries the peer's private key", configdapi.MinBundlePassphrase))
 				return
 			}
 		default:
@@ -328,7 +282,7 @@ func zeroKey(k crypto.Signer) {
 }
 
 func (s *Server) revokeCert(w http.ResponseWriter, r *http.Request) {
-	var req RevokeRequest
+	var req configdapi.RevokeRequest
 	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
 		s.fail(w, r, err)
 		return
@@ -380,7 +334,7 @@ func remakeCRL(c, real *config.Config, caName string, now time.Time) error {
 }
 
 func (s *Server) importCert(w http.ResponseWriter, r *http.Request) {
-	var req CertImportRequest
+	var req configdapi.CertImportRequest
 	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
 		s.fail(w, r, err)
 		return

@@ -7,10 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flashgate/flashgate/internal/pki"
-	"github.com/flashgate/flashgate/services/configd"
-	"github.com/flashgate/flashgate/services/configd/client"
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+
 	pkcs12 "software.sslmate.com/src/go-pkcs12"
+
+	"github.com/flashgate/flashgate/internal/pki"
 )
 
 // The store's life through configd: a CA, the box's certificate (key kept
@@ -25,23 +26,23 @@ func TestCertificateStore(t *testing.T) {
 	if _, err := full.c.SetPassword(ctx, etag, "admin", "correct horse battery"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := full.c.Commit(ctx, configd.CommitRequest{Who: "t", Message: "admin"}); err != nil {
+	if _, err := full.c.Commit(ctx, configdapi.CommitRequest{Who: "t", Message: "admin"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := web.c.CreateCA(ctx, configd.CreateCARequest{Name: "ca", CommonName: "flashgate CA"}); err != nil {
+	if _, err := web.c.CreateCA(ctx, configdapi.CreateCARequest{Name: "ca", CommonName: "flashgate CA"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := web.c.IssueCertificate(ctx, configd.IssueRequest{CA: "ca", Name: "box", CommonName: "box", Names: []string{"box.example"}}); err != nil {
+	if _, err := web.c.IssueCertificate(ctx, configdapi.IssueRequest{CA: "ca", Name: "box", CommonName: "box", Names: []string{"box.example"}}); err != nil {
 		t.Fatal(err)
 	}
 	// Without the password the web UI gets no peer key.
-	_, _, err := web.c.IssuePeerBundle(ctx, configd.IssueRequest{CA: "ca", Name: "peer", CommonName: "peer", Names: []string{"peer.example"}})
-	var ae *client.APIError
-	if !errors.As(err, &ae) || ae.Code != configd.CodeWrongPassword {
+	_, _, err := web.c.IssuePeerBundle(ctx, configdapi.IssueRequest{CA: "ca", Name: "peer", CommonName: "peer", Names: []string{"peer.example"}})
+	var ae *configdapi.APIError
+	if !errors.As(err, &ae) || ae.Code != configdapi.CodeWrongPassword {
 		t.Fatalf("peer bundle without the password: %v", err)
 	}
 	authed := web.c.WithPassword("admin", "correct horse battery")
-	pemBundle, _, err := authed.IssuePeerBundle(ctx, configd.IssueRequest{CA: "ca", Name: "peer", CommonName: "peer", Names: []string{"peer.example"}})
+	pemBundle, _, err := authed.IssuePeerBundle(ctx, configdapi.IssueRequest{CA: "ca", Name: "peer", CommonName: "peer", Names: []string{"peer.example"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,10 +50,10 @@ func TestCertificateStore(t *testing.T) {
 	if err != nil || len(certs) != 2 || key == nil || !pki.MatchesKey(certs[0], key) || certs[0].DNSNames[0] != "peer.example" {
 		t.Fatalf("PEM bundle: %d certs, key %v, %v", len(certs), key != nil, err)
 	}
-	if _, _, err := authed.IssuePeerBundle(ctx, configd.IssueRequest{CA: "ca", Name: "p12", CommonName: "p12", Format: "p12", Passphrase: "short"}); err == nil {
+	if _, _, err := authed.IssuePeerBundle(ctx, configdapi.IssueRequest{CA: "ca", Name: "p12", CommonName: "p12", Format: "p12", Passphrase: "short"}); err == nil {
 		t.Error("a PKCS#12 passphrase of 5 characters was accepted")
 	}
-	p12, _, err := authed.IssuePeerBundle(ctx, configd.IssueRequest{CA: "ca", Name: "p12", CommonName: "p12", KeyType: pki.RSA2048, Format: "p12", Passphrase: "bundle passphrase"})
+	p12, _, err := authed.IssuePeerBundle(ctx, configdapi.IssueRequest{CA: "ca", Name: "p12", CommonName: "p12", KeyType: pki.RSA2048, Format: "p12", Passphrase: "bundle passphrase"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,17 +101,17 @@ func TestCertificateStore(t *testing.T) {
 	// Imports: the PEM bundle's CA, the PKCS#12 as certificate and key,
 	// a wrong passphrase, a certificate without its key.
 	caPEM := string(pki.CertPEM(certs[1]))
-	if _, err := web.c.ImportCertificate(ctx, configd.CertImportRequest{Name: "other-ca", PEM: caPEM}); err != nil {
+	if _, err := web.c.ImportCertificate(ctx, configdapi.CertImportRequest{Name: "other-ca", PEM: caPEM}); err != nil {
 		t.Errorf("import a CA certificate: %v", err)
 	}
-	if _, err := web.c.ImportCertificate(ctx, configd.CertImportRequest{Name: "pk", PKCS12: base64.StdEncoding.EncodeToString(p12), Passphrase: "wrong"}); err == nil ||
+	if _, err := web.c.ImportCertificate(ctx, configdapi.CertImportRequest{Name: "pk", PKCS12: base64.StdEncoding.EncodeToString(p12), Passphrase: "wrong"}); err == nil ||
 		!strings.Contains(err.Error(), "wrong passphrase") {
 		t.Errorf("PKCS#12 with a wrong passphrase: %v", err)
 	}
-	if _, err := web.c.ImportCertificate(ctx, configd.CertImportRequest{Name: "pk", PKCS12: base64.StdEncoding.EncodeToString(p12), Passphrase: "bundle passphrase"}); err != nil {
+	if _, err := web.c.ImportCertificate(ctx, configdapi.CertImportRequest{Name: "pk", PKCS12: base64.StdEncoding.EncodeToString(p12), Passphrase: "bundle passphrase"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := web.c.ImportCertificate(ctx, configd.CertImportRequest{Name: "nokey", PEM: string(pki.CertPEM(certs[0]))}); err == nil ||
+	if _, err := web.c.ImportCertificate(ctx, configdapi.CertImportRequest{Name: "nokey", PEM: string(pki.CertPEM(certs[0]))}); err == nil ||
 		!strings.Contains(err.Error(), "is not a CA and comes without its key") {
 		t.Errorf("a certificate without key: %v", err)
 	}
@@ -126,7 +127,7 @@ func TestCertificateStore(t *testing.T) {
 		t.Errorf("a peer's certificate as ours: %v %v", ve, err)
 	}
 	web.c.Set(ctx, "", "tunnels.branch.local_cert", "box")
-	if _, err := full.c.Commit(ctx, configd.CommitRequest{Who: "t", Message: "certificates"}); err != nil {
+	if _, err := full.c.Commit(ctx, configdapi.CommitRequest{Who: "t", Message: "certificates"}); err != nil {
 		t.Fatal(err)
 	}
 }

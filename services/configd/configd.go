@@ -8,10 +8,7 @@ package configd
 
 import (
 	"context"
-	"errors"
 	"flag"
-	"fmt"
-	"golang.org/x/sys/unix"
 	"io"
 	"log"
 	"net"
@@ -26,27 +23,29 @@ import (
 	"github.com/flashgate/flashgate/firmware/bootparam"
 	"github.com/flashgate/flashgate/firmware/bootslot"
 	"github.com/flashgate/flashgate/firmware/upgrade"
+	"github.com/flashgate/flashgate/internal/localapi"
+	"github.com/flashgate/flashgate/internal/paths"
+	"github.com/flashgate/flashgate/services/configd/configdapi"
 )
 
 // Default locations on the appliance.
 const (
-	DefaultSocket = "/run/flashgate/configd.sock"
-	DefaultCfgDir = "/cfg"
+	DefaultCfgDir = paths.ConfigDir
 	DefaultDBName = "config.db"
 	// DefaultFilesDir, next to the database, holds the file store (see
 	// FileStore).
 	DefaultFilesDir = "files"
 	// ramDB is where the database lives when there is no config partition:
 	// the box runs, and says that changes will not survive a reboot.
-	ramDB = "/run/flashgate/config.db"
+	ramDB = paths.RAMConfigDB
 )
 
 // Main runs configd; args are the arguments after the subcommand name.
 func Main(args []string) int {
 	fs := flag.NewFlagSet("configd", flag.ContinueOnError)
 	dbPath := fs.String("db", "", "database file (default: "+DefaultCfgDir+"/"+DefaultDBName+", or "+ramDB+" without a config partition)")
-	socket := fs.String("socket", DefaultSocket, "unix socket of the local API")
-	webSocket := fs.String("web-socket", "next-to-socket", "unix socket of the restricted API for the web UI, which hands out no secrets (default: "+filepath.Base(DefaultWebSocket)+" in -socket's directory; empty: none)")
+	socket := fs.String("socket", configdapi.Socket, "unix socket of the local API")
+	webSocket := fs.String("web-socket", "next-to-socket", "unix socket of the restricted API for the web UI, which hands out no secrets (default: "+filepath.Base(configdapi.WebSocket)+" in -socket's directory; empty: none)")
 	webGroup := fs.Int("web-group", -1, "group of the restricted API's socket, whose members (the web UI's user) may use it besides root; -1: root only")
 	cfgDir := fs.String("cfg", DefaultCfgDir, "config partition mount point, remounted read-write only to commit; empty: never remount")
 	board := fs.String("board", "", "board whose ports the defaults of a fresh database or a factory reset name (boards.Lookup); empty or unknown: eth0 and eth1")
@@ -54,7 +53,7 @@ func Main(args []string) int {
 		return 2
 	}
 	if *webSocket == "next-to-socket" {
-		*webSocket = filepath.Join(filepath.Dir(*socket), filepath.Base(DefaultWebSocket))
+		*webSocket = filepath.Join(filepath.Dir(*socket), filepath.Base(configdapi.WebSocket))
 	}
 	logger := log.New(os.Stderr, "", 0)
 	logf := logger.Printf
@@ -87,14 +86,15 @@ func Main(args []string) int {
 		}
 	}
 
-	ln, err := listen(*socket)
+	// Root only: the API hands out PSKs and changes the firewall.
+	ln, err := localapi.Listen(*socket, localapi.RootOnly)
 	if err != nil {
 		logf("configd: %v", err)
 		return 1
 	}
 	var webLn net.Listener
 	if *webSocket != "" {
-		if webLn, err = listenGroup(*webSocket, *webGroup); err != nil {
+		if webLn, err = localapi.Listen(*webSocket, webAccess(*webGroup)); err != nil {
 			ln.Close()
 			logf("configd: %v", err)
 			return 1
@@ -164,51 +164,12 @@ func Main(args []string) int {
 	return 0
 }
 
-// listenGroup is listen for the restricted API: with gid >= 0 the socket
-// is root:gid 0660, so that the web UI, which runs as its own user in that
-// group, can connect and nobody else but root can. The socket is made 0600
-// and opened to the group only once it is the group's.
-func listenGroup(path string, gid int) (net.Listener, error) {
-	ln, err := listen(path)
-	if err != nil || gid < 0 {
-		return ln, err
+// webAccess is who may use the restricted API's socket: with gid >= 0
+// root and gid (0660), so that the web UI, which runs as its own user in
+// that group, can connect and nobody else but root can; else root only.
+func webAccess(gid int) localapi.Access {
+	if gid < 0 {
+		return localapi.RootOnly
 	}
-	if err := os.Chown(path, 0, gid); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("socket %s: group %d: %w", path, gid, err)
-	}
-	if err := os.Chmod(path, 0o660); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("chmod %s: %w", path, err)
-	}
-	return ln, nil
-}
-
-// listen binds the API socket. A socket file that accepts connections
-// belongs to a running configd: refuse to start a second one. A stale one
-// is replaced.
-func listen(path string) (net.Listener, error) {
-	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-		c.Close()
-		return nil, fmt.Errorf("another configd is serving %s", path)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remove stale socket: %w", err)
-	}
-	// Root only: the API hands out PSKs and changes the firewall. The
-	// socket is created 0600 by the umask, so that there is no moment in
-	// which another user could connect to it; the chmod after is for a
-	// file system that ignores the umask for sockets. configd creates no
-	// other file while it starts listening.
-	old := unix.Umask(0o177)
-	ln, err := net.Listen("unix", path)
-	unix.Umask(old)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("chmod %s: %w", path, err)
-	}
-	return ln, nil
+	return localapi.Group(gid)
 }

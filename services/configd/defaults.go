@@ -5,23 +5,6 @@ import (
 	"github.com/flashgate/flashgate/config"
 )
 
-// BoardDefaults is the configuration of a fresh box, a set-aside database
-// and a factory reset on board b: every port the board definition lists,
-// with the role it gives it (config.DefaultForNICs says what each role
-// starts as). It is what netd falls back to and what the console's recovery
-// writes, so the first boot and a rescue agree on the ports. A board
-// without NICs in its definition gets config.Default's eth0/eth1.
-func BoardDefaults(b boards.Board) *config.Config {
-	if len(b.NICs) == 0 {
-		return config.Default()
-	}
-	nics := make([]config.NIC, len(b.NICs))
-	for i, n := range b.NICs {
-		nics[i] = config.NIC{Name: n.Name, Role: n.Role}
-	}
-	return config.DefaultForNICs(nics)
-}
-
 // defaultsFor returns the store's Defaults for the board PID 1 names. A
 // missing or unknown name (a host run, a board the probe could not tell)
 // falls back to eth0/eth1, saying so once: those may not be the box's
@@ -41,5 +24,5 @@ func defaultsFor(board string, logf func(string, ...any)) func() *config.Config 
 		logf("configd: board %s lists no ports: defaults use eth0 (wan) and eth1 (lan)", b.Name)
 		return config.Default
 	}
-	return func() *config.Config { return BoardDefaults(b) }
+	return func() *config.Config { return config.BoardDefaults(b) }
 }

@@ -12,10 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+
 	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/services/configd"
-	"github.com/flashgate/flashgate/services/configd/client"
 )
 
 // ports renders a configuration's interfaces as "eth0=wan eth1=lan", so
@@ -49,7 +50,7 @@ func TestBoardDefaultsNameEveryPortOfTheBoard(t *testing.T) {
 				}
 				want = "eth0=wan eth1=lan"
 			}
-			c := configd.BoardDefaults(b)
+			c := config.BoardDefaults(b)
 			if got := ports(c); got != want {
 				t.Errorf("defaults name ports %q, want the board's %q", got, want)
 			}
@@ -77,11 +78,11 @@ func TestBoardDefaultsNameEveryPortOfTheBoard(t *testing.T) {
 // runConfigd starts configd.Main with args and returns its client once it
 // answers, and a function that stops it (SIGTERM, as PID 1 does) and
 // waits for it to return.
-func runConfigd(t *testing.T, sock string, args ...string) (*client.Client, func()) {
+func runConfigd(t *testing.T, sock string, args ...string) (*configdapi.Client, func()) {
 	t.Helper()
 	done := make(chan int, 1)
 	go func() { done <- configd.Main(append([]string{"-socket", sock, "-cfg", ""}, args...)) }()
-	c := client.New(sock)
+	c := configdapi.New(sock)
 	var err error
 	for range 100 {
 		if _, err = c.Status(context.Background()); err == nil {
@@ -110,7 +111,7 @@ func runConfigd(t *testing.T, sock string, args ...string) (*client.Client, func
 	}
 }
 
-func runningPorts(t *testing.T, c *client.Client) string {
+func runningPorts(t *testing.T, c *configdapi.Client) string {
 	t.Helper()
 	cfg, _, err := c.Running(context.Background())
 	if err != nil {
@@ -144,7 +145,7 @@ func TestMain_BoardPortsOnFirstBootResetAndSetAside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Commit(ctx, configd.CommitRequest{Etag: etag, Who: "test", Message: "drop eth2"}); err != nil {
+	if _, err := c.Commit(ctx, configdapi.CommitRequest{Etag: etag, Who: "test", Message: "drop eth2"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := runningPorts(t, c); strings.Contains(got, "eth2") {

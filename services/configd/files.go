@@ -8,18 +8,11 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+
 	"golang.org/x/sys/unix"
-)
 
-// MaxFileSize bounds one stored file: the store is for keys and
-// certificates, not for data.
-const MaxFileSize = 64 << 10
-
-// Errors of the file store a caller may tell apart.
-var (
-	ErrBadFileName = errors.New("file name must be 1 to 64 of a-z 0-9 . _ - and not . or ..")
-	ErrFileTooBig  = fmt.Errorf("file larger than %d bytes", MaxFileSize)
+	"github.com/flashgate/flashgate/config"
 )
 
 // FileStore keeps small secrets at rest on the config partition (the web
@@ -59,27 +52,11 @@ func (f *FileStore) endWrite() {
 // Dir is where the files are kept.
 func (f *FileStore) Dir() string { return f.dir }
 
-// ValidFileName reports whether name may name a stored file: it must be a
-// plain file name in the directory, and never one of the store's temporary
-// files (which have a '~').
-func ValidFileName(name string) bool {
-	if len(name) == 0 || len(name) > 64 || name == "." || name == ".." {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // Get returns a stored file; an error matching fs.ErrNotExist when there
 // is none.
 func (f *FileStore) Get(name string) ([]byte, error) {
-	if !ValidFileName(name) {
-		return nil, fmt.Errorf("file %q: %w", name, ErrBadFileName)
+	if !configdapi.ValidFileName(name) {
+		return nil, fmt.Errorf("file %q: %w", name, configdapi.ErrBadFileName)
 	}
 	data, err := os.ReadFile(filepath.Join(f.dir, name))
 	if err != nil {
@@ -92,11 +69,11 @@ func (f *FileStore) Get(name string) ([]byte, error) {
 // moment leaves the old file or the new one: the data goes to a temporary
 // file that is synced, renamed over the old one, and the directory synced.
 func (f *FileStore) Put(name string, data []byte) error {
-	if !ValidFileName(name) {
-		return fmt.Errorf("file %q: %w", name, ErrBadFileName)
+	if !configdapi.ValidFileName(name) {
+		return fmt.Errorf("file %q: %w", name, configdapi.ErrBadFileName)
 	}
-	if len(data) > MaxFileSize {
-		return fmt.Errorf("file %q: %w", name, ErrFileTooBig)
+	if len(data) > configdapi.MaxFileSize {
+		return fmt.Errorf("file %q: %w", name, configdapi.ErrFileTooBig)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -12,9 +12,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/services/configd"
-	"github.com/flashgate/flashgate/services/configd/client"
 )
 
 func TestAPIFilesReadBack(t *testing.T) {
@@ -47,7 +48,7 @@ func TestAPIFilesReadBack(t *testing.T) {
 		t.Error("a backup holds a stored file")
 	}
 	// Replacing it, and the largest file allowed.
-	big := bytes.Repeat([]byte{0xa5}, configd.MaxFileSize)
+	big := bytes.Repeat([]byte{0xa5}, configdapi.MaxFileSize)
 	if _, err := e.c.PutFile(ctx, "webui.key", big); err != nil {
 		t.Fatalf("PutFile of %d bytes: %v", len(big), err)
 	}
@@ -65,10 +66,10 @@ func TestAPIFilesReadBack(t *testing.T) {
 func TestAPIFilesRefused(t *testing.T) {
 	e := serve(t)
 	ctx := context.Background()
-	var ae *client.APIError
-	_, err := e.c.PutFile(ctx, "big", make([]byte, configd.MaxFileSize+1))
-	if !errors.As(err, &ae) || ae.Status != http.StatusRequestEntityTooLarge || ae.Code != configd.CodeTooLarge {
-		t.Errorf("PutFile of %d bytes: %v, want 413 %s", configd.MaxFileSize+1, err, configd.CodeTooLarge)
+	var ae *configdapi.APIError
+	_, err := e.c.PutFile(ctx, "big", make([]byte, configdapi.MaxFileSize+1))
+	if !errors.As(err, &ae) || ae.Status != http.StatusRequestEntityTooLarge || ae.Code != configdapi.CodeTooLarge {
+		t.Errorf("PutFile of %d bytes: %v, want 413 %s", configdapi.MaxFileSize+1, err, configdapi.CodeTooLarge)
 	}
 	if _, err := e.c.File(ctx, "big"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("an oversized file was kept: %v", err)
@@ -102,12 +103,12 @@ func TestAPIFilesRefused(t *testing.T) {
 	if len(entries) != 1 {
 		t.Errorf("files directory holds %d entries after refused writes, want the 1 accepted", len(entries))
 	}
-	if _, err := e.c.PutFile(ctx, "../x", []byte("x")); !errors.Is(err, configd.ErrBadFileName) {
+	if _, err := e.c.PutFile(ctx, "../x", []byte("x")); !errors.Is(err, configdapi.ErrBadFileName) {
 		t.Errorf("client PutFile ../x: %v, want ErrBadFileName", err)
 	}
 	// configd not running is not "no such file": a caller would make a
 	// new key.
-	gone := client.New(filepath.Join(shortDir(t), "no.sock"))
+	gone := configdapi.New(filepath.Join(shortDir(t), "no.sock"))
 	if _, err := gone.File(ctx, "webui.key"); err == nil || errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("File with configd not running: %v, want an error not matching fs.ErrNotExist", err)
 	}
@@ -157,7 +158,7 @@ func TestAPIFilesInRAM(t *testing.T) {
 	srv := &http.Server{Handler: configd.NewServer(store, "ram", "no config partition", t.Logf)}
 	go srv.Serve(ln)
 	defer srv.Close()
-	info, err := client.New(sock).PutFile(context.Background(), "webui.crt", []byte("cert"))
+	info, err := configdapi.New(sock).PutFile(context.Background(), "webui.crt", []byte("cert"))
 	if err != nil {
 		t.Fatal(err)
 	}

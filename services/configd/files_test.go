@@ -11,8 +11,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+
 	"golang.org/x/sys/unix"
+
+	"github.com/flashgate/flashgate/config"
 )
 
 func TestValidFileName(t *testing.T) {
@@ -38,7 +41,7 @@ func TestValidFileName(t *testing.T) {
 		{"é", false},
 	}
 	for _, tc := range cases {
-		if got := ValidFileName(tc.name); got != tc.want {
+		if got := configdapi.ValidFileName(tc.name); got != tc.want {
 			t.Errorf("ValidFileName(%q) = %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -89,11 +92,11 @@ func TestFileStoreWritesAtomically(t *testing.T) {
 	if card.begins != 2 || card.ends != 2 {
 		t.Errorf("card brackets: %d BeginWrite, %d EndWrite; want 2 of each for 2 writes", card.begins, card.ends)
 	}
-	if err := fs1.Put("big", make([]byte, MaxFileSize+1)); !errors.Is(err, ErrFileTooBig) {
-		t.Errorf("Put of %d bytes: %v, want ErrFileTooBig", MaxFileSize+1, err)
+	if err := fs1.Put("big", make([]byte, configdapi.MaxFileSize+1)); !errors.Is(err, configdapi.ErrFileTooBig) {
+		t.Errorf("Put of %d bytes: %v, want configdapi.ErrFileTooBig", configdapi.MaxFileSize+1, err)
 	}
-	if err := fs1.Put("../config.db", []byte("x")); !errors.Is(err, ErrBadFileName) {
-		t.Errorf("Put ../config.db: %v, want ErrBadFileName", err)
+	if err := fs1.Put("../config.db", []byte("x")); !errors.Is(err, configdapi.ErrBadFileName) {
+		t.Errorf("Put ../config.db: %v, want configdapi.ErrBadFileName", err)
 	}
 	if card.begins != 2 {
 		t.Errorf("refused writes touched the card (%d BeginWrite)", card.begins)
@@ -239,7 +242,7 @@ func FuzzValidFileName(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		if !ValidFileName(name) {
+		if !configdapi.ValidFileName(name) {
 			return
 		}
 		const dir = "/cfg/files"

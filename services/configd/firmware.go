@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+
 	"github.com/flashgate/flashgate/firmware/bootslot"
 	"github.com/flashgate/flashgate/firmware/upgrade"
 	"github.com/flashgate/flashgate/upgrade/imagefile"
@@ -58,36 +60,6 @@ type firmwareState struct {
 	progress *upgrade.Progress
 }
 
-// FirmwareView is GET /v1/firmware (and the web UI's GET /api/v1/upgrade).
-type FirmwareView struct {
-	Running         upgrade.Running   `json:"running"`
-	DefaultSlot     string            `json:"default_slot"`
-	Slots           []upgrade.Slot    `json:"slots"`
-	AcceptsUnsigned bool              `json:"accepts_unsigned"`
-	TrustedKeys     []string          `json:"trusted_keys"`
-	Boot            *bootslot.Status  `json:"boot,omitempty"` // what PID 1 found and is checking
-	Message         string            `json:"message,omitempty"`
-	Upload          *upgrade.Progress `json:"upload,omitempty"` // an upload being written now
-	Error           string            `json:"error,omitempty"`
-}
-
-// FirmwarePlan answers a check and an upload.
-type FirmwarePlan struct {
-	Version   string `json:"version"`
-	Board     string `json:"board"`
-	Built     int64  `json:"built"`
-	Signer    string `json:"signer"`
-	Target    string `json:"target_slot,omitempty"`
-	Downgrade bool   `json:"downgrade"`
-	Size      int64  `json:"size"`
-	Error     string `json:"error,omitempty"` // why the box refuses it
-	Rebooting bool   `json:"rebooting,omitempty"`
-}
-
-// CodeFirmwareRefused is the code of an APIError for a refused firmware
-// file; its status says why (FirmwareStatus).
-const CodeFirmwareRefused = "firmware_refused"
-
 func (s *Server) firmwareRoutes() {
 	if s.firmware == nil {
 		return
@@ -99,9 +71,9 @@ func (s *Server) firmwareRoutes() {
 	s.mux.HandleFunc("POST /v1/firmware", s.requirePassword(s.firmwareInstall))
 }
 
-func (f *firmwareState) view() FirmwareView {
+func (f *firmwareState) view() configdapi.FirmwareView {
 	src := f.src
-	v := FirmwareView{Running: src.Running}
+	v := configdapi.FirmwareView{Running: src.Running}
 	f.mu.Lock()
 	if p := f.progress; p != nil {
 		cp := *p
@@ -149,11 +121,11 @@ func (f *firmwareState) view() FirmwareView {
 	return v
 }
 
-func planOf(p upgrade.Plan, h *imagefile.Header) FirmwarePlan {
+func planOf(p upgrade.Plan, h *imagefile.Header) configdapi.FirmwarePlan {
 	if h == nil {
-		return FirmwarePlan{}
+		return configdapi.FirmwarePlan{}
 	}
-	return FirmwarePlan{Version: h.Manifest.Version, Board: h.Manifest.Board, Built: h.Manifest.Built,
+	return configdapi.FirmwarePlan{Version: h.Manifest.Version, Board: h.Manifest.Board, Built: h.Manifest.Built,
 		Signer: h.SignerName(), Target: p.Target, Downgrade: p.Downgrade, Size: h.Size()}
 }
 
@@ -174,29 +146,29 @@ func FirmwareStatus(err error) int {
 func (s *Server) firmwareCheck(w http.ResponseWriter, r *http.Request) {
 	src := s.firmware.src
 	if src.Open == nil {
-		writeJSON(w, http.StatusNotImplemented, FirmwarePlan{Error: "this box has no boot partition with A/B slots"})
+		writeJSON(w, http.StatusNotImplemented, configdapi.FirmwarePlan{Error: "this box has no boot partition with A/B slots"})
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
 	if err != nil {
-		writeJSON(w, http.StatusRequestEntityTooLarge, FirmwarePlan{Error: "send only the file's first bytes (64 KiB at most): " + err.Error()})
+		writeJSON(w, http.StatusRequestEntityTooLarge, configdapi.FirmwarePlan{Error: "send only the file's first bytes (64 KiB at most): " + err.Error()})
 		return
 	}
 	h, err := imagefile.ReadHeader(bytes.NewReader(body))
 	if err != nil {
-		writeJSON(w, FirmwareStatus(err), FirmwarePlan{Error: err.Error()})
+		writeJSON(w, FirmwareStatus(err), configdapi.FirmwarePlan{Error: err.Error()})
 		return
 	}
 	size := int64(-1)
 	if v := r.URL.Query().Get("size"); v != "" {
 		if size, err = strconv.ParseInt(v, 10, 64); err != nil {
-			writeJSON(w, http.StatusBadRequest, FirmwarePlan{Error: "size: not a number"})
+			writeJSON(w, http.StatusBadRequest, configdapi.FirmwarePlan{Error: "size: not a number"})
 			return
 		}
 	}
 	card, err := src.Open()
 	if err != nil {
-		writeJSON(w, http.StatusConflict, FirmwarePlan{Error: err.Error()})
+		writeJSON(w, http.StatusConflict, configdapi.FirmwarePlan{Error: err.Error()})
 		return
 	}
 	defer card.Close()
@@ -214,17 +186,17 @@ func (s *Server) firmwareInstall(w http.ResponseWriter, r *http.Request) {
 	f := s.firmware
 	src := f.src
 	if src.Open == nil {
-		writeJSON(w, http.StatusNotImplemented, FirmwarePlan{Error: "this box has no boot partition with A/B slots"})
+		writeJSON(w, http.StatusNotImplemented, configdapi.FirmwarePlan{Error: "this box has no boot partition with A/B slots"})
 		return
 	}
 	if r.ContentLength < 0 {
-		writeJSON(w, http.StatusLengthRequired, FirmwarePlan{Error: "send the file with a Content-Length: it is checked against the manifest before anything is written"})
+		writeJSON(w, http.StatusLengthRequired, configdapi.FirmwarePlan{Error: "send the file with a Content-Length: it is checked against the manifest before anything is written"})
 		return
 	}
 	f.mu.Lock()
 	if f.progress != nil {
 		f.mu.Unlock()
-		writeJSON(w, http.StatusConflict, FirmwarePlan{Error: "another upload is being written"})
+		writeJSON(w, http.StatusConflict, configdapi.FirmwarePlan{Error: "another upload is being written"})
 		return
 	}
 	f.progress = &upgrade.Progress{Stage: "check"}
@@ -236,7 +208,7 @@ func (s *Server) firmwareInstall(w http.ResponseWriter, r *http.Request) {
 	}()
 	card, err := src.Open()
 	if err != nil {
-		writeJSON(w, http.StatusConflict, FirmwarePlan{Error: err.Error()})
+		writeJSON(w, http.StatusConflict, configdapi.FirmwarePlan{Error: err.Error()})
 		return
 	}
 	defer card.Close()

@@ -13,13 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+
 	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/firmware/bootslot"
 	"github.com/flashgate/flashgate/firmware/upgrade"
 	"github.com/flashgate/flashgate/images"
 	"github.com/flashgate/flashgate/services/configd"
-	"github.com/flashgate/flashgate/services/configd/client"
 	"github.com/flashgate/flashgate/upgrade/imagefile"
 )
 
@@ -99,12 +100,12 @@ func TestFirmwareIsCheckedAndWrittenByConfigd(t *testing.T) {
 	before, _ := os.ReadFile(card)
 
 	// Without the admin's password nothing is read or written.
-	var apiErr *client.APIError
-	noPassword := client.New(sock)
-	if _, err := noPassword.InstallFirmware(ctx, bytes.NewReader([]byte("anything")), 8, false); !errors.As(err, &apiErr) || apiErr.Code != configd.CodeWrongPassword {
-		t.Errorf("install without the password: %v, want refused with %s", err, configd.CodeWrongPassword)
+	var apiErr *configdapi.APIError
+	noPassword := configdapi.New(sock)
+	if _, err := noPassword.InstallFirmware(ctx, bytes.NewReader([]byte("anything")), 8, false); !errors.As(err, &apiErr) || apiErr.Code != configdapi.CodeWrongPassword {
+		t.Errorf("install without the password: %v, want refused with %s", err, configdapi.CodeWrongPassword)
 	}
-	c := client.New(sock).WithPassword("admin", "correct horse battery")
+	c := configdapi.New(sock).WithPassword("admin", "correct horse battery")
 
 	other, _ := imagefile.GenerateKey()
 	forged := file("v2x", 1700000050, other)
@@ -119,8 +120,8 @@ func TestFirmwareIsCheckedAndWrittenByConfigd(t *testing.T) {
 		{"shorter than its manifest", good[:len(good)/2], int64(len(good) / 2), http.StatusUnprocessableEntity},
 	} {
 		p, err := c.InstallFirmware(ctx, bytes.NewReader(tc.body), tc.size, false)
-		var apiErr *client.APIError
-		if !errors.As(err, &apiErr) || apiErr.Status != tc.status || apiErr.Code != configd.CodeFirmwareRefused || p.Error == "" {
+		var apiErr *configdapi.APIError
+		if !errors.As(err, &apiErr) || apiErr.Status != tc.status || apiErr.Code != configdapi.CodeFirmwareRefused || p.Error == "" {
 			t.Errorf("install of a file %s: %+v, %v; want refused with %d", tc.name, p, err, tc.status)
 		}
 		if after, _ := os.ReadFile(card); !bytes.Equal(before, after) {

@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/services/configd"
-	"github.com/flashgate/flashgate/services/configd/client"
 )
 
 // TestPowerLossConfigd kills configd itself (this test binary re-executed
@@ -77,7 +78,7 @@ func TestPowerLossConfigd(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		cl := client.New(sock)
+		cl := configdapi.New(sock)
 		up := false
 		for range 200 {
 			if _, err := cl.Status(ctx); err == nil {
@@ -110,7 +111,7 @@ func TestPowerLossConfigd(t *testing.T) {
 				next = "" // the candidate is in memory: a failed edit commits nothing
 				break
 			}
-			if _, err := cl.Commit(ctx, configd.CommitRequest{Who: "powerloss"}); err != nil {
+			if _, err := cl.Commit(ctx, configdapi.CommitRequest{Who: "powerloss"}); err != nil {
 				break
 			}
 			last, next = next, ""

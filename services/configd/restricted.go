@@ -12,10 +12,12 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+
 	"github.com/flashgate/flashgate/config"
 )
 
-// The restricted API is what the web UI gets (DefaultWebSocket): the same
+// The restricted API is what the web UI gets (configdapi.WebSocket): the same
 // routes, but no secret ever leaves configd through it.
 //
 //   - Configurations come with every secret replaced by a redaction mark:
@@ -38,9 +40,6 @@ import (
 //     install need an admin's current password in the request
 //     (ReauthUserHeader, ReauthPasswordHeader), checked here.
 
-// DefaultWebSocket is the restricted API's socket.
-const DefaultWebSocket = "/run/flashgate/configd-web.sock"
-
 // Restricted makes NewServer serve the restricted API.
 func Restricted() ServerOption {
 	return func(s *Server) {
@@ -61,12 +60,6 @@ func newRedactor() *redactor {
 	return r
 }
 
-const pskMarkPrefix = "redacted:"
-
-// IsPSKMark reports whether psk is a redaction mark of the restricted API
-// rather than a key.
-func IsPSKMark(psk string) bool { return strings.HasPrefix(psk, pskMarkPrefix) }
-
 func (r *redactor) digest(kind, secret string) []byte {
 	m := hmac.New(sha256.New, r.key[:])
 	m.Write([]byte(kind))
@@ -76,7 +69,7 @@ func (r *redactor) digest(kind, secret string) []byte {
 }
 
 func (r *redactor) pskMark(psk string) string {
-	return pskMarkPrefix + base64.RawURLEncoding.EncodeToString(r.digest("psk", psk))
+	return configdapi.PSKMarkPrefix + base64.RawURLEncoding.EncodeToString(r.digest("psk", psk))
 }
 
 // hashMark is a valid argon2id PHC string (so that the web UI's own
@@ -145,7 +138,7 @@ func (r *redactor) in(c *config.Config, known ...*config.Config) error {
 	for i := range c.Tunnels {
 		t := &c.Tunnels[i]
 		p := t.PSK.Reveal()
-		if !strings.HasPrefix(p, pskMarkPrefix) {
+		if !strings.HasPrefix(p, configdapi.PSKMarkPrefix) {
 			continue // a new key, or none
 		}
 		real, ok := psks[p]
@@ -173,7 +166,7 @@ func (r *redactor) in(c *config.Config, known ...*config.Config) error {
 	for i := range c.Certificates {
 		e := &c.Certificates[i]
 		k := e.Key.Reveal()
-		if !strings.HasPrefix(k, pskMarkPrefix) {
+		if !strings.HasPrefix(k, configdapi.PSKMarkPrefix) {
 			continue // none, or a key the web UI sends in (it never gets one out)
 		}
 		real, ok := keys[k]
@@ -192,7 +185,7 @@ func (r *redactor) in(c *config.Config, known ...*config.Config) error {
 
 // keyMark stands for a certificate's private key on the restricted API.
 func (r *redactor) keyMark(key string) string {
-	return pskMarkPrefix + base64.RawURLEncoding.EncodeToString(r.digest("key", key))
+	return configdapi.PSKMarkPrefix + base64.RawURLEncoding.EncodeToString(r.digest("key", key))
 }
 
 // known is what marks may stand for: the candidate's and the running
@@ -229,20 +222,8 @@ func (s *Server) editIn(etag string, fn func(*config.Config) error) (string, err
 // errRestricted is what the restricted API answers for secrets.
 var errRestricted = errors.New("not available on the web UI's configd socket: it hands out no secrets")
 
-// VerifyPasswordRequest is POST /v1/verify-password.
-type VerifyPasswordRequest struct {
-	User     string `json:"user"`
-	Password string `json:"password"`
-}
-
-// VerifyPasswordResponse says whether the password is the user's. An
-// unknown user and a wrong password read the same and cost the same.
-type VerifyPasswordResponse struct {
-	OK bool `json:"ok"`
-}
-
 func (s *Server) verifyPassword(w http.ResponseWriter, r *http.Request) {
-	var req VerifyPasswordRequest
+	var req configdapi.VerifyPasswordRequest
 	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
 		s.fail(w, r, err)
 		return
@@ -252,7 +233,7 @@ func (s *Server) verifyPassword(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, VerifyPasswordResponse{OK: ok})
+	writeJSON(w, http.StatusOK, configdapi.VerifyPasswordResponse{OK: ok})
 }
 
 // passwordOK checks a password against the running configuration's
@@ -275,21 +256,6 @@ func (s *Server) passwordOK(ctx context.Context, user, password string) (bool, e
 	return ok && known, nil
 }
 
-// Re-authentication on the restricted API: a factory reset, an import, an
-// export with secrets and a firmware install need an admin's current
-// password in the request (ReauthUserHeader, ReauthPasswordHeader), which
-// configd checks itself. The web UI asks the admin for it (and counts
-// wrong ones against its login limiter) and passes it on, so that a web UI
-// taken over cannot do these without the password either.
-const (
-	ReauthUserHeader     = "Flashgate-Reauth-User"
-	ReauthPasswordHeader = "Flashgate-Reauth-Password" // percent-encoded (url.PathEscape)
-)
-
-// CodeWrongPassword is the code of the restricted API's refusal of a
-// request whose re-authentication is missing or wrong.
-const CodeWrongPassword = "wrong_password"
-
 // errWrongPassword is that refusal.
 var errWrongPassword = errors.New("the current password of an admin is needed for this, and it is missing or wrong")
 
@@ -299,8 +265,8 @@ func (s *Server) reauthenticated(r *http.Request) (bool, error) {
 	if s.redact == nil {
 		return true, nil
 	}
-	user := r.Header.Get(ReauthUserHeader)
-	password, err := url.PathUnescape(r.Header.Get(ReauthPasswordHeader))
+	user := r.Header.Get(configdapi.ReauthUserHeader)
+	password, err := url.PathUnescape(r.Header.Get(configdapi.ReauthPasswordHeader))
 	if user == "" || password == "" || err != nil {
 		return false, nil
 	}

@@ -9,9 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/services/configd"
-	"github.com/flashgate/flashgate/services/configd/client"
 )
 
 // serveRestricted adds the web UI's restricted API over e's store.
@@ -26,7 +27,7 @@ func serveRestricted(t *testing.T, e *env) *env {
 	srv := &http.Server{Handler: api}
 	go srv.Serve(ln)
 	t.Cleanup(func() { api.StopWatches(); srv.Close() })
-	return &env{store: e.store, socket: sock, c: client.New(sock)}
+	return &env{store: e.store, socket: sock, c: configdapi.New(sock)}
 }
 
 const pskInTest = "a-very-long-preshared-key"
@@ -43,7 +44,7 @@ func TestRestrictedAPIHandsOutNoSecrets(t *testing.T) {
 	if _, err := full.c.SetPassword(ctx, etag, "admin", "correct horse battery"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := full.c.Commit(ctx, configd.CommitRequest{Who: "t", Message: "tunnel"}); err != nil {
+	if _, err := full.c.Commit(ctx, configdapi.CommitRequest{Who: "t", Message: "tunnel"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := full.c.PutFile(ctx, "ssh_host_key", []byte("PRIVATE KEY")); err != nil {
@@ -148,7 +149,7 @@ func TestRestrictedAPINeedsThePasswordForWholesaleActions(t *testing.T) {
 	if _, err := full.c.SetPassword(ctx, etag, "admin", "correct horse battery"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := full.c.Commit(ctx, configd.CommitRequest{Who: "t", Message: "tunnel"}); err != nil {
+	if _, err := full.c.Commit(ctx, configdapi.CommitRequest{Who: "t", Message: "tunnel"}); err != nil {
 		t.Fatal(err)
 	}
 	backup, err := full.c.Export(ctx, config.SecretsEncrypted, "a long passphrase")
@@ -157,14 +158,14 @@ func TestRestrictedAPINeedsThePasswordForWholesaleActions(t *testing.T) {
 	}
 	wrongPassword := func(what string, err error) {
 		t.Helper()
-		var apiErr *client.APIError
-		if !errors.As(err, &apiErr) || apiErr.Code != configd.CodeWrongPassword || apiErr.Status != http.StatusForbidden {
-			t.Errorf("%s: %v, want refused for the password (403 %s)", what, err, configd.CodeWrongPassword)
+		var apiErr *configdapi.APIError
+		if !errors.As(err, &apiErr) || apiErr.Code != configdapi.CodeWrongPassword || apiErr.Status != http.StatusForbidden {
+			t.Errorf("%s: %v, want refused for the password (403 %s)", what, err, configdapi.CodeWrongPassword)
 		}
 	}
 	for _, c := range []struct {
 		name string
-		c    *client.Client
+		c    *configdapi.Client
 	}{{"no password", web.c}, {"a wrong password", web.c.WithPassword("admin", "not it")}, {"an unknown user", web.c.WithPassword("root", "correct horse battery")}} {
 		_, err := c.c.Export(ctx, config.SecretsEncrypted, "a long passphrase")
 		wrongPassword("export with secrets, "+c.name, err)

@@ -17,9 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/firmware/supervisor"
-	"golang.org/x/sys/unix"
 )
 
 // TestApplyTimezoneAndConsoleBaud follows a series of commits and checks

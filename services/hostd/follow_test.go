@@ -53,17 +53,17 @@ func TestFollow(t *testing.T) {
 	sys := func(host string, rs config.RemoteSyslog) *config.Config {
 		return &config.Config{System: config.System{Hostname: host, RemoteSyslog: rs}}
 	}
-	all := []string{"system", "interfaces", "routes", "firewall", "tunnels"}
+	all := config.Sections
 	f := &fakeConfigd{
 		changes: []config.Change{
 			{Reason: "current", Revision: 4, Sections: all},
-			{Reason: "commit", Sections: []string{"tunnels"}},
-			{Reason: "commit", Sections: []string{"system"}}, // admins changed: nothing of ours
-			{Reason: "commit", Sections: []string{"system"}},
-			{Reason: "commit", Sections: []string{"system"}},
-			{Reason: "commit", Sections: []string{"system"}},
-			{Reason: "commit", Sections: []string{"system"}},
-			{Reason: "commit", Sections: []string{"system"}},
+			{Reason: "commit", Sections: []config.Section{config.SectionTunnels}},
+			{Reason: "commit", Sections: []config.Section{config.SectionSystem}}, // admins changed: nothing of ours
+			{Reason: "commit", Sections: []config.Section{config.SectionSystem}},
+			{Reason: "commit", Sections: []config.Section{config.SectionSystem}},
+			{Reason: "commit", Sections: []config.Section{config.SectionSystem}},
+			{Reason: "commit", Sections: []config.Section{config.SectionSystem}},
+			{Reason: "commit", Sections: []config.Section{config.SectionSystem}},
 			{Reason: "current", Revision: 9, Sections: all}, // configd restarted
 		},
 		running: []runningResult{ // none for the tunnels change
@@ -91,7 +91,7 @@ func TestFollow(t *testing.T) {
 		logf:    func(format string, args ...any) { events = append(events, "log: "+fmt.Sprintf(format, args...)) },
 		applied: applied{hostname: DefaultHostname}, // as PID 1 set it at boot
 	}
-	h.follow(context.Background(), f, "configd.sock", slowRetries)
+	h.follow(context.Background(), f, "configd at configd.sock", slowRetries)
 	want := []string{
 		"log: following configd at configd.sock, revision 4",
 		// The boot's hostname: nothing to do. Remote syslog is unknown
@@ -196,12 +196,12 @@ func TestFollowRetries(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		h.follow(ctx, src, "configd.sock", pacing{configdWait: 50 * time.Millisecond, retryFirst: 5 * time.Millisecond, retryMax: 20 * time.Millisecond})
+		h.follow(ctx, src, "configd at configd.sock", pacing{configdWait: 50 * time.Millisecond, retryFirst: 5 * time.Millisecond, retryMax: 20 * time.Millisecond})
 	}()
 	defer func() { cancel(); <-done }()
 
 	waitFor(t, "the waiting notice", 5*time.Second, func() bool { return log.count("has not answered") == 1 })
-	src.changes <- config.Change{Reason: "current", Sections: []string{"system"}}
+	src.changes <- config.Change{Reason: "current", Sections: []config.Section{config.SectionSystem}}
 	reads := func(n int) func() bool {
 		return func() bool { src.mu.Lock(); defer src.mu.Unlock(); return src.reads >= n }
 	}

@@ -13,10 +13,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/flashgate/flashgate/firmware/supervisor"
-	"github.com/flashgate/flashgate/services/configd"
-	"github.com/flashgate/flashgate/services/configd/client"
 	"golang.org/x/sys/unix"
+
+	"github.com/flashgate/flashgate/firmware/supervisor"
+	"github.com/flashgate/flashgate/services/configd/configdapi"
 )
 
 // options are hostd's flags. Each names something of the host's that
@@ -35,7 +35,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("hostd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.configd, "configd", "", "configd's API socket to follow (required; the appliance's is "+configd.DefaultSocket+")")
+	fs.StringVar(&o.configd, "configd", "", "configd's API socket to follow (required; the appliance's is "+configdapi.Socket+")")
 	fs.StringVar(&o.supervisor, "supervisor", "", "the supervisor API's socket, through which remote syslog and the console speed are set; empty: leave them alone (the appliance's is "+supervisor.SocketPath+")")
 	fs.StringVar(&o.localtime, "localtime", "", "the TZif file to keep with the configured time zone; empty: leave the time zone alone (the appliance's is "+applianceLocaltime+")")
 	fs.BoolVar(&o.hostname, "hostname", false, "set the kernel's host name to the configured one; off: leave it alone")
@@ -72,7 +72,7 @@ func Main(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	h := newHost(o, logger.Printf)
-	h.follow(ctx, client.New(o.configd), o.configd, defaultPacing)
+	h.follow(ctx, configdapi.New(o.configd), "configd at "+o.configd, defaultPacing)
 	return 0
 }
 

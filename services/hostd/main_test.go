@@ -16,10 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/firmware/supervisor"
 	"github.com/flashgate/flashgate/services/configd"
-	"golang.org/x/sys/unix"
 )
 
 // mainEnv makes the test binary run hostd's Main with these arguments:

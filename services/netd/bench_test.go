@@ -5,9 +5,10 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/flashgate/flashgate/internal/testnet"
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
+
+	"github.com/flashgate/flashgate/internal/testnet"
 )
 
 // bigFirewall is a large branch-office box: 50 tunnels with two remote

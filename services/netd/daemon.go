@@ -12,9 +12,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
+
 	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/config"
-	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 )
 
 // Daemon ties the pieces together: it holds the running configuration and

@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/config"
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
+
+	"github.com/flashgate/flashgate/config"
 )
 
 // labConfig is the lab's router as an admin would configure it: WAN on

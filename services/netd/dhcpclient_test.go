@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/internal/testnet"
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
+
+	"github.com/flashgate/flashgate/internal/testnet"
 )
 
 // TestDHCPClientRenewAndLoss runs the client against netd's server with a

@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/config"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
+
+	"github.com/flashgate/flashgate/config"
 )
 
 func TestFromConfigDHCPScope(t *testing.T) {

@@ -11,9 +11,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flashgate/flashgate/config"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/server4"
+
+	"github.com/flashgate/flashgate/config"
 )
 
 // DHCPServer hands out addresses on one LAN or opt interface: a range of the

@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/config"
 	"github.com/insomniacslk/dhcp/dhcpv4"
+
+	"github.com/flashgate/flashgate/config"
 )
 
 func dhcpMsg(t *testing.T, mac string, typ dhcpv4.MessageType, mods ...dhcpv4.Modifier) *dhcpv4.DHCPv4 {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/config"
-	"github.com/flashgate/flashgate/services/configd"
 )
 
 func TestFromConfigDefaults(t *testing.T) {
@@ -17,7 +16,7 @@ func TestFromConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := FromConfig(configd.BoardDefaults(b))
+	d := FromConfig(config.BoardDefaults(b))
 	if err := d.Validate(); err != nil {
 		t.Fatalf("the qemu board's default configuration is refused: %v", err)
 	}

@@ -14,12 +14,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/boards"
-	"github.com/flashgate/flashgate/internal/testnet"
-	"github.com/flashgate/flashgate/ipsec"
 	"github.com/google/nftables"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/flashgate/flashgate/boards"
+	"github.com/flashgate/flashgate/internal/testnet"
+	"github.com/flashgate/flashgate/ipsec"
 )
 
 // lab is a router namespace between a LAN host, a WAN host (also the IPsec

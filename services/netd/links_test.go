@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flashgate/flashgate/internal/testnet"
 	"github.com/vishvananda/netns"
+
+	"github.com/flashgate/flashgate/internal/testnet"
 )
 
 // TestNetlinkReconcile drives a namespace's links, addresses, routes and

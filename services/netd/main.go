@@ -7,27 +7,21 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/config"
-	"github.com/flashgate/flashgate/services/configd"
-	"github.com/flashgate/flashgate/services/configd/client"
+	"github.com/flashgate/flashgate/internal/localapi"
+	"github.com/flashgate/flashgate/internal/paths"
+	"github.com/flashgate/flashgate/services/configd/configdapi"
 )
 
 // DefaultSocket is where netd serves its local API.
-const DefaultSocket = "/run/flashgate/netd.sock"
-
-// sections are the parts of the configuration netd reconciles.
-var sections = []string{"interfaces", "routes", "firewall", "tunnels"}
+const DefaultSocket = paths.NetdSocket
 
 // Main runs netd: `flashgate netd [-socket path] [-configd path] [-board name] [-resolv-conf path]`.
 // With -print it prints the firewall the current configuration gives, in
@@ -35,7 +29,7 @@ var sections = []string{"interfaces", "routes", "firewall", "tunnels"}
 func Main(args []string) int {
 	fs := flag.NewFlagSet("netd", flag.ContinueOnError)
 	socket := fs.String("socket", DefaultSocket, "unix socket of netd's local API")
-	configdSocket := fs.String("configd", "/run/flashgate/configd.sock", "unix socket of configd")
+	configdSocket := fs.String("configd", configdapi.Socket, "unix socket of configd")
 	boardName := fs.String("board", "", "board name (default: flashgate.board= on the kernel command line)")
 	printOnly := fs.Bool("print", false, "print the ruleset of the running configuration and exit")
 	resync := fs.Duration("resync", 30*time.Second, "how often links, addresses and routes are checked again")
@@ -53,7 +47,7 @@ func Main(args []string) int {
 	if why != "" {
 		log.Printf("netd: %s", why)
 	}
-	cl := client.New(*configdSocket)
+	cl := configdapi.New(*configdSocket)
 
 	if *printOnly {
 		cfg, source := firstConfig(context.Background(), cl, board, 2*time.Second)
@@ -81,24 +75,20 @@ func Main(args []string) int {
 	d.ResolvConf = *resolvConf
 	d.Time = NewTimeSync(SystemClock{})
 
-	ln, err := listenUnix(*socket)
+	ln, err := localapi.Listen(*socket, localapi.Group(-1))
 	if err != nil {
 		log.Printf("netd: %v", err)
 		return 1
 	}
-	srv := &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	defer srv.Close()
+	go localapi.Serve(ctx, ln, d.Handler())
 
 	cfg, source := firstConfig(ctx, cl, board, *configdWait)
 	log.Printf("netd: applying %s", source)
 	d.SetConfig(cfg, 0, source)
-	applied := cfg
 	d.Time.SetServers(cfg.System.NTPServers)
 	go d.Time.Run(ctx)
-	go d.Time.FollowConfig(ctx, cl)
+	go configdapi.Follow(ctx, cl, following(d.SetConfig, d.Time, cfg))
 
-	watch := cl.Watch(ctx)
 	tick := time.NewTicker(*resync)
 	defer tick.Stop()
 	for {
@@ -110,53 +100,51 @@ func Main(args []string) int {
 			return 0
 		case <-tick.C:
 			d.Reconcile()
-		case ch, ok := <-watch:
-			if !ok {
-				return 0
+		}
+	}
+}
+
+// reconciled are the sections of the configuration netd's reconcilers
+// apply; of the system section it follows only the NTP servers.
+var reconciled = []config.Section{config.SectionInterfaces, config.SectionRoutes, config.SectionFirewall, config.SectionTunnels}
+
+// following is how netd follows configd, on one watch stream: a change of
+// its reconcilers' sections goes to set (Daemon.SetConfig), unless the
+// configuration is the one applied last (the watch starts with a notice
+// of the current revision, which is usually the one just applied: applying
+// it again would only take the CPU from the rest of the boot), and a
+// change of the system section gives the time sync its servers.
+func following(set func(*config.Config, uint64, string) error, ts *TimeSync, applied *config.Config) configdapi.Following {
+	return configdapi.Following{
+		Name:     "netd",
+		Sections: append([]config.Section{config.SectionSystem}, reconciled...),
+		Logf:     log.Printf,
+		Apply: func(ctx context.Context, cfg *config.Config, rev uint64, ch config.Change) error {
+			if ch.Touches(config.SectionSystem) && ts != nil {
+				ts.SetServers(cfg.System.NTPServers)
 			}
-			if !slices.ContainsFunc(ch.Sections, func(s string) bool { return slices.Contains(sections, s) }) {
-				continue
-			}
-			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			cfg, rev, err := cl.Running(rctx)
-			cancel()
-			if err != nil {
-				log.Printf("netd: read the running configuration after %s: %v", ch, err)
-				continue
-			}
-			// The watch starts with a notice of the current revision,
-			// which is usually the one just applied: applying it again
-			// would only take the CPU from the rest of the boot.
-			if bytes.Equal(cfg.JSON(), applied.JSON()) {
-				continue
+			if !ch.Touches(reconciled...) || bytes.Equal(cfg.JSON(), applied.JSON()) {
+				return nil
 			}
 			log.Printf("netd: applying configuration revision %d (%s)", rev, ch.Reason)
-			d.SetConfig(cfg, rev, fmt.Sprintf("configd revision %d", rev))
+			// A partial apply is not tried again here: the resync does
+			// that, and says why.
+			set(cfg, rev, fmt.Sprintf("configd revision %d", rev))
 			applied = cfg
-		}
+			return nil
+		},
 	}
 }
 
 // firstConfig asks configd for the running configuration, for up to wait,
 // and falls back to the board's defaults so that the box is protected and
 // reachable from the LAN even without configd.
-func firstConfig(ctx context.Context, cl *client.Client, b boards.Board, wait time.Duration) (*config.Config, string) {
-	deadline := time.Now().Add(wait)
-	var lastErr error
-	for {
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		cfg, rev, err := cl.Running(rctx)
-		cancel()
-		if err == nil {
-			return cfg, fmt.Sprintf("configd revision %d", rev)
-		}
-		lastErr = err
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(250 * time.Millisecond)
+func firstConfig(ctx context.Context, src configdapi.Source, b boards.Board, wait time.Duration) (*config.Config, string) {
+	cfg, rev, err := configdapi.WaitRunning(ctx, src, wait)
+	if err != nil {
+		return config.BoardDefaults(b), fmt.Sprintf("the board's defaults (configd unreachable: %v)", err)
 	}
-	return configd.BoardDefaults(b), fmt.Sprintf("the board's defaults (configd unreachable: %v)", lastErr)
+	return cfg, fmt.Sprintf("configd revision %d", rev)
 }
 
 // resolveBoard finds the board from the flag or the kernel command line.
@@ -183,24 +171,4 @@ func resolveBoard(name string) (boards.Board, string) {
 		return boards.Board{Name: name}, err.Error() + ": using eth0 as WAN and eth1 as LAN"
 	}
 	return b, ""
-}
-
-// listenUnix listens on a fresh socket at path, readable by root's group
-// only (the web UI and the console run as root on the appliance).
-func listenUnix(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("socket directory: %w", err)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remove stale socket: %w", err)
-	}
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o660); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("socket permissions: %w", err)
-	}
-	return ln, nil
 }

@@ -14,9 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/internal/testnet"
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
+
+	"github.com/flashgate/flashgate/internal/testnet"
 )
 
 // TestMainProcess is Main itself when TestMain starts this test binary in

@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/config"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 	"github.com/insomniacslk/dhcp/rfc1035label"
+
+	"github.com/flashgate/flashgate/config"
 )
 
 func addrs(s ...string) []netip.Addr {

@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flashgate/flashgate/config"
 	"golang.org/x/sys/unix"
 )
 
@@ -392,32 +391,5 @@ func (t *TimeSync) exchange(ctx context.Context, addr netip.Addr) (ntpSample, er
 		}
 		offset, delay := clockOffset(t1, p.Receive.Time(), p.Transmit.Time(), t4)
 		return ntpSample{stratum: int(p.Stratum), offset: offset, delay: delay}, nil
-	}
-}
-
-// timeConfigSource is what the time sync needs from configd
-// (services/configd/client.Client).
-type timeConfigSource interface {
-	Running(ctx context.Context) (*config.Config, uint64, error)
-	Watch(ctx context.Context) <-chan config.Change
-}
-
-// FollowConfig sets the servers from configd's running configuration at
-// every change of the system section (the watch starts with the current
-// one) until ctx ends or the watch closes. netd's main loop follows only
-// the sections of its reconcilers, so the NTP servers have their watch.
-func (t *TimeSync) FollowConfig(ctx context.Context, src timeConfigSource) {
-	for ch := range src.Watch(ctx) {
-		if !slices.Contains(ch.Sections, "system") {
-			continue
-		}
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		cfg, _, err := src.Running(rctx)
-		cancel()
-		if err != nil {
-			log.Printf("netd: NTP servers: read the running configuration after %s: %v", ch, err)
-			continue
-		}
-		t.SetServers(cfg.System.NTPServers)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/services/configd/configdapi"
 )
 
 // ntpTestServer is an NTP server on loopback whose clock is this host's
@@ -308,7 +309,10 @@ func (f *fakeNTPConfigd) Running(ctx context.Context) (*config.Config, uint64, e
 
 // TestTimeSyncFollowsConfig runs the sync loop as netd does: no servers
 // at first, then configd's change brings one, and the loop syncs at once
-// instead of at its next poll.
+// instead of at its next poll. netd follows configd on one stream: a
+// change of the tunnels goes to the reconcilers and not to the time sync,
+// a change of the system section to the time sync and not to the
+// reconcilers.
 func TestTimeSyncFollowsConfig(t *testing.T) {
 	srv := &ntpTestServer{skew: -5 * time.Second}
 	port := startNTPServer(t, srv)
@@ -321,9 +325,17 @@ func TestTimeSyncFollowsConfig(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	src := &fakeNTPConfigd{changes: make(chan config.Change, 2)}
+	var mu sync.Mutex
+	var applied []uint64
+	set := func(cfg *config.Config, rev uint64, source string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		applied = append(applied, rev)
+		return nil
+	}
 	done := make(chan struct{}, 2)
 	go func() { ts.Run(ctx); done <- struct{}{} }()
-	go func() { ts.FollowConfig(ctx, src); done <- struct{}{} }()
+	go func() { configdapi.Follow(ctx, src, following(set, ts, &config.Config{})); done <- struct{}{} }()
 
 	if st := ts.Status(); st.State != "off" {
 		t.Errorf("without servers the state is %q, want off", st.State)
@@ -331,8 +343,11 @@ func TestTimeSyncFollowsConfig(t *testing.T) {
 	src.mu.Lock()
 	src.servers = []string{"127.0.0.1"}
 	src.mu.Unlock()
-	src.changes <- config.Change{Reason: "commit", Sections: []string{"tunnels"}} // not ours
-	src.changes <- config.Change{Reason: "commit", Sections: []string{"system"}}
+	src.changes <- config.Change{Reason: "commit", Revision: 2, Sections: []config.Section{config.SectionTunnels}} // the reconcilers'
+	if st := ts.Status(); st.State != "off" {
+		t.Errorf("after a change of the tunnels the state is %q, want off", st.State)
+	}
+	src.changes <- config.Change{Reason: "commit", Revision: 3, Sections: []config.Section{config.SectionSystem}}
 	deadline := time.Now().Add(10 * time.Second)
 	for ts.Status().State != "synchronized" {
 		if time.Now().After(deadline) {
@@ -343,13 +358,18 @@ func TestTimeSyncFollowsConfig(t *testing.T) {
 	if steps, _ := clock.corrections(); len(steps) != 1 || !near(steps[0], -5*time.Second, 100*time.Millisecond) {
 		t.Errorf("steps %v, want one of -5 s", steps)
 	}
+	mu.Lock()
+	if len(applied) != 1 {
+		t.Errorf("the reconcilers were given %d configurations, want 1 (the tunnels change's)", len(applied))
+	}
+	mu.Unlock()
 	close(src.changes)
 	cancel()
 	for range 2 {
 		select {
 		case <-done:
 		case <-time.After(5 * time.Second):
-			t.Fatal("Run or FollowConfig did not return after the context ended")
+			t.Fatal("Run or Follow did not return after the context ended")
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package client_test
+package configdapi_test
 
 import (
 	"context"
@@ -7,27 +7,21 @@ import (
 	"log"
 
 	"github.com/flashgate/flashgate/config"
-	"github.com/flashgate/flashgate/services/configd"
-	"github.com/flashgate/flashgate/services/configd/client"
+	"github.com/flashgate/flashgate/services/configd/configdapi"
 )
 
 // A reconciler (netd, iked) applies the whole configuration when it
-// connects and then only the sections a commit changed.
-func ExampleClient_Watch() {
+// connects and then again after every commit that changed its sections.
+func ExampleFollow() {
 	ctx := context.Background()
-	c := client.New(configd.DefaultSocket)
-	for ch := range c.Watch(ctx) {
-		cfg, rev, err := c.Running(ctx)
-		if err != nil {
-			log.Printf("read revision %d: %v", ch.Revision, err)
-			continue
-		}
-		for _, section := range ch.Sections {
-			if section == "tunnels" {
-				fmt.Printf("revision %d: %d tunnels\n", rev, len(cfg.Tunnels))
-			}
-		}
-	}
+	configdapi.Follow(ctx, configdapi.New(configdapi.Socket), configdapi.Following{
+		Name:     "tunneld",
+		Sections: []config.Section{config.SectionTunnels},
+		Apply: func(ctx context.Context, cfg *config.Config, rev uint64, ch config.Change) error {
+			fmt.Printf("revision %d (%s): %d tunnels\n", rev, ch.Reason, len(cfg.Tunnels))
+			return nil
+		},
+	})
 }
 
 // An editor reads the candidate, edits it with the etag it read, and
@@ -35,7 +29,7 @@ func ExampleClient_Watch() {
 // change undoes itself.
 func ExampleClient_Commit() {
 	ctx := context.Background()
-	c := client.New(configd.DefaultSocket)
+	c := configdapi.New(configdapi.Socket)
 	cand, err := c.Candidate(ctx)
 	if err != nil {
 		log.Fatal(err)
@@ -47,7 +41,7 @@ func ExampleClient_Commit() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	info, err := c.Commit(ctx, configd.CommitRequest{Etag: etag, Who: "admin", Message: "move branch", ConfirmTimeout: "5m"})
+	info, err := c.Commit(ctx, configdapi.CommitRequest{Etag: etag, Who: "admin", Message: "move branch", ConfirmTimeout: "5m"})
 	var fields config.ValidationErrors
 	if errors.As(err, &fields) {
 		for _, f := range fields {

@@ -1,11 +1,13 @@
-package configd
+package localsock
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -13,12 +15,12 @@ import (
 )
 
 // The socket is root-only from its creation (the umask, not a chmod
-// after), and configd's umask is as it was afterwards.
+// after), and the process's umask is as it was afterwards.
 func TestSocketIsCreatedRootOnly(t *testing.T) {
 	prev := unix.Umask(0o022)
 	defer unix.Umask(prev)
 	path := filepath.Join(t.TempDir(), "configd.sock")
-	ln, err := listen(path)
+	ln, err := Listen(path, RootOnly)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,19 +76,20 @@ func TestDialHelper(t *testing.T) {
 	c.Close()
 }
 
-// The restricted API's socket is its group's: the web UI's user connects,
-// another user does not, and neither reaches the full API's socket.
+// A group's socket (configd's restricted API) is its group's: the web UI's
+// user connects, another user does not, and neither reaches a root-only
+// socket.
 func TestWebSocketIsTheWebGroups(t *testing.T) {
 	dir := t.TempDir()
 	// t.TempDir and its parent are 0700: let the other users look in.
 	os.Chmod(filepath.Dir(dir), 0o755)
 	os.Chmod(dir, 0o755)
-	full, err := listen(filepath.Join(dir, "configd.sock"))
+	full, err := Listen(filepath.Join(dir, "configd.sock"), RootOnly)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer full.Close()
-	web, err := listenGroup(filepath.Join(dir, "configd-web.sock"), 64044)
+	web, err := Listen(filepath.Join(dir, "configd-web.sock"), Group(64044))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,5 +115,54 @@ func TestWebSocketIsTheWebGroups(t *testing.T) {
 	}
 	if err := dialAs(t, filepath.Join(dir, "configd.sock"), 64043, 64044); err == nil {
 		t.Error("the web UI's user reached configd's full socket")
+	}
+}
+
+// A socket that still answers is another process's: Listen refuses it and
+// leaves it working. One nobody answers on is stale and replaced.
+func TestListenRefusesALiveSocketAndReplacesAStaleOne(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run", "svc.sock")
+	live, err := Listen(path, RootOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := live.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	if ln, err := Listen(path, RootOnly); err == nil {
+		ln.Close()
+		t.Fatal("a second Listen took over a socket that answers")
+	} else if !strings.Contains(err.Error(), "served by another process") {
+		t.Errorf("second Listen: %v, want served by another process", err)
+	}
+	c, err := Dial(context.Background(), path)
+	if err != nil {
+		t.Fatalf("the live socket no longer answers after the refused Listen: %v", err)
+	}
+	c.Close()
+
+	// Closing a unix listener removes its file; a crashed process
+	// leaves one behind, which a plain file stands in for.
+	live.Close()
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := Listen(path, Group(-1))
+	if err != nil {
+		t.Fatalf("Listen over a stale socket file: %v", err)
+	}
+	defer ln.Close()
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK || st.Mode&0o777 != 0o660 {
+		t.Errorf("socket mode %o, want a 0660 socket", st.Mode)
 	}
 }

@@ -1,10 +1,15 @@
-// Package client is the Go client of configd's local API, for the web UI,
-// the console, iked and netd. Every method maps to one route (see
-// docs/config.md); errors from configd come back as *APIError, which
-// matches the config package's sentinel errors with errors.Is
-// (config.ErrCandidateChanged, ...) and its field errors with errors.As
-// (config.ValidationErrors).
-package client
+// Package configdapi is the contract of configd's local API: its sockets,
+// wire types and error codes, and the one Go client, for the web UI, the
+// console, hostd, iked and netd. It is a leaf: configd imports it to build
+// its handlers, and its clients import it and not configd.
+//
+// Every Client method maps to one route (see docs/config.md); errors
+// from configd come back as *APIError, which matches the config package's
+// sentinel errors with errors.Is (config.ErrCandidateChanged, ...) and its
+// field errors with errors.As (config.ValidationErrors). Follow and
+// WaitRunning are how a service reads its configuration: every service
+// waits for configd and follows its changes the same way.
+package configdapi
 
 import (
 	"bufio"
@@ -16,14 +21,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
 
 	"github.com/flashgate/flashgate/config"
-	"github.com/flashgate/flashgate/services/configd"
+	"github.com/flashgate/flashgate/internal/localapi"
 )
 
 // Client talks to configd over its unix socket.
@@ -37,28 +41,21 @@ type Client struct {
 // WithPassword returns a client that sends user's current password with
 // every request: the restricted API wants it for a factory reset, an
 // import, an export with secrets and a firmware install (see
-// configd.ReauthUserHeader), and refuses them without it with an
-// *APIError whose Code is configd.CodeWrongPassword. The copy shares c's
+// ReauthUserHeader), and refuses them without it with an
+// *APIError whose Code is CodeWrongPassword. The copy shares c's
 // connections.
 func (c *Client) WithPassword(user, password string) *Client {
 	cp := *c
 	cp.reauth = http.Header{}
-	cp.reauth.Set(configd.ReauthUserHeader, user)
-	cp.reauth.Set(configd.ReauthPasswordHeader, url.PathEscape(password))
+	cp.reauth.Set(ReauthUserHeader, user)
+	cp.reauth.Set(ReauthPasswordHeader, url.PathEscape(password))
 	return &cp
 }
 
-// New returns a client for the socket at path (configd.DefaultSocket on
+// New returns a client for the socket at path (DefaultSocket on
 // the appliance).
 func New(path string) *Client {
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", path)
-		},
-		MaxIdleConns:    4,
-		IdleConnTimeout: 30 * time.Second,
-	}
+	tr := localapi.NewTransport(path)
 	return &Client{
 		socket: path,
 		hc:     &http.Client{Transport: tr, Timeout: 60 * time.Second},
@@ -69,13 +66,13 @@ func New(path string) *Client {
 // APIError is an error configd answered with.
 type APIError struct {
 	Status  int
-	Code    string // configd.Code*
+	Code    string // Code*
 	Message string
 	Fields  config.ValidationErrors // per-field problems, when there are any
 }
 
 func (e *APIError) Error() string {
-	if len(e.Fields) > 0 && e.Code == configd.CodeValidation {
+	if len(e.Fields) > 0 && e.Code == CodeValidation {
 		return e.Fields.Error()
 	}
 	return e.Message
@@ -86,15 +83,15 @@ func (e *APIError) Error() string {
 func (e *APIError) Is(target error) bool {
 	switch target {
 	case config.ErrCandidateChanged:
-		return e.Code == configd.CodeCandidateChanged
+		return e.Code == CodeCandidateChanged
 	case config.ErrNoChanges:
-		return e.Code == configd.CodeNoChanges
+		return e.Code == CodeNoChanges
 	case config.ErrNothingPending:
-		return e.Code == configd.CodeNothingPending
+		return e.Code == CodeNothingPending
 	case config.ErrNoRevision:
-		return e.Code == configd.CodeNotFound
+		return e.Code == CodeNotFound
 	case fs.ErrNotExist:
-		return e.Code == configd.CodeNoFile
+		return e.Code == CodeNoFile
 	}
 	return false
 }
@@ -146,9 +143,9 @@ func (c *Client) do(ctx context.Context, method, path string, hdr http.Header, i
 		return nil, fmt.Errorf("configd %s %s: %w", method, path, err)
 	}
 	if resp.StatusCode >= 300 {
-		var er configd.ErrorResponse
+		var er ErrorResponse
 		if json.Unmarshal(data, &er) != nil || er.Code == "" {
-			return nil, &APIError{Status: resp.StatusCode, Code: configd.CodeInternal,
+			return nil, &APIError{Status: resp.StatusCode, Code: CodeInternal,
 				Message: fmt.Sprintf("configd %s %s: %s", method, path, resp.Status)}
 		}
 		return nil, &APIError{Status: resp.StatusCode, Code: er.Code, Message: er.Error, Fields: er.Fields}
@@ -176,15 +173,15 @@ func ifMatch(etag string) http.Header {
 
 // Status returns configd's state: revision, pending confirmation, and why
 // the database was set aside at start, if it was.
-func (c *Client) Status(ctx context.Context) (configd.Status, error) {
-	var s configd.Status
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var s Status
 	_, err := c.do(ctx, "GET", "/v1/status", nil, nil, &s)
 	return s, err
 }
 
 // Running returns the running configuration and its revision.
 func (c *Client) Running(ctx context.Context) (*config.Config, uint64, error) {
-	var r configd.RunningResponse
+	var r RunningResponse
 	if _, err := c.do(ctx, "GET", "/v1/running", nil, nil, &r); err != nil {
 		return nil, 0, err
 	}
@@ -200,8 +197,8 @@ func (c *Client) RunningText(ctx context.Context) (string, error) {
 
 // Candidate returns the candidate with its etag, whether it differs from
 // running, and what validation says about it now.
-func (c *Client) Candidate(ctx context.Context) (configd.CandidateResponse, error) {
-	var r configd.CandidateResponse
+func (c *Client) Candidate(ctx context.Context) (CandidateResponse, error) {
+	var r CandidateResponse
 	_, err := c.do(ctx, "GET", "/v1/candidate", nil, nil, &r)
 	return r, err
 }
@@ -214,7 +211,7 @@ func (c *Client) CandidateText(ctx context.Context) (string, error) {
 }
 
 func (c *Client) edit(ctx context.Context, method, path, etag string, in any) (string, error) {
-	var r configd.EtagResponse
+	var r EtagResponse
 	_, err := c.do(ctx, method, path, ifMatch(etag), in, &r)
 	return r.Etag, err
 }
@@ -233,12 +230,12 @@ func (c *Client) PatchCandidate(ctx context.Context, etag string, patch []byte) 
 // Set sets one value of the candidate by path ("tunnels.branch.psk");
 // values are in the text form, several for a list.
 func (c *Client) Set(ctx context.Context, etag, path string, values ...string) (string, error) {
-	return c.edit(ctx, "POST", "/v1/candidate/set", "", configd.SetRequest{Etag: etag, Path: path, Values: values})
+	return c.edit(ctx, "POST", "/v1/candidate/set", "", SetRequest{Etag: etag, Path: path, Values: values})
 }
 
 // Delete deletes one element or value of the candidate by path.
 func (c *Client) Delete(ctx context.Context, etag, path string) (string, error) {
-	return c.edit(ctx, "POST", "/v1/candidate/delete", "", configd.DeleteRequest{Etag: etag, Path: path})
+	return c.edit(ctx, "POST", "/v1/candidate/delete", "", DeleteRequest{Etag: etag, Path: path})
 }
 
 // Discard throws the candidate's changes away.
@@ -249,7 +246,7 @@ func (c *Client) Discard(ctx context.Context) (string, error) {
 // SetPassword sets an admin's password in the candidate (configd hashes
 // it), creating the account if needed.
 func (c *Client) SetPassword(ctx context.Context, etag, admin, password string) (string, error) {
-	return c.edit(ctx, "POST", "/v1/candidate/password", "", configd.PasswordRequest{Etag: etag, Admin: admin, Password: password})
+	return c.edit(ctx, "POST", "/v1/candidate/password", "", PasswordRequest{Etag: etag, Admin: admin, Password: password})
 }
 
 // Validate returns what is wrong with the candidate (empty: nothing).
@@ -263,8 +260,8 @@ func (c *Client) Validate(ctx context.Context) (config.ValidationErrors, error) 
 
 // Diff returns the text-form difference between two configurations, each
 // "running", "candidate" or a revision number.
-func (c *Client) Diff(ctx context.Context, from, to string) ([]configd.DiffLine, error) {
-	var r configd.DiffResponse
+func (c *Client) Diff(ctx context.Context, from, to string) ([]DiffLine, error) {
+	var r DiffResponse
 	_, err := c.do(ctx, "GET", "/v1/diff?from="+url.QueryEscape(from)+"&to="+url.QueryEscape(to), nil, nil, &r)
 	return r.Lines, err
 }
@@ -272,7 +269,7 @@ func (c *Client) Diff(ctx context.Context, from, to string) ([]configd.DiffLine,
 // Commit commits the candidate. Set req.ConfirmTimeout for a
 // commit-confirmed and req.Etag to refuse a candidate changed by someone
 // else since it was read.
-func (c *Client) Commit(ctx context.Context, req configd.CommitRequest) (config.RevisionInfo, error) {
+func (c *Client) Commit(ctx context.Context, req CommitRequest) (config.RevisionInfo, error) {
 	var info config.RevisionInfo
 	_, err := c.do(ctx, "POST", "/v1/commit", nil, req, &info)
 	return info, err
@@ -287,7 +284,7 @@ func (c *Client) Confirm(ctx context.Context) error {
 // Rollback makes revision rev running again, as a new revision.
 func (c *Client) Rollback(ctx context.Context, rev uint64, who string) (config.RevisionInfo, error) {
 	var info config.RevisionInfo
-	_, err := c.do(ctx, "POST", "/v1/rollback", nil, configd.RollbackRequest{Revision: rev, Who: who}, &info)
+	_, err := c.do(ctx, "POST", "/v1/rollback", nil, RollbackRequest{Revision: rev, Who: who}, &info)
 	return info, err
 }
 
@@ -300,7 +297,7 @@ func (c *Client) History(ctx context.Context) ([]config.RevisionInfo, error) {
 
 // Revision returns one revision's configuration.
 func (c *Client) Revision(ctx context.Context, rev uint64) (*config.Config, config.RevisionInfo, error) {
-	var r configd.RevisionResponse
+	var r RevisionResponse
 	_, err := c.do(ctx, "GET", "/v1/history/"+strconv.FormatUint(rev, 10), nil, nil, &r)
 	return r.Config, r.Info, err
 }
@@ -309,7 +306,7 @@ func (c *Client) Revision(ctx context.Context, rev uint64) (*config.Config, conf
 // config.SecretsIncluded, SecretsOmitted or SecretsEncrypted (passphrase).
 func (c *Client) Export(ctx context.Context, secrets, passphrase string) ([]byte, error) {
 	var b []byte
-	_, err := c.do(ctx, "POST", "/v1/export", nil, configd.ExportRequest{Secrets: secrets, Passphrase: passphrase}, &b)
+	_, err := c.do(ctx, "POST", "/v1/export", nil, ExportRequest{Secrets: secrets, Passphrase: passphrase}, &b)
 	return b, err
 }
 
@@ -319,22 +316,22 @@ func (c *Client) Import(ctx context.Context, etag string, backup []byte, passphr
 	if !json.Valid(backup) {
 		return "", errors.New("backup is not JSON")
 	}
-	return c.edit(ctx, "POST", "/v1/import", "", configd.ImportRequest{Etag: etag, Backup: backup, Passphrase: passphrase})
+	return c.edit(ctx, "POST", "/v1/import", "", ImportRequest{Etag: etag, Backup: backup, Passphrase: passphrase})
 }
 
 // FactoryReset replaces the configuration with the defaults and erases the
 // history.
 func (c *Client) FactoryReset(ctx context.Context, who string) (config.RevisionInfo, error) {
 	var info config.RevisionInfo
-	_, err := c.do(ctx, "POST", "/v1/factory-reset", nil, configd.FactoryResetRequest{Who: who, Confirm: "factory-reset"}, &info)
+	_, err := c.do(ctx, "POST", "/v1/factory-reset", nil, FactoryResetRequest{Who: who, Confirm: "factory-reset"}, &info)
 	return info, err
 }
 
 // VerifyPassword asks configd whether password is user's (the web UI
 // gets no password hashes). An unknown user reads as a wrong password.
 func (c *Client) VerifyPassword(ctx context.Context, user, password string) (bool, error) {
-	var resp configd.VerifyPasswordResponse
-	_, err := c.do(ctx, "POST", "/v1/verify-password", nil, configd.VerifyPasswordRequest{User: user, Password: password}, &resp)
+	var resp VerifyPasswordResponse
+	_, err := c.do(ctx, "POST", "/v1/verify-password", nil, VerifyPasswordRequest{User: user, Password: password}, &resp)
 	return resp.OK, err
 }
 
@@ -344,19 +341,19 @@ func (c *Client) VerifyPassword(ctx context.Context, user, password string) (boo
 func (c *Client) EraseSecrets(ctx context.Context, who string) (config.RevisionInfo, error) {
 	var info config.RevisionInfo
 	_, err := c.do(ctx, "POST", "/v1/factory-reset", nil,
-		configd.FactoryResetRequest{Who: who, Confirm: "factory-reset", KeepSettings: true}, &info)
+		FactoryResetRequest{Who: who, Confirm: "factory-reset", KeepSettings: true}, &info)
 	return info, err
 }
 
-// PutFile stores data (at most configd.MaxFileSize bytes) as name in
+// PutFile stores data (at most MaxFileSize bytes) as name in
 // configd's file store, on the config partition, replacing what was there.
 // Files are for secrets at rest such as TLS keys; they are not part of the
 // configuration. The answer's Storage is "ram" when there is no config
 // partition and the file will not survive a reboot.
-func (c *Client) PutFile(ctx context.Context, name string, data []byte) (configd.FileInfo, error) {
-	var info configd.FileInfo
-	if !configd.ValidFileName(name) {
-		return info, fmt.Errorf("file %q: %w", name, configd.ErrBadFileName)
+func (c *Client) PutFile(ctx context.Context, name string, data []byte) (FileInfo, error) {
+	var info FileInfo
+	if !ValidFileName(name) {
+		return info, fmt.Errorf("file %q: %w", name, ErrBadFileName)
 	}
 	hdr := http.Header{"Content-Type": {"application/octet-stream"}}
 	_, err := c.do(ctx, "PUT", "/v1/files/"+name, hdr, data, &info)
@@ -367,8 +364,8 @@ func (c *Client) PutFile(ctx context.Context, name string, data []byte) (configd
 // fs.ErrNotExist only when configd answered that none was stored under
 // that name.
 func (c *Client) File(ctx context.Context, name string) ([]byte, error) {
-	if !configd.ValidFileName(name) {
-		return nil, fmt.Errorf("file %q: %w", name, configd.ErrBadFileName)
+	if !ValidFileName(name) {
+		return nil, fmt.Errorf("file %q: %w", name, ErrBadFileName)
 	}
 	var data []byte
 	_, err := c.do(ctx, "GET", "/v1/files/"+name, nil, nil, &data)
@@ -443,8 +440,8 @@ func (c *Client) watchOnce(ctx context.Context, out chan<- config.Change) bool {
 // Firmware reads the card's slots, its trusted keys, PID 1's boot record
 // and the upload in progress (GET /v1/firmware, on a configd serving the
 // firmware routes: the web UI's socket on the box).
-func (c *Client) Firmware(ctx context.Context) (configd.FirmwareView, error) {
-	var v configd.FirmwareView
+func (c *Client) Firmware(ctx context.Context) (FirmwareView, error) {
+	var v FirmwareView
 	_, err := c.do(ctx, "GET", "/v1/firmware", nil, nil, &v)
 	return v, err
 }
@@ -453,15 +450,15 @@ func (c *Client) Firmware(ctx context.Context) (configd.FirmwareView, error) {
 // (the header; 64 KiB at most) against the card and the running firmware;
 // size is the whole file's length, or -1. A refusal returns the plan, with
 // what the file is and why it is refused, and an *APIError with Code
-// configd.CodeFirmwareRefused and the HTTP status for it.
-func (c *Client) CheckFirmware(ctx context.Context, head []byte, size int64, allowDowngrade bool) (configd.FirmwarePlan, error) {
+// CodeFirmwareRefused and the HTTP status for it.
+func (c *Client) CheckFirmware(ctx context.Context, head []byte, size int64, allowDowngrade bool) (FirmwarePlan, error) {
 	q := url.Values{"size": {strconv.FormatInt(size, 10)}}
 	if allowDowngrade {
 		q.Set("confirm_downgrade", "1")
 	}
 	req, err := http.NewRequestWithContext(ctx, "POST", "http://configd/v1/firmware/check?"+q.Encode(), bytes.NewReader(head))
 	if err != nil {
-		return configd.FirmwarePlan{}, err
+		return FirmwarePlan{}, err
 	}
 	return c.firmwarePlan(c.hc, req)
 }
@@ -471,14 +468,14 @@ func (c *Client) CheckFirmware(ctx context.Context, head []byte, size int64, all
 // as it arrives, then arms the test boot. Nothing but the caller's
 // context bounds it (a file on a slow link takes minutes). Refusals are
 // as CheckFirmware's.
-func (c *Client) InstallFirmware(ctx context.Context, body io.Reader, size int64, allowDowngrade bool) (configd.FirmwarePlan, error) {
+func (c *Client) InstallFirmware(ctx context.Context, body io.Reader, size int64, allowDowngrade bool) (FirmwarePlan, error) {
 	path := "/v1/firmware"
 	if allowDowngrade {
 		path += "?confirm_downgrade=1"
 	}
 	req, err := http.NewRequestWithContext(ctx, "POST", "http://configd"+path, io.NopCloser(body))
 	if err != nil {
-		return configd.FirmwarePlan{}, err
+		return FirmwarePlan{}, err
 	}
 	req.ContentLength = size
 	req.Header.Set("Content-Type", "application/octet-stream")
@@ -487,8 +484,8 @@ func (c *Client) InstallFirmware(ctx context.Context, body io.Reader, size int64
 
 // firmwarePlan sends a firmware request; the answer is a FirmwarePlan
 // whatever its status.
-func (c *Client) firmwarePlan(hc *http.Client, req *http.Request) (configd.FirmwarePlan, error) {
-	var p configd.FirmwarePlan
+func (c *Client) firmwarePlan(hc *http.Client, req *http.Request) (FirmwarePlan, error) {
+	var p FirmwarePlan
 	for k, v := range c.reauth {
 		req.Header[k] = v
 	}
@@ -507,9 +504,9 @@ func (c *Client) firmwarePlan(hc *http.Client, req *http.Request) (configd.Firmw
 	if resp.StatusCode >= 300 {
 		// A refusal before the file is looked at (the password) is an
 		// ErrorResponse, with its code.
-		var er configd.ErrorResponse
+		var er ErrorResponse
 		json.Unmarshal(data, &er)
-		code := cmp.Or(er.Code, configd.CodeFirmwareRefused)
+		code := cmp.Or(er.Code, CodeFirmwareRefused)
 		msg := p.Error
 		if msg == "" {
 			msg = fmt.Sprintf("configd %s %s: %s", req.Method, req.URL.Path, resp.Status)
@@ -518,3 +515,6 @@ func (c *Client) firmwarePlan(hc *http.Client, req *http.Request) (configd.Firmw
 	}
 	return p, nil
 }
+
+// String names the client's configd in logs: "configd at <socket>".
+func (c *Client) String() string { return "configd at " + c.socket }

@@ -1,0 +1,59 @@
+// Package paths names the files and sockets that PID 1, the getty and the
+// services share on the appliance. Each is spelled here once: the process
+// that serves a socket and every process that reaches it use the same
+// constant, so a renamed socket cannot leave one side behind.
+//
+// It imports nothing, so PID 1 (firmware/init), which must stay small, can
+// use it too.
+package paths
+
+// RunDir holds the local API sockets and the run-time state (tmpfs).
+const RunDir = "/run/flashgate"
+
+// The local API sockets (docs/architecture.md, "Who can reach what").
+const (
+	// ConfigdSocket is configd's full API: root only (0600).
+	ConfigdSocket = RunDir + "/configd.sock"
+	// ConfigdWebSocket is configd's restricted API for the web UI
+	// (root:443, 0660).
+	ConfigdWebSocket = RunDir + "/configd-web.sock"
+	// NetdSocket is netd's status and reconcile API.
+	NetdSocket = RunDir + "/netd.sock"
+	// IkedSocket is iked's tunnel status, up and down API.
+	IkedSocket = RunDir + "/iked.sock"
+	// SupervisorSocket is PID 1's supervisor API: every op, root only.
+	SupervisorSocket = RunDir + "/supervisor.sock"
+	// SupervisorWebSocket is the supervisor API's part the web UI may use
+	// (services, logs, reboot).
+	SupervisorWebSocket = RunDir + "/supervisor-web.sock"
+)
+
+// Files under RunDir.
+const (
+	// RAMConfigDB is the database configd keeps in RAM when the box has
+	// no config partition.
+	RAMConfigDB = RunDir + "/config.db"
+	// WebUIRunDir is the web UI's own directory (443:443, 0700): its
+	// TLS pair when configd cannot keep it, and its fingerprint.
+	WebUIRunDir = RunDir + "/webui"
+	// WebUIFingerprint is the web UI's certificate fingerprint, which the
+	// console's banner shows.
+	WebUIFingerprint = WebUIRunDir + "/fingerprint"
+	// ConsoleAccountsDir is where the getty keeps the admin password hash
+	// when it cannot reach configd (RAM).
+	ConsoleAccountsDir = RunDir + "/accounts"
+	// UpgradeStatus is PID 1's record of the last upgrade's boot, world
+	// readable (firmware/bootslot).
+	UpgradeStatus = RunDir + "/upgrade.json"
+)
+
+// The config partition (ext3, label fgconfig), mounted read-only between
+// commits.
+const (
+	// ConfigDir is where PID 1 mounts the config partition.
+	ConfigDir = "/cfg"
+	// ConfigDB is the configuration database on it (bbolt).
+	ConfigDB = ConfigDir + "/config.db"
+	// WebUICertDir keeps the web UI's TLS pair when configd cannot.
+	WebUICertDir = ConfigDir + "/webui"
+)
