@@ -9,8 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+
 	"github.com/flashgate/flashgate/config"
-	"github.com/flashgate/flashgate/services/configd"
 )
 
 // addTunnels commits n more respond tunnels, branch0000 ..., the way a head
@@ -36,7 +37,7 @@ func addTunnels(t testing.TB, h *harness, n int) {
 	if _, err := h.cfg.ReplaceCandidate(ctx, cand.Etag, c); err != nil {
 		t.Fatalf("candidate with %d tunnels: %v", n, err)
 	}
-	if _, err := h.cfg.Commit(ctx, configd.CommitRequest{Who: "test", Message: "branches"}); err != nil {
+	if _, err := h.cfg.Commit(ctx, configdapi.CommitRequest{Who: "test", Message: "branches"}); err != nil {
 		t.Fatalf("commit %d tunnels: %v", n, err)
 	}
 }
