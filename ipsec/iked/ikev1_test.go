@@ -1,6 +1,7 @@
 package iked
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -175,5 +176,77 @@ func TestIKEv1StrongSwan(t *testing.T) {
 			}
 			d.Close()
 		})
+	}
+}
+
+// TestIKEv1NATAndDPD: gateway A sits behind a masquerading NAT; the IKEv1
+// tunnel to strongSwan floats to port 4500, carries traffic in UDP, and when
+// the path dies our dead peer detection (R-U-THERE, RFC 3706) takes it
+// down with the words in the status.
+//
+//	hostA -- gwA 192.168.50.2 -- 192.168.50.1 nat 10.10.0.1 (masquerade) -- 10.10.0.2 gwB (charon) -- hostB
+func TestIKEv1NATAndDPD(t *testing.T) {
+	if testing.Short() {
+		t.Skip("namespace test")
+	}
+	testnet.RequireTool(t, "nft", "nftables")
+	p := testnet.Prefix()
+	hostA, gwA, nat := testnet.NewNS(t, p+"-ha"), testnet.NewNS(t, p+"-ga"), testnet.NewNS(t, p+"-nat")
+	gwB, hostB := testnet.NewNS(t, p+"-gb"), testnet.NewNS(t, p+"-hb")
+	testnet.Link(t, hostA, "lan0", "10.10.1.2/24", gwA, "lan0", "10.10.1.1/24")
+	testnet.Link(t, gwA, "wan0", "192.168.50.2/24", nat, "in0", "192.168.50.1/24")
+	testnet.Link(t, nat, "pub0", "10.10.0.1/24", gwB, "wan0", "10.10.0.2/24")
+	testnet.Link(t, gwB, "lan0", "10.10.2.1/24", hostB, "lan0", "10.10.2.2/24")
+	for _, c := range [][]string{
+		{hostA.Name, "ip", "route", "add", "default", "via", "10.10.1.1"},
+		{hostB.Name, "ip", "route", "add", "default", "via", "10.10.2.1"},
+		{gwA.Name, "ip", "route", "add", "default", "via", "192.168.50.1"},
+		{gwA.Name, "sysctl", "-qw", "net.ipv4.ip_forward=1"},
+		{gwB.Name, "sysctl", "-qw", "net.ipv4.ip_forward=1"},
+		{nat.Name, "sysctl", "-qw", "net.ipv4.ip_forward=1"},
+		{nat.Name, "nft", "add table ip nat; add chain ip nat post { type nat hook postrouting priority 100 ; } ; add rule ip nat post oifname pub0 masquerade"},
+	} {
+		ns := map[string]*testnet.NS{hostA.Name: hostA, hostB.Name: hostB, gwA.Name: gwA, gwB.Name: gwB, nat.Name: nat}[c[0]]
+		if err := ns.Run(c[1:]...); err != nil {
+			t.Fatalf("%v: %v", c, err)
+		}
+	}
+	s := &testnet.SiteToSite{HostA: hostA, GwA: gwA, GwB: gwB, HostB: hostB,
+		GwAWAN: netip.MustParseAddr("192.168.50.2"), GwBWAN: netip.MustParseAddr("10.10.0.2"),
+		HostAIP: netip.MustParseAddr("10.10.1.2"), HostBIP: netip.MustParseAddr("10.10.2.2"),
+		LANA: netip.MustParsePrefix("10.10.1.0/24"), LANB: netip.MustParsePrefix("10.10.2.0/24")}
+	peer := v1Charon(s, "aes128-sha1-modp2048", "aes128-sha1")
+	peer.RemoteAddr = netip.MustParseAddr("10.10.0.1") // A as the NAT shows it
+	testnet.StartCharon(t, gwB, peer)
+	ours := v1Tunnel(s, "aes128-sha1-modp2048", "aes128-sha1", config.StartInitiate)
+	ours.DPDInterval = config.Duration{Duration: time.Second}
+	ours.DPDTimeout = config.Duration{Duration: 3 * time.Second}
+	d := startIked(t, gwA, ours)
+	st := waitState(t, d, "s2s", ipsec.StateUp, 15*time.Second)
+	if err := testnet.Ping(hostA, s.HostBIP, 2); err != nil {
+		t.Fatalf("hostA -> hostB through the NAT: %v", err)
+	}
+	if err := testnet.Ping(hostB, s.HostAIP, 1); err != nil {
+		t.Fatalf("hostB -> hostA through the NAT: %v", err)
+	}
+	if st.IKE == nil || !st.IKE.NATT {
+		t.Errorf("status does not show NAT-T: %+v", st.IKE)
+	}
+	// DPD between live peers keeps the tunnel; then the path dies.
+	time.Sleep(3 * time.Second)
+	waitState(t, d, "s2s", ipsec.StateUp, time.Second)
+	if err := nat.Run("ip", "link", "set", "pub0", "down"); err != nil {
+		t.Fatal(err)
+	}
+	var text string
+	if !waitFor(20*time.Second, func() bool {
+		st := tunnelStatus(d, "s2s")
+		text = st.Reason
+		for _, e := range st.Events {
+			text += "\n" + e.Message
+		}
+		return strings.Contains(text, "dead peer detection") && strings.Contains(text, "R-U-THERE")
+	}) {
+		t.Fatalf("the dead peer is not declared dead:\n%s", text)
 	}
 }
