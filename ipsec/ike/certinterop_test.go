@@ -1,6 +1,7 @@
 package ike
 
 import (
+	"cmp"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -25,6 +26,7 @@ type charonCertSide struct {
 	crl           []byte
 	localPSKSide  bool // charon authenticates itself with the PSK
 	remotePSKSide bool // charon wants a PSK from us
+	fragmentation string
 }
 
 // loadCharonCerts writes charon's certificates, key and CA into its
@@ -77,6 +79,7 @@ func (l *interopLab) loadCharonCerts(s charonCertSide) {
     mobike = no
     dpd_delay = 0
     send_certreq = yes
+    fragmentation = %s
     local { %s
       id = %s }
     remote { %s
@@ -95,7 +98,7 @@ secrets {
     id-b = %s
     secret = "interop secret 0123456789" }
 }
-`, addrB, addrA, local, s.localID, remote, s.remoteID, s.localID, s.remoteID)
+`, addrB, addrA, cmp.Or(s.fragmentation, "yes"), local, s.localID, remote, s.remoteID, s.localID, s.remoteID)
 	f := filepath.Join(l.dir, "swanctl.conf")
 	if err := os.WriteFile(f, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
@@ -194,6 +197,25 @@ func TestStrongSwanCertificates(t *testing.T) {
 			}
 		})
 	}
+
+	// RFC 7383 with a 4096-bit RSA chain: we fragment to 576-byte
+	// datagrams, charon (fragmentation = force) to its 1280.
+	t.Run("fragmented rsa-4096 chain", func(t *testing.T) {
+		l.t = t
+		p := newTestPKI(t, pki.RSA4096, now)
+		c, theirs := ours(p, pki.RSA4096, true)
+		c.FragmentSize = MinFragmentSize
+		*cur = *c
+		l.loadCharonCerts(charonCertSide{cred: theirs, trust: []*x509.Certificate{p.root}, localID: "gwB.example", remoteID: "gwA.example", fragmentation: "force"})
+		before := l.ep.Stats.Snapshot()
+		up(t, true)
+		up(t, false)
+		after := l.ep.Stats.Snapshot()
+		if after.FragmentsSent == before.FragmentsSent || after.Reassembled-before.Reassembled < 2 {
+			t.Errorf("fragments sent %d, messages reassembled %d: not fragmented both ways",
+				after.FragmentsSent-before.FragmentsSent, after.Reassembled-before.Reassembled)
+		}
+	})
 
 	t.Run("psk one way, certificate the other", func(t *testing.T) {
 		l.t = t

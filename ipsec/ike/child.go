@@ -607,7 +607,7 @@ func (sa *IKESA) handleCreateChild(m *Message, ps []Payload) {
 	}
 	if pc == nil {
 		if pkt != nil {
-			sa.send(pkt)
+			sa.sendAll(pkt)
 		}
 		return
 	}

@@ -147,6 +147,11 @@ type PeerConfig struct {
 	RetransmitTries   int
 
 	ReplayWindow uint32
+
+	// FragmentSize is the IP datagram size IKE fragments fill (RFC 7383),
+	// when the peer supports them and a message is larger; 0 means
+	// DefaultFragmentSize (1280, which fits any IPv6 path).
+	FragmentSize int
 }
 
 // localID is who we say we are: LocalID, or our certificate's subject.

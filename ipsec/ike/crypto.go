@@ -151,8 +151,24 @@ func (d *skDirection) seal(h Header, inner []Payload) ([]byte, error) {
 	if len(inner) > 0 {
 		first = inner[0].Type()
 	}
-	plain := appendPayloads(make([]byte, 0, 256), inner)
-	h.NextPayload = PayloadSK
+	return d.sealPlain(h, PayloadSK, first, nil, appendPayloads(make([]byte, 0, 256), inner))
+}
+
+// overhead is what protection adds to a plaintext of n bytes: IV,
+// padding, pad length and ICV.
+func (d *skDirection) overhead(n int) int {
+	if d.aead != nil {
+		return 8 + 1 + d.icv
+	}
+	bs := d.block.BlockSize()
+	return bs + (bs-(n+1)%bs)%bs + 1 + d.icv
+}
+
+// sealPlain protects plain in a payload of type pt (SK, or SKF with extra
+// holding its fragment number and total, RFC 7383 2.5): the extra bytes
+// sit between the generic header and the IV and are authenticated.
+func (d *skDirection) sealPlain(h Header, pt, first PayloadType, extra, plain []byte) ([]byte, error) {
+	h.NextPayload = pt
 	var ivLen, padLen int
 	if d.aead != nil {
 		ivLen = 8
@@ -163,14 +179,15 @@ func (d *skDirection) seal(h Header, inner []Payload) ([]byte, error) {
 		padLen = (bs - (len(plain)+1)%bs) % bs
 	}
 	ctLen := len(plain) + padLen + 1
-	total := HeaderLen + genericHeaderLen + ivLen + ctLen + d.icv
+	total := HeaderLen + genericHeaderLen + len(extra) + ivLen + ctLen + d.icv
 	if total > MaxMessageLen {
 		return nil, fmt.Errorf("message of %d bytes too large", total)
 	}
 	h.Length = uint32(total)
 	out := h.append(make([]byte, 0, total))
 	out = append(out, byte(first), 0)
-	out = binary.BigEndian.AppendUint16(out, uint16(genericHeaderLen+ivLen+ctLen+d.icv))
+	out = binary.BigEndian.AppendUint16(out, uint16(genericHeaderLen+len(extra)+ivLen+ctLen+d.icv))
+	out = append(out, extra...)
 	aad := out
 	iv := out[len(out) : len(out)+ivLen]
 	out = out[:len(out)+ivLen]
@@ -199,9 +216,18 @@ func (d *skDirection) seal(h Header, inner []Payload) ([]byte, error) {
 // received, h its decoded header, sk its SK payload) and decodes the
 // payloads inside.
 func (d *skDirection) open(msg []byte, h Header, sk *Encrypted) ([]Payload, error) {
+	plain, err := d.openPlain(msg, h, sk.Data)
+	if err != nil {
+		return nil, err
+	}
+	return DecodePayloads(sk.NextPayload, plain)
+}
+
+// openPlain checks and decrypts body, the IV-to-ICV part of the last
+// payload of msg (SK or SKF): everything before it is authenticated.
+func (d *skDirection) openPlain(msg []byte, h Header, body []byte) ([]byte, error) {
 	msg = msg[:h.Length]
-	skStart := len(msg) - len(sk.Data) - genericHeaderLen
-	body := sk.Data
+	aadEnd := len(msg) - len(body)
 	var plain []byte
 	if d.aead != nil {
 		if len(body) < 8+d.icv+1 {
@@ -209,7 +235,7 @@ func (d *skDirection) open(msg []byte, h Header, sk *Encrypted) ([]Payload, erro
 		}
 		nonce := append(append(make([]byte, 0, 12), d.salt...), body[:8]...)
 		var err error
-		plain, err = d.aead.Open(nil, nonce, body[8:], msg[:skStart+genericHeaderLen])
+		plain, err = d.aead.Open(nil, nonce, body[8:], msg[:aadEnd])
 		if err != nil {
 			return nil, errICV
 		}
@@ -231,5 +257,5 @@ func (d *skDirection) open(msg []byte, h Header, sk *Encrypted) ([]Payload, erro
 	if pad+1 > len(plain) {
 		return nil, fmt.Errorf("SK pad length %d: %w", pad, ErrMalformed)
 	}
-	return DecodePayloads(sk.NextPayload, plain[:len(plain)-1-pad])
+	return plain[:len(plain)-1-pad], nil
 }

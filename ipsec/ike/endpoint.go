@@ -113,6 +113,10 @@ type Stats struct {
 	EarlyRequests       atomic.Uint64 // requests other than IKE_AUTH on a half-open SA
 	HalfOpenExpired     atomic.Uint64
 	NoConfig            atomic.Uint64 // IKE_SA_INIT from a peer PeerFor refused
+	FragmentsSent       atomic.Uint64 // RFC 7383 fragments of ours
+	FragmentsReceived   atomic.Uint64 // fragments authenticated
+	Reassembled         atomic.Uint64 // messages put together from fragments
+	FragmentsDropped    atomic.Uint64 // fragments dropped: timed out or over the bounds
 }
 
 // Endpoint is one IKE engine: all the IKE SAs behind one pair of sockets.
@@ -124,6 +128,8 @@ type Endpoint struct {
 	rand    io.Reader
 	cookies cookieJar
 	Stats   Stats
+	// reasmBytes is the plaintext held for reassembly (ReassemblyBudget).
+	reasmBytes atomic.Int64
 
 	mu        sync.Mutex
 	sas       map[uint64]*IKESA // by our SPI
@@ -535,6 +541,7 @@ type StatsSnapshot struct {
 	RetransmitsAnswered, Retransmits, AuthFailures, CookiesSent               uint64
 	HalfOpenRefused, HalfOpenExpired, NoConfig                                uint64
 	SourceLimited, InitTooLarge, EarlyRequests                                uint64
+	FragmentsSent, FragmentsReceived, Reassembled, FragmentsDropped           uint64
 }
 
 // Snapshot copies the counters.
@@ -546,5 +553,7 @@ func (s *Stats) Snapshot() StatsSnapshot {
 		CookiesSent: s.CookiesSent.Load(), HalfOpenRefused: s.HalfOpenRefused.Load(), HalfOpenExpired: s.HalfOpenExpired.Load(),
 		NoConfig: s.NoConfig.Load(), SourceLimited: s.SourceLimited.Load(), InitTooLarge: s.InitTooLarge.Load(),
 		EarlyRequests: s.EarlyRequests.Load(),
+		FragmentsSent: s.FragmentsSent.Load(), FragmentsReceived: s.FragmentsReceived.Load(),
+		Reassembled: s.Reassembled.Load(), FragmentsDropped: s.FragmentsDropped.Load(),
 	}
 }

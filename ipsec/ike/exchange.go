@@ -47,7 +47,7 @@ func (sa *IKESA) sendNext() {
 			continue
 		}
 		msgID := sa.nextMsgID
-		pkt, err := sa.keys.out.seal(sa.header(ex.typ, msgID, false), ps)
+		pkts, err := sa.sealMsg(sa.header(ex.typ, msgID, false), ps)
 		if err != nil {
 			if ex.onAbort != nil {
 				ex.onAbort()
@@ -56,30 +56,30 @@ func (sa *IKESA) sendNext() {
 		}
 		sa.nextMsgID++
 		now := sa.ep.now()
-		sa.out = &pending{ex: ex, exchange: ex.typ, msgID: msgID, pkt: pkt, first: now,
+		sa.out = &pending{ex: ex, exchange: ex.typ, msgID: msgID, pkts: pkts, first: now,
 			next: now.Add(sa.cfg.retransmitTimeout()), tries: 1}
-		sa.send(pkt)
+		sa.sendAll(pkts)
 	}
 }
 
 // respond seals and sends the response to request m, caching it for
 // retransmitted copies of the request.
 func (sa *IKESA) respond(m *Message, ps []Payload) {
-	if pkt := sa.sealResponse(m, ps); pkt != nil {
-		sa.send(pkt)
+	if pkts := sa.sealResponse(m, ps); pkts != nil {
+		sa.sendAll(pkts)
 	}
 }
 
 // sealResponse makes the answer to m and records it as the answer to
 // retransmissions of m, without sending it.
-func (sa *IKESA) sealResponse(m *Message, ps []Payload) []byte {
-	pkt, err := sa.keys.out.seal(sa.header(m.Exchange, m.MessageID, true), ps)
+func (sa *IKESA) sealResponse(m *Message, ps []Payload) [][]byte {
+	pkts, err := sa.sealMsg(sa.header(m.Exchange, m.MessageID, true), ps)
 	if err != nil {
 		return nil
 	}
-	sa.lastResp = pkt
+	sa.lastResp = pkts
 	sa.peerMsgID = m.MessageID + 1
-	return pkt
+	return pkts
 }
 
 // sendAfterEvents sends an answer that hands a CHILD_SA to the peer once
@@ -88,13 +88,17 @@ func (sa *IKESA) sealResponse(m *Message, ps []Payload) []byte {
 // answers. Sent at once, the answer raced the installation and the peer's
 // first packets through a fresh CHILD_SA were dropped (a hub of 100 spokes
 // lost nearly every spoke's first echo request; bench/hub_test.go).
-func (sa *IKESA) sendAfterEvents(pkt []byte) {
-	if pkt == nil {
+func (sa *IKESA) sendAfterEvents(pkts [][]byte) {
+	if pkts == nil {
 		return
 	}
 	sa.lastSend = sa.ep.now()
 	local, remote := sa.local, sa.remote
-	sa.emit(func() { sa.ep.sendRaw(pkt, local, remote) })
+	sa.emit(func() {
+		for _, pkt := range pkts {
+			sa.ep.sendRaw(pkt, local, remote)
+		}
+	})
 }
 
 // handle processes one message for this SA (under sa.mu).
@@ -134,12 +138,38 @@ func (sa *IKESA) handle(pkt []byte, m *Message, local, remote netip.AddrPort) {
 		sa.ep.Stats.Malformed.Add(1)
 		return
 	}
-	sk, ok := m.Payloads[len(m.Payloads)-1].(*Encrypted)
-	if !ok {
+	var inner []Payload
+	var err error
+	switch sk := m.Payloads[len(m.Payloads)-1].(type) {
+	case *Encrypted:
+		inner, err = sa.keys.in.open(pkt, m.Header, sk)
+	case *EncryptedFragment:
+		if !m.IsResponse() && m.MessageID+1 == sa.peerMsgID {
+			// A fragment of a retransmitted request: answer the first
+			// one, once it authenticates (RFC 7383 2.6.2).
+			if _, err := sa.keys.in.openPlain(pkt, m.Header, sk.Data); err != nil {
+				sa.ep.Stats.BadICV.Add(1)
+				return
+			}
+			if sk.Number == 1 {
+				sa.ep.Stats.RetransmitsAnswered.Add(1)
+				sa.lastSend = sa.ep.now()
+				for _, r := range sa.lastResp {
+					sa.ep.sendRaw(r, local, remote)
+				}
+			}
+			return
+		}
+		var complete bool
+		inner, complete, err = sa.reassemble(pkt, m, sk)
+		if err == nil && !complete {
+			sa.lastRecv = sa.ep.now() // an authenticated fragment
+			return
+		}
+	default:
 		sa.ep.Stats.Malformed.Add(1)
 		return
 	}
-	inner, err := sa.keys.in.open(pkt, m.Header, sk)
 	if err != nil {
 		var uc *UnsupportedCriticalError
 		switch {
@@ -163,7 +193,9 @@ func (sa *IKESA) handle(pkt []byte, m *Message, local, remote netip.AddrPort) {
 		// mapping really changed moves us with its next new message.
 		sa.ep.Stats.RetransmitsAnswered.Add(1)
 		sa.lastSend = sa.ep.now()
-		sa.ep.sendRaw(sa.lastResp, local, remote)
+		for _, r := range sa.lastResp {
+			sa.ep.sendRaw(r, local, remote)
+		}
 		return
 	}
 	sa.float(local, remote)
@@ -182,11 +214,11 @@ func (sa *IKESA) handle(pkt []byte, m *Message, local, remote netip.AddrPort) {
 	}
 	sa.handleRequest(m, inner)
 	if sa.state == StateDead {
-		if sa.lastResp != nil && sa.peerMsgID == m.MessageID+1 {
+		if len(sa.lastResp) == 1 && sa.peerMsgID == m.MessageID+1 {
 			// The request ended the SA (the peer deleted it). If our
 			// answer is lost, the peer sends the request again and
 			// must still get one.
-			sa.ep.rememberEnd(sa.localSPI(), pkt, sa.lastResp)
+			sa.ep.rememberEnd(sa.localSPI(), pkt, sa.lastResp[0])
 		}
 		return
 	}

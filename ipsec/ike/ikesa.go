@@ -68,7 +68,13 @@ type IKESA struct {
 
 	// The peer's requests.
 	peerMsgID uint32
-	lastResp  []byte
+	lastResp  [][]byte // our answer to the last one (fragments, or one message)
+
+	// fragments: both ends announced IKE fragmentation (RFC 7383);
+	// reasmReq/reasmResp hold the fragments of a request or a response
+	// being reassembled.
+	fragments           bool
+	reasmReq, reasmResp *reassembly
 
 	children []*child
 	// closedOut holds, for a short while, the outbound SPIs of children
@@ -100,7 +106,7 @@ type pending struct {
 	ex          *exchange
 	exchange    ExchangeType
 	msgID       uint32
-	pkt         []byte
+	pkts        [][]byte // the request, or its fragments
 	first, next time.Time
 	tries       int
 }
@@ -157,6 +163,13 @@ func (sa *IKESA) send(pkt []byte) {
 	sa.ep.sendRaw(pkt, sa.local, sa.remote)
 }
 
+// sendAll sends a message, or all of its fragments.
+func (sa *IKESA) sendAll(pkts [][]byte) {
+	for _, p := range pkts {
+		sa.send(p)
+	}
+}
+
 func (sa *IKESA) header(ex ExchangeType, msgID uint32, response bool) Header {
 	h := Header{SPIi: sa.spiI, SPIr: sa.spiR, Version: Version, Exchange: ex, MessageID: msgID}
 	if sa.initiator {
@@ -188,10 +201,11 @@ func (sa *IKESA) sendInit() {
 	if sa.cfg.usesCerts() {
 		ps = append(ps, signatureHashesNotify())
 	}
+	ps = append(ps, &Notify{NotifyType: IKEV2_FRAGMENTATION_SUPPORTED})
 	m := &Message{Header: sa.header(IKE_SA_INIT, 0, false), Payloads: ps}
 	sa.initReq = m.Encode()
 	now := sa.ep.now()
-	sa.out = &pending{exchange: IKE_SA_INIT, msgID: 0, pkt: sa.initReq, first: now, next: now.Add(sa.cfg.retransmitTimeout()), tries: 1}
+	sa.out = &pending{exchange: IKE_SA_INIT, msgID: 0, pkts: [][]byte{sa.initReq}, first: now, next: now.Add(sa.cfg.retransmitTimeout()), tries: 1}
 	sa.nextMsgID = 1
 	sa.send(sa.initReq)
 }
@@ -264,6 +278,10 @@ func newResponderSA(ep *Endpoint, cfg *PeerConfig, pkt []byte, m *Message, local
 	sa.peerHashes, sa.peerAnnounced = parseSignatureHashes(m.Payloads)
 	if cfg.usesCerts() {
 		ps = append(ps, signatureHashesNotify())
+	}
+	if findNotify(m.Payloads, IKEV2_FRAGMENTATION_SUPPORTED) != nil {
+		sa.fragments = true
+		ps = append(ps, &Notify{NotifyType: IKEV2_FRAGMENTATION_SUPPORTED})
 	}
 	resp := &Message{Header: sa.header(IKE_SA_INIT, 0, true), Payloads: ps}
 	sa.initReq = append([]byte(nil), pkt[:m.Length]...)
@@ -352,6 +370,7 @@ func (sa *IKESA) handleInitResponse(m *Message) {
 	}
 	sa.initResp = append([]byte(nil), m.encoded...)
 	sa.peerHashes, sa.peerAnnounced = parseSignatureHashes(m.Payloads)
+	sa.fragments = findNotify(m.Payloads, IKEV2_FRAGMENTATION_SUPPORTED) != nil
 	idi := sa.cfg.localID().payload(false)
 	auth, err := sa.ourAuth(idi)
 	if err != nil {
@@ -569,7 +588,7 @@ func (sa *IKESA) handleAuthRequest(m *Message, ps []Payload) {
 	sa.authDone()
 	if fail != nil {
 		if pkt != nil {
-			sa.send(pkt)
+			sa.sendAll(pkt)
 		}
 		sa.report(fail)
 		return
@@ -629,6 +648,7 @@ func (sa *IKESA) die(reason error) {
 		}
 	}
 	sa.out, sa.queue = nil, nil
+	sa.expireReassembly(time.Time{}, true)
 	if sa.ikeRekey != nil {
 		sa.ikeRekey.abort()
 		sa.ikeRekey = nil

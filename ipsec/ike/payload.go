@@ -26,6 +26,7 @@ const (
 	PayloadSK      PayloadType = 46
 	PayloadCP      PayloadType = 47
 	PayloadEAP     PayloadType = 48
+	PayloadSKF     PayloadType = 53 // RFC 7383 Encrypted Fragment
 )
 
 var payloadNames = map[PayloadType]string{
@@ -33,7 +34,7 @@ var payloadNames = map[PayloadType]string{
 	PayloadCERT: "CERT", PayloadCERTREQ: "CERTREQ", PayloadAUTH: "AUTH",
 	PayloadNonce: "Nonce", PayloadNotify: "N", PayloadDelete: "D",
 	PayloadVendor: "V", PayloadTSi: "TSi", PayloadTSr: "TSr", PayloadSK: "SK",
-	PayloadCP: "CP", PayloadEAP: "EAP",
+	PayloadCP: "CP", PayloadEAP: "EAP", PayloadSKF: "SKF",
 }
 
 func (t PayloadType) String() string {
@@ -91,6 +92,14 @@ func DecodePayloads(first PayloadType, b []byte) ([]Payload, error) {
 			}
 			return ps, nil
 		}
+		if f, ok := p.(*EncryptedFragment); ok {
+			f.NextPayload = next
+			ps = append(ps, p)
+			if plen != len(b) {
+				return nil, fmt.Errorf("SKF payload is not the last: %w", ErrMalformed)
+			}
+			return ps, nil
+		}
 		ps = append(ps, p)
 		b = b[plen:]
 	}
@@ -143,6 +152,8 @@ func decodePayload(t PayloadType, body []byte) (Payload, error) {
 		return decodeTS(t, body)
 	case PayloadSK:
 		return &Encrypted{Data: body}, nil
+	case PayloadSKF:
+		return decodeFragment(body)
 	case PayloadCP:
 		return decodeCP(body)
 	case PayloadEAP:
@@ -160,6 +171,8 @@ func appendPayloads(b []byte, ps []Payload) []byte {
 		next := NoNextPayload
 		if e, ok := p.(*Encrypted); ok {
 			next = e.NextPayload
+		} else if f, ok := p.(*EncryptedFragment); ok {
+			next = f.NextPayload
 		} else if i+1 < len(ps) {
 			next = ps[i+1].Type()
 		}

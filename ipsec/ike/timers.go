@@ -26,7 +26,10 @@ func (sa *IKESA) tick(now time.Time) {
 		p.tries++
 		p.next = now.Add(sa.cfg.retransmitTimeout() << (p.tries - 1))
 		sa.ep.Stats.Retransmits.Add(1)
-		sa.send(p.pkt)
+		sa.sendAll(p.pkts)
+	}
+	if sa.reasmReq != nil || sa.reasmResp != nil {
+		sa.expireReassembly(now, false)
 	}
 	switch sa.state {
 	case StateHalfOpen:

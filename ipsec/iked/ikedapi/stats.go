@@ -27,6 +27,7 @@ type IKECounters struct {
 	RetransmitsAnswered, Retransmits, AuthFailures, CookiesSent               uint64
 	HalfOpenRefused, HalfOpenExpired, NoConfig                                uint64
 	SourceLimited, InitTooLarge, EarlyRequests                                uint64
+	FragmentsSent, FragmentsReceived, Reassembled, FragmentsDropped           uint64 // RFC 7383
 }
 
 // ESPCounters are the userspace ESP device's own counters (ipsec/esp's
