@@ -1,4 +1,6 @@
-// Package ike is an IKEv2 protocol engine (RFC 7296) for flashgate's iked:
+// Package ike is an IKEv2 protocol engine (RFC 7296) for flashgate's iked,
+// with IKEv1 (RFC 2407/2408/2409: main mode with PSK, quick mode) for peers
+// that speak nothing else (v1*.go):
 // the message and payload codec, proposals in strongSwan's syntax, the
 // cryptographic suites (PRFs, Diffie-Hellman groups, SK payload protection,
 // key derivation, PSK authentication) and the IKE/CHILD SA state machines

@@ -111,6 +111,9 @@ func newV1InitiatorSA(ep *Endpoint, cfg *PeerConfig) (*IKESA, error) {
 	if !cfg.Remote.IsValid() || !cfg.Local.IsValid() {
 		return nil, fmt.Errorf("local and remote address required")
 	}
+	if cfg.LocalAuth == AuthByCert || cfg.RemoteAuth == AuthByCert {
+		return nil, fmt.Errorf("IKEv1 is supported with pre-shared keys only, not certificates")
+	}
 	if len(v1Phase1Transforms(cfg.ikeProposals(), 0)) == 0 {
 		return nil, fmt.Errorf("no IKE proposal IKEv1 can carry (IKEv1 protects its messages with AES-CBC or 3DES, not AEAD): %s", ProposalsString(cfg.ikeProposals()))
 	}
@@ -218,6 +221,12 @@ func (ep *Endpoint) v1HandleMM1(pkt []byte, h v1Header, local, remote netip.Addr
 	if cfg.Version != 1 {
 		report(&Failure{Reason: ReasonWrongVersion, Peer: remote, Stage: h.Exchange.String(),
 			Detail: "the peer speaks IKEv1 " + h.Exchange.String() + "; set ike_version 1 on this tunnel (it is set to IKEv2)"})
+		return
+	}
+	if cfg.LocalAuth == AuthByCert || cfg.RemoteAuth == AuthByCert {
+		refuse(v1NoProposalChosen)
+		report(&Failure{Reason: ReasonProtocol, Peer: remote, Stage: h.Exchange.String(),
+			Detail: "this IKEv1 tunnel is set to certificates; flashgate speaks IKEv1 with pre-shared keys only"})
 		return
 	}
 	if h.Exchange == v1Aggressive {
