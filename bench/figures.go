@@ -323,7 +323,9 @@ func hubFigures(res []Result, why string) []Figure {
 			"hub process RSS with every SA up minus before the first, per IKE_SA with one CHILD_SA (data plane state included; Go heap as the GC left it)", why)
 		status := one(res, "ike.hub.status_ms.n"+n, bench+"/flashgate", "status_ms", "ms", 1, "",
 			"iked's status API listing every tunnel (GET /v1/tunnels over its socket) with all "+n+" up", why)
-		figs = append(figs, setup, answered, rss, status)
+		page := one(res, "ike.hub.status_page_ms.n"+n, bench+"/flashgate", "status_page_ms", "ms", 1, "",
+			"iked's status API answering one page (GET /v1/tunnels?state=up&offset=N/2&limit=50) with all "+n+" up", why)
+		figs = append(figs, setup, answered, rss, status, page)
 	}
 	return figs
 }

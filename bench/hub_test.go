@@ -243,7 +243,7 @@ func BenchmarkHub(b *testing.B) {
 				pid, api := startIkedProcess(b, h.hub, h.ikedTunnels())
 				time.Sleep(time.Second) // let the start settle before the baseline
 				before := rssBytes(b, pid)
-				var after, statusMS float64
+				var after, statusMS, pageMS float64
 				res := h.run(b, timeout, func() {
 					after = rssBytes(b, pid)
 					start := time.Now()
@@ -258,9 +258,16 @@ func BenchmarkHub(b *testing.B) {
 					if err != nil || up != n {
 						b.Errorf("status API with every spoke answered: %d of %d tunnels up (%v)", up, n, err)
 					}
+					start = time.Now()
+					page, matched, err := api.TunnelsPage(context.Background(), ikedapi.TunnelQuery{State: ipsec.StateUp, Offset: n / 2, Limit: 50})
+					pageMS = float64(time.Since(start).Microseconds()) / 1000
+					if err != nil || matched != n || len(page) != min(50, n-n/2) {
+						b.Errorf("status API, a page of 50 from the middle: %d rows of %d matched (%v)", len(page), matched, err)
+					}
 				})
 				reportHub(b, res, n, before, after)
 				b.ReportMetric(statusMS, "status_ms")
+				b.ReportMetric(pageMS, "status_page_ms")
 			}
 		})
 		b.Run(fmt.Sprintf("n=%d/strongswan", n), func(b *testing.B) {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
@@ -19,15 +20,21 @@ import (
 func (d *Daemon) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(ikedapi.RouteTunnels, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, d.Status())
+		q, err := ikedapi.ParseTunnelQuery(r.URL.Query())
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		ts, matched := d.StatusPage(q)
+		w.Header().Set(ikedapi.HeaderMatched, strconv.Itoa(matched))
+		writeJSON(w, http.StatusOK, ts)
 	})
 	mux.HandleFunc(ikedapi.RouteTunnel, func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
-		for _, t := range d.Status() {
-			if t.Name == name {
-				writeJSON(w, http.StatusOK, t)
-				return
-			}
+		ts, _ := d.StatusPage(ikedapi.TunnelQuery{Name: name})
+		if len(ts) == 1 {
+			writeJSON(w, http.StatusOK, ts[0])
+			return
 		}
 		writeError(w, noTunnel(name))
 	})

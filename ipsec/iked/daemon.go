@@ -58,6 +58,11 @@ type Daemon struct {
 
 	mu      sync.Mutex
 	tunnels map[string]*tunnel
+	// peers indexes the tunnels by peer address for peerFor, which runs
+	// for every IKE_SA_INIT: the first tunnel by name for each address,
+	// and the first that accepts any address. nil when d.tunnels or a
+	// tunnel's peer changed since it was built.
+	peers   *peerIndex
 	trapSeq uint32 // numbers the kernel traps (trapReqIDBase+n)
 	closed  bool
 	done    chan struct{}

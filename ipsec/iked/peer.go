@@ -137,33 +137,65 @@ func sameTunnel(a, b *config.Tunnel) bool {
 }
 
 // peerFor is the engine's hook for IKE_SA_INIT from an unknown SA: the
-// tunnel whose peer address matches, else one that accepts any address.
+// tunnel whose peer address matches, else one that accepts any address
+// (the first by name in either case).
 func (d *Daemon) peerFor(local, remote netip.AddrPort) *ike.PeerConfig {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var any *ike.PeerConfig
-	for _, t := range d.sortedTunnels() {
-		if t.peer == nil {
-			continue
-		}
-		if t.peer.Remote.Addr() == remote.Addr() {
-			return t.peer
-		}
-		if !t.peer.Remote.IsValid() && any == nil {
-			any = t.peer
+	if d.peers == nil {
+		d.peers = newPeerIndex(d.sortedTunnels())
+	}
+	if t := d.peers.byAddr[remote.Addr()]; t != nil {
+		return t.peer
+	}
+	if d.peers.any != nil {
+		return d.peers.any.peer
+	}
+	return nil
+}
+
+// peerIndex is what peerFor looks up (Daemon.peers).
+type peerIndex struct {
+	byAddr map[netip.Addr]*tunnel
+	any    *tunnel
+}
+
+// newPeerIndex indexes tunnels, sorted by name.
+func newPeerIndex(sorted []*tunnel) *peerIndex {
+	x := &peerIndex{byAddr: make(map[netip.Addr]*tunnel, len(sorted))}
+	for _, t := range sorted {
+		switch {
+		case t.peer == nil:
+		case t.peer.Remote.IsValid():
+			if _, dup := x.byAddr[t.peer.Remote.Addr()]; !dup {
+				x.byAddr[t.peer.Remote.Addr()] = t
+			}
+		case x.any == nil:
+			x.any = t
 		}
 	}
-	return any
+	return x
 }
 
 // localFor gives the local address for a datagram from remote, for the
 // userspace device's NAT-T socket, which does not report it.
 func (d *Daemon) localFor(remote netip.AddrPort) netip.AddrPort {
 	d.mu.Lock()
-	for _, t := range d.tunnels {
-		if t.peer != nil && t.peer.Remote.Addr() == remote.Addr() && t.peer.Local.IsValid() {
+	if d.peers == nil {
+		d.peers = newPeerIndex(d.sortedTunnels())
+	}
+	if t := d.peers.byAddr[remote.Addr()]; t != nil {
+		// The index holds the first tunnel by name with this peer; only
+		// when it has no local address can another one have it.
+		if t.peer.Local.IsValid() {
 			d.mu.Unlock()
 			return netip.AddrPortFrom(t.peer.Local.Addr(), d.opts.NATTPort)
+		}
+		for _, t := range d.tunnels {
+			if t.peer != nil && t.peer.Remote.Addr() == remote.Addr() && t.peer.Local.IsValid() {
+				d.mu.Unlock()
+				return netip.AddrPortFrom(t.peer.Local.Addr(), d.opts.NATTPort)
+			}
 		}
 	}
 	d.mu.Unlock()

@@ -27,6 +27,15 @@ func (d *Daemon) Stats() ikedapi.Stats {
 
 // Status reports every configured tunnel, sorted by name.
 func (d *Daemon) Status() []ipsec.TunnelStatus {
+	out, _ := d.StatusPage(ikedapi.TunnelQuery{})
+	return out
+}
+
+// StatusPage reports the tunnels q selects, sorted by name, and how many
+// matched before q's offset and limit. Only the tunnels on the page are
+// asked for their SAs and counters: a head office's thousand tunnels cost
+// a listing only when all of them are asked for.
+func (d *Daemon) StatusPage(q ikedapi.TunnelQuery) ([]ipsec.TunnelStatus, int) {
 	d.mu.Lock()
 	type snap struct {
 		t    ipsec.TunnelStatus
@@ -35,7 +44,19 @@ func (d *Daemon) Status() []ipsec.TunnelStatus {
 		alg  string
 	}
 	var snaps []snap
+	matched := 0
 	for _, t := range d.sortedTunnels() {
+		remote := ""
+		if t.peer != nil && t.peer.Remote.IsValid() {
+			remote = t.peer.Remote.String()
+		}
+		if !q.Matches(t.cfg.Name, t.state, remote, t.reason) {
+			continue
+		}
+		matched++
+		if matched <= q.Offset || q.Limit > 0 && matched > q.Offset+q.Limit {
+			continue
+		}
 		s := ipsec.TunnelStatus{
 			Name: t.cfg.Name, State: t.state, Reason: t.reason, Since: t.since,
 			DataPlane: d.dp.Name(),
@@ -55,6 +76,15 @@ func (d *Daemon) Status() []ipsec.TunnelStatus {
 	d.mu.Unlock()
 
 	now := d.now()
+	drivers := map[string]string{} // by ESP proposal: DriverFor reads /proc/crypto
+	driverFor := func(proposal string) string {
+		drv, ok := drivers[proposal]
+		if !ok {
+			drv = d.driverFor(proposal)
+			drivers[proposal] = drv
+		}
+		return drv
+	}
 	out := make([]ipsec.TunnelStatus, 0, len(snaps))
 	for _, sn := range snaps {
 		s := sn.t
@@ -84,13 +114,13 @@ func (d *Daemon) Status() []ipsec.TunnelStatus {
 				}
 				s.Children = append(s.Children, cs)
 				if s.Driver == "" {
-					s.Driver = d.driverFor(c.Proposal)
+					s.Driver = driverFor(c.Proposal)
 				}
 			}
 		}
 		out = append(out, s)
 	}
-	return out
+	return out, matched
 }
 
 // driverFor names what does the ESP crypto of a CHILD_SA with the given

@@ -6,7 +6,8 @@
 //
 // The API is HTTP+JSON on a unix socket:
 //
-//	GET  /v1/tunnels              every tunnel's ipsec.TunnelStatus, sorted by name
+//	GET  /v1/tunnels              every tunnel's ipsec.TunnelStatus, sorted by name;
+//	                              ?state=&q=&offset=&limit= narrow it (TunnelQuery), X-Tunnels-Matched counts the matches
 //	GET  /v1/tunnels/{name}       one tunnel (404: no tunnel of that name)
 //	POST /v1/tunnels/{name}/up    initiate now (resets the retry backoff; once for start action respond)
 //	POST /v1/tunnels/{name}/down  delete the tunnel's IKE SAs (and their children)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/flashgate/flashgate/ipsec"
@@ -40,6 +41,25 @@ func (c *Client) Tunnels(ctx context.Context) ([]ipsec.TunnelStatus, error) {
 	var ts []ipsec.TunnelStatus
 	err := c.do(ctx, http.MethodGet, "/v1/tunnels", &ts)
 	return ts, err
+}
+
+// TunnelsPage returns the tunnels q selects and how many matched before
+// q's offset and limit.
+func (c *Client) TunnelsPage(ctx context.Context, q TunnelQuery) ([]ipsec.TunnelStatus, int, error) {
+	var ts []ipsec.TunnelStatus
+	path := "/v1/tunnels"
+	if v := q.Values().Encode(); v != "" {
+		path += "?" + v
+	}
+	hdr, err := c.doHeader(ctx, http.MethodGet, path, &ts)
+	if err != nil {
+		return nil, 0, err
+	}
+	matched, err := strconv.Atoi(hdr.Get(HeaderMatched))
+	if err != nil {
+		return nil, 0, fmt.Errorf("iked: GET %s: no %s header", path, HeaderMatched)
+	}
+	return ts, matched, nil
 }
 
 // Tunnel returns the named tunnel's status (ErrNoTunnel: none of that name).
@@ -82,9 +102,15 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 const maxDocument = 8 << 20
 
 func (c *Client) do(ctx context.Context, method, path string, out any) error {
+	_, err := c.doHeader(ctx, method, path, out)
+	return err
+}
+
+// doHeader is do that also returns the answer's header.
+func (c *Client) doHeader(ctx context.Context, method, path string, out any) (http.Header, error) {
 	req, err := http.NewRequestWithContext(ctx, method, "http://iked"+path, nil)
 	if err != nil {
-		return fmt.Errorf("iked API %s %s: %w", method, path, err)
+		return nil, fmt.Errorf("iked API %s %s: %w", method, path, err)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -93,25 +119,25 @@ func (c *Client) do(ctx context.Context, method, path string, out any) error {
 		// chain for callers that show its cause.
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
-			return fmt.Errorf("%w (%s does not answer): %w", ErrNotRunning, c.path, err)
+			return nil, fmt.Errorf("%w (%s does not answer): %w", ErrNotRunning, c.path, err)
 		}
-		return fmt.Errorf("iked API %s %s: %w", method, path, err)
+		return nil, fmt.Errorf("iked API %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxDocument))
 	if err != nil {
-		return fmt.Errorf("iked API %s %s: %w", method, path, err)
+		return nil, fmt.Errorf("iked API %s %s: %w", method, path, err)
 	}
 	if resp.StatusCode >= 300 {
 		var r Reply
 		json.Unmarshal(body, &r) // a body that is not a Reply leaves the status to speak
-		return &Error{Status: resp.StatusCode, Message: r.Error}
+		return nil, &Error{Status: resp.StatusCode, Message: r.Error}
 	}
 	if out == nil {
-		return nil
+		return resp.Header, nil
 	}
 	if err := json.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("iked API %s %s: decode: %w", method, path, err)
+		return nil, fmt.Errorf("iked API %s %s: decode: %w", method, path, err)
 	}
-	return nil
+	return resp.Header, nil
 }
