@@ -64,7 +64,7 @@ var Suites = []Suite{
 	{Package: "./ipsec/esp", Pattern: boardCryptoESP, Benchtime: "2s", Timeout: 10 * time.Minute, Board: "qemu"},
 	{Package: "./ipsec/esp", Pattern: boardCryptoESP, Benchtime: "2s", Timeout: 10 * time.Minute, Board: "qemu-x86_64"},
 	// 100 and 1000 spokes against iked, then against strongSwan.
-	{Package: "./bench", Pattern: "^BenchmarkHub$", Benchtime: "1x", Timeout: 20 * time.Minute},
+	{Package: "./bench", Pattern: "^BenchmarkHub$", Benchtime: "3x", Timeout: 30 * time.Minute},
 }
 
 // wireguardVersion pins the wireguard-go that anchors the data plane
