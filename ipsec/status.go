@@ -35,6 +35,11 @@ type TunnelStatus struct {
 	LocalAddr  string `json:"local_addr"`
 	RemoteAddr string `json:"remote_addr"` // address:port the peer is reached at (4500 after NAT-T float)
 
+	// Weak lists the tunnel's configured proposals that use weak
+	// algorithms (legacy ones allowed by legacy_algorithms, or sha1), as
+	// "ike aes128-sha1-modp1024: sha1, modp1024".
+	Weak []string `json:"weak,omitempty"`
+
 	IKE      *IKESAStatus    `json:"ike_sa,omitempty"`
 	Children []ChildSAStatus `json:"child_sas,omitempty"`
 	Events   []TunnelEvent   `json:"events,omitempty"` // most recent last, bounded

@@ -32,6 +32,9 @@ type tunnelRow struct {
 	BytesIn   uint64              `json:"bytes_in"`
 	BytesOut  uint64              `json:"bytes_out"`
 	Graph     template.HTML       `json:"-"`
+	// Weak lists the tunnel's proposals with weak algorithms, from its
+	// configuration (so it shows without iked too).
+	Weak []config.WeakProposal `json:"weak,omitempty"`
 }
 
 // tunnelRows merges the configured tunnels (running, then those only in
@@ -54,7 +57,8 @@ func (s *Server) tunnelRows(ctx context.Context) ([]tunnelRow, error) {
 	}
 	var rows []tunnelRow
 	add := func(t config.Tunnel, committed bool) {
-		row := tunnelRow{Name: t.Name, Enabled: t.Enabled, Remote: t.RemoteAddress.String(), Committed: committed, State: stateUnknown}
+		row := tunnelRow{Name: t.Name, Enabled: t.Enabled, Remote: t.RemoteAddress.String(), Committed: committed, State: stateUnknown,
+			Weak: t.WeakProposals()}
 		switch st := byName[t.Name]; {
 		case !committed:
 			row.Reason = "not committed yet"

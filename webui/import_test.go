@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/flashgate/flashgate/config"
@@ -49,4 +50,24 @@ func TestImportPage(t *testing.T) {
 	if r := b.post("/tunnels/import", url.Values{"text": {"hello"}, "action": {"preview"}}); r.Code != http.StatusUnprocessableEntity {
 		t.Errorf("garbage: %d", r.Code)
 	}
+}
+
+// A tunnel with legacy algorithms is marked weak in the tunnel list, on
+// its page (with why and what to use instead) and in the API's rows.
+func TestWeakTunnelShown(t *testing.T) {
+	h := newHarness(t, true)
+	b := h.browser()
+	b.login()
+	data, err := os.ReadFile("testdata/isakmpd-flashboot-vpn.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := b.post("/tunnels/import", url.Values{"text": {string(data)}, "action": {"save"}}); r.Code != http.StatusSeeOther {
+		t.Fatalf("save: %d %s", r.Code, r.Body)
+	}
+	mustContain(t, "tunnel list", b.get("/tunnels").Body, "weak algorithms", "aes128-sha1-modp1024: sha1, modp1024.")
+	mustContain(t, "tunnel page", b.get("/tunnels/VPN-A-B").Body, `id="weak-proposals"`, "allowed by legacy_algorithms", "IKEv1",
+		"modp1024 (a 1024-bit group is within reach of a well-funded attacker: Logjam; use modp2048 or ecp256)")
+	r, _ := b.api("GET", "/api/v1/tunnels", "")
+	mustContain(t, "GET /api/v1/tunnels", strings.Join(strings.Fields(r.Body), ""), `"weak":[{"kind":"ike","proposal":"aes128-sha1-modp1024"`)
 }

@@ -23,6 +23,7 @@ var weighedPages = []struct{ name, path string }{
 	{"dashboard", "/"},
 	{"tunnels", "/tunnels"},
 	{"tunnel_new", "/tunnels/new"},
+	{"tunnel_import", "/tunnels/import"},
 	{"tunnel", "/tunnels/branch"},
 	{"tunnel_edit", "/tunnels/branch/edit"},
 	{"firewall", "/firewall"},

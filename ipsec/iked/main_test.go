@@ -314,6 +314,7 @@ func TestFollowConfigd(t *testing.T) {
 	tun.LocalSubnets = []config.Prefix{config.MustPrefix("10.1.0.0/24")}
 	tun.RemoteSubnets = []config.Prefix{config.MustPrefix("10.2.0.0/24")}
 	tun.StartAction = config.StartRespond
+	tun.ESPProposals = []string{config.DefaultESPProposal, "aes128-sha1"} // sha1: reported as weak
 	store, err := config.Open(filepath.Join(dir, "config.db"), config.Options{Defaults: func() *config.Config {
 		c := config.Default()
 		c.Tunnels = []config.Tunnel{tun}
@@ -342,6 +343,11 @@ func TestFollowConfigd(t *testing.T) {
 	}
 	if !waitFor(10*time.Second, func() bool { return hasTunnel("branch") }) {
 		t.Fatalf("configd came up but iked did not apply its tunnel; log:\n%s", logs.String())
+	}
+	for _, s := range d.Status() {
+		if s.Name == "branch" && (len(s.Weak) != 1 || s.Weak[0] != "esp aes128-sha1: sha1") {
+			t.Errorf("status of branch: weak %q, want the sha1 ESP proposal", s.Weak)
+		}
 	}
 	if !strings.Contains(logs.String(), "connected to configd") {
 		t.Errorf("no log line saying iked reached configd:\n%s", logs.String())

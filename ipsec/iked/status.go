@@ -65,6 +65,9 @@ func (d *Daemon) StatusPage(q ikedapi.TunnelQuery) ([]ipsec.TunnelStatus, int) {
 		if t.cfg.IsRoute() {
 			s.Interface = t.cfg.Interface
 		}
+		for _, w := range t.cfg.WeakProposals() {
+			s.Weak = append(s.Weak, w.Kind+" "+w.Proposal+": "+w.Algorithms())
+		}
 		if t.peer != nil {
 			s.LocalAddr = t.peer.Local.Addr().String()
 			if t.peer.Remote.IsValid() {

@@ -35,6 +35,9 @@ func PrintStatus(w io.Writer, ts []ipsec.TunnelStatus, now time.Time) {
 		if t.Reason != "" {
 			fmt.Fprintf(w, "  reason: %s\n", t.Reason)
 		}
+		for _, weak := range t.Weak {
+			fmt.Fprintf(w, "  weak proposal: %s\n", weak)
+		}
 		if t.IKE != nil {
 			mark := func(init bool) string {
 				if init {

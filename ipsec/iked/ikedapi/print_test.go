@@ -34,7 +34,8 @@ func golden(t *testing.T, name string, got []byte) {
 // TestPrintStatus: `flashgate ipsec status` for a tunnel that is up (we
 // initiated, NAT-T, one CHILD_SA), one that failed and says why, one that
 // waits for its peer, a route tunnel whose peer died (its routes are
-// withdrawn) and one that waits for traffic.
+// withdrawn), one that waits for traffic, and an IKEv1 tunnel with weak
+// (legacy) proposals.
 func TestPrintStatus(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	ts := []ipsec.TunnelStatus{
@@ -54,6 +55,11 @@ func TestPrintStatus(t *testing.T) {
 			Name: "datacenter", State: ipsec.StateFailed, Since: now.Add(-40 * time.Second), DataPlane: "xfrm",
 			LocalAddr: "192.0.2.1", RemoteAddr: "203.0.113.9:500",
 			Reason: "peer 203.0.113.9:500 answered NO_PROPOSAL_CHOSEN to IKE_SA_INIT: we offered aes128gcm16-prfsha256-ecp256",
+		},
+		{
+			Name: "flashboot", State: ipsec.StateUp, Since: now.Add(-60 * time.Second), DataPlane: "xfrm", Driver: "cbc-aes-hifn0",
+			LocalAddr: "192.168.3.197", RemoteAddr: "192.168.3.198:500",
+			Weak: []string{"ike aes128-sha1-modp1024: sha1, modp1024", "esp aes128-sha1: sha1"},
 		},
 		{
 			Name: "roadwarrior", State: ipsec.StateDown, Since: now.Add(-2 * time.Hour), DataPlane: "xfrm",
