@@ -117,7 +117,7 @@ func Main(args []string) int {
 // until the first configuration arrives iked runs no tunnels.
 func followConfigd(ctx context.Context, d *Daemon, c *configdapi.Client, logger *log.Logger) {
 	for ch := range c.Watch(ctx) {
-		if ch.Reason != "current" && !slices.Contains(ch.Sections, "tunnels") {
+		if ch.Reason != "current" && !slices.Contains(ch.Sections, "tunnels") && !slices.Contains(ch.Sections, "certificates") {
 			continue
 		}
 		cfg, rev, err := c.Running(ctx)

@@ -15,10 +15,13 @@ import (
 // ones are not touched.
 func (d *Daemon) Apply(cfg *config.Config) error {
 	want := map[string]*config.Tunnel{}
+	creds := map[string]*tunnelCreds{}
+	credErrs := map[string]error{}
 	var errs []error
 	for i := range cfg.Tunnels {
 		t := &cfg.Tunnels[i]
 		want[t.Name] = t
+		creds[t.Name], credErrs[t.Name] = credsFor(cfg, t)
 	}
 	var stop []*ike.IKESA
 	var untrap []*tunnel
@@ -31,7 +34,7 @@ func (d *Daemon) Apply(cfg *config.Config) error {
 	d.mu.Lock()
 	d.peers = nil
 	for name, t := range d.tunnels {
-		if w, ok := want[name]; !ok || !sameTunnel(&t.cfg, w) || !w.Enabled {
+		if w, ok := want[name]; !ok || !sameTunnel(&t.cfg, w) || !w.Enabled || !t.creds.sameAs(creds[name]) || credErrs[name] != nil {
 			if t.peer != nil {
 				stop = append(stop, byPeer[t.peer]...)
 			}
@@ -58,13 +61,18 @@ func (d *Daemon) Apply(cfg *config.Config) error {
 			continue
 		}
 		peer, err := peerConfig(w, d.opts.ForceEncap, d.tr.SourceFor)
+		if err == nil {
+			err = credErrs[name]
+		}
 		if err != nil {
 			errs = append(errs, err)
 			d.tunnels[name] = newTunnel(now, *w, nil, err, d.opts.StateChanged)
 			continue
 		}
+		creds[name].apply(peer, w)
 		peer.Ranking = d.opts.Ranking
 		d.tunnels[name] = newTunnel(now, *w, peer, nil, d.opts.StateChanged)
+		d.tunnels[name].creds = creds[name]
 	}
 	var peers []netip.AddrPort
 	for _, t := range d.tunnels {
@@ -168,6 +176,7 @@ func (d *Daemon) refreshPeer(t *tunnel) (*ike.PeerConfig, error) {
 	if err != nil {
 		return nil, err
 	}
+	t.creds.apply(p, &t.cfg)
 	if peer != nil && p.Local == peer.Local {
 		return peer, nil
 	}

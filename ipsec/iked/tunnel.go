@@ -65,6 +65,8 @@ const waitingForPeer = "waiting for the peer to connect (start action: respond)"
 type tunnel struct {
 	cfg  config.Tunnel
 	peer *ike.PeerConfig
+	// creds: the certificate store's entries the tunnel uses (certs.go).
+	creds *tunnelCreds
 	sa   *ike.IKESA // the current IKE SA, if any
 	// superseded: the established IKE SA that sa replaced without a rekey
 	// (the peer initiated anew instead of reusing it). Once sa carries a
