@@ -67,7 +67,7 @@ type tunnel struct {
 	peer *ike.PeerConfig
 	// creds: the certificate store's entries the tunnel uses (certs.go).
 	creds *tunnelCreds
-	sa   *ike.IKESA // the current IKE SA, if any
+	sa    *ike.IKESA // the current IKE SA, if any
 	// superseded: the established IKE SA that sa replaced without a rekey
 	// (the peer initiated anew instead of reusing it). Once sa carries a
 	// CHILD_SA, childUp deletes it if it carries none.
