@@ -2,11 +2,13 @@ package iked
 
 import (
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/config/importer"
 	"github.com/flashgate/flashgate/internal/testnet"
 	"github.com/flashgate/flashgate/ipsec"
 )
@@ -248,5 +250,65 @@ func TestIKEv1NATAndDPD(t *testing.T) {
 		return strings.Contains(text, "dead peer detection") && strings.Contains(text, "R-U-THERE")
 	}) {
 		t.Fatalf("the dead peer is not declared dead:\n%s", text)
+	}
+}
+
+// TestImportedIsakmpdTunnel: the flashboot gateway's isakmpd.conf (the
+// report this product started from), imported by config/importer, runs
+// unchanged against strongSwan configured as that file's peer (machine B
+// at 192.168.3.198, IKEv1 main mode with AES-SHA and isakmpd's group 2,
+// quick mode QM-ESP-AES-SHA-SUITE, 192.168.2.0/24 to 192.168.4.0/24),
+// and carries traffic.
+func TestImportedIsakmpdTunnel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("namespace test")
+	}
+	data, err := os.ReadFile("../../config/importer/testdata/isakmpd-flashboot-vpn.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := importer.ImportAs(importer.ISAKMPD, data)
+	if err != nil || len(res.Tunnels) != 1 {
+		t.Fatalf("import: %v, %d tunnels", err, len(res.Tunnels))
+	}
+	tun := res.Tunnels[0]
+	if tun.IKEVersion != config.IKEv1 {
+		t.Fatalf("imported tunnel is not IKEv1: %+v", tun)
+	}
+	p := testnet.Prefix()
+	hostA, gwA := testnet.NewNS(t, p+"-ha"), testnet.NewNS(t, p+"-ga")
+	gwB, hostB := testnet.NewNS(t, p+"-gb"), testnet.NewNS(t, p+"-hb")
+	testnet.Link(t, hostA, "lan0", "192.168.2.2/24", gwA, "lan0", "192.168.2.1/24")
+	testnet.Link(t, gwA, "wan0", "192.168.3.197/24", gwB, "wan0", "192.168.3.198/24")
+	testnet.Link(t, gwB, "lan0", "192.168.4.1/24", hostB, "lan0", "192.168.4.2/24")
+	for _, c := range []struct {
+		ns   *testnet.NS
+		args []string
+	}{
+		{hostA, []string{"ip", "route", "add", "default", "via", "192.168.2.1"}},
+		{hostB, []string{"ip", "route", "add", "default", "via", "192.168.4.1"}},
+		{gwA, []string{"sysctl", "-qw", "net.ipv4.ip_forward=1"}},
+		{gwB, []string{"sysctl", "-qw", "net.ipv4.ip_forward=1"}},
+	} {
+		if err := c.ns.Run(c.args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Machine B as the file describes it, in strongSwan's words.
+	testnet.StartCharon(t, gwB, testnet.CharonConn{Name: "s2s", Version: 1,
+		LocalAddr: netip.MustParseAddr("192.168.3.198"), RemoteAddr: netip.MustParseAddr("192.168.3.197"),
+		LocalID: "192.168.3.198", RemoteID: "192.168.3.197", PSK: "yoursharedsecret",
+		Proposals: "aes128-sha1-modp1024", ESPProposals: "aes128-sha1",
+		LocalTS: []netip.Prefix{netip.MustParsePrefix("192.168.4.0/24")}, RemoteTS: []netip.Prefix{netip.MustParsePrefix("192.168.2.0/24")}})
+	d := startIked(t, gwA, tun)
+	st := waitState(t, d, tun.Name, ipsec.StateUp, 15*time.Second)
+	if err := testnet.Ping(hostA, netip.MustParseAddr("192.168.4.2"), 2); err != nil {
+		t.Fatalf("192.168.2.2 -> 192.168.4.2 through the imported tunnel: %v", err)
+	}
+	if err := testnet.Ping(hostB, netip.MustParseAddr("192.168.2.2"), 1); err != nil {
+		t.Fatalf("192.168.4.2 -> 192.168.2.2 through the imported tunnel: %v", err)
+	}
+	if st.IKE == nil || st.IKE.Proposal != "aes128-sha1-modp1024" || len(st.Children) == 0 || st.Children[0].Proposal != "aes128-sha1" {
+		t.Errorf("negotiated %+v / %+v, want aes128-sha1-modp1024 / aes128-sha1 as isakmpd's AES-SHA and QM-ESP-AES-SHA-SUITE", st.IKE, st.Children)
 	}
 }
