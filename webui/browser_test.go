@@ -211,6 +211,7 @@ func TestBrowser(t *testing.T) {
 		{"dashboard without iked", browserDashboardNoIked},
 		{"tunnel up with strongSwan", func(s *browserSession) { browserTunnelUp(s, fullCfg, ikedSock) }},
 		{"other pages", func(s *browserSession) { browserOtherPages(s, superSock) }},
+		{"import", browserImport},
 		{"log out", browserLogout},
 	}
 	for _, step := range steps {
@@ -237,6 +238,46 @@ func TestBrowser(t *testing.T) {
 		if (m.IsException() || m.Type == "error") && !expected {
 			t.Errorf("browser console: %s (%s:%d)", m, m.URL, m.Line+1)
 		}
+	}
+}
+
+// browserImport: Tunnels → Import with the flashboot gateway's
+// isakmpd.conf pasted: the preview shows the IKEv1 tunnel marked weak and
+// the Blowfish line with its reason; Save puts it into the pending changes.
+func browserImport(s *browserSession) {
+	data, err := os.ReadFile("testdata/isakmpd-flashboot-vpn.conf")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.do("open the import page from the tunnel list",
+		chromedp.Navigate(s.base+"/tunnels"),
+		chromedp.WaitVisible(chromedp.CSS(`a[href="/tunnels/import"]`)),
+		chromedp.Click(chromedp.CSS(`a[href="/tunnels/import"]`)),
+		chromedp.WaitVisible(chromedp.ID("import-text")))
+	s.do("paste and preview",
+		chromedp.SetValue(chromedp.ID("import-text"), string(data)),
+		chromedp.Click(chromedp.ID("import-preview-button")),
+		chromedp.WaitVisible(chromedp.ID("import-preview")))
+	preview := s.text("#import-preview")
+	for _, want := range []string{"1 tunnel(s) from this isakmpd.conf", "VPN-A-B", "weak algorithms", "IKEv1", "aes128-sha1-modp1024",
+		"192.168.2.0/24", "192.168.4.0/24", "taken from the file (not shown)"} {
+		if !strings.Contains(preview, want) {
+			s.t.Errorf("import preview lacks %q:\n%s", want, preview)
+		}
+	}
+	if strings.Contains(preview, "yoursharedsecret") {
+		s.t.Error("the preview shows the PSK")
+	}
+	if u := s.text("#unmapped"); !strings.Contains(u, "AES-SHA,BLF-SHA") || !strings.Contains(u, "BLF-SHA: blowfish is refused") {
+		s.t.Errorf("unmapped lines: %q", u)
+	}
+	s.screenshot("tunnel-import-preview.png")
+	s.do("save", chromedp.Click(chromedp.ID("import-save")), chromedp.WaitVisible(chromedp.CSS("p.flash")))
+	if msg := s.text("p.flash"); !strings.Contains(msg, "Imported 1 tunnel(s) into the pending changes: VPN-A-B") {
+		s.t.Errorf("after save: %q", msg)
+	}
+	if txt := s.text("main"); !strings.Contains(txt, "set tunnels VPN-A-B ike_version 1") || !strings.Contains(txt, "set tunnels VPN-A-B legacy_algorithms true") {
+		s.t.Errorf("pending changes after the import: %q", txt)
 	}
 }
 
