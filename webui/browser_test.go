@@ -2,7 +2,6 @@ package webui
 
 import (
 	"context"
-	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 	"net"
 	"net/netip"
 	"os"
@@ -13,10 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
+
 	"github.com/chromedp/chromedp"
 
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/firmware/supervisor"
+	"github.com/flashgate/flashgate/internal/localapi"
 	"github.com/flashgate/flashgate/internal/testnet"
 	"github.com/flashgate/flashgate/ipsec/hwcrypto"
 	"github.com/flashgate/flashgate/ipsec/iked"
@@ -492,7 +494,7 @@ func startIked(t *testing.T, ns *testnet.NS, cfg *configdapi.Client, sock string
 	ctx, cancel := context.WithCancel(context.Background())
 	done, served := make(chan struct{}), make(chan error, 1)
 	t.Cleanup(func() { cancel(); <-done; <-served; d.Close() })
-	go func() { served <- d.Serve(ctx, sock) }()
+	go func() { served <- d.Serve(ctx, sock, localapi.RootOnly) }()
 	go func() {
 		defer close(done)
 		for ch := range cfg.Watch(ctx) {

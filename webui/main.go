@@ -46,7 +46,7 @@ func run(ctx context.Context, args []string) int {
 	listenFD := fs.Int("listen-fd", 0, "serve HTTPS on this inherited listening socket instead of -listen (PID 1 binds port 443 for the UI, which runs as its own user)")
 	plainFD := fs.Int("http-fd", 0, "serve the HTTP redirector on this inherited listening socket instead of -http")
 	configdSock := fs.String("configd", configdapi.WebSocket, "configd's socket: its restricted API, which hands out no secrets")
-	ikedSock := fs.String("iked", "/run/flashgate/iked.sock", "iked's socket")
+	ikedSock := fs.String("iked", ikedapi.DefaultSocket, "iked's socket")
 	superSock := fs.String("supervisor", supervisor.WebSocketPath, "the supervisor's socket (its part for the web UI: services, logs, reboot)")
 	certDir := fs.String("cert-dir", "/cfg/webui", "where the TLS certificate and key are kept when configd cannot keep them")
 	certFallback := fs.String("cert-fallback-dir", "/run/flashgate/webui", "where they are kept until reboot when neither configd nor -cert-dir can keep them")

@@ -2,16 +2,11 @@ package iked
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
-	"time"
 
+	"github.com/flashgate/flashgate/internal/localapi"
 	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 )
 
@@ -27,13 +22,13 @@ func (d *Daemon) Handler() http.Handler {
 		}
 		ts, matched := d.StatusPage(q)
 		w.Header().Set(ikedapi.HeaderMatched, strconv.Itoa(matched))
-		writeJSON(w, http.StatusOK, ts)
+		localapi.WriteJSON(w, http.StatusOK, ts)
 	})
 	mux.HandleFunc(ikedapi.RouteTunnel, func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
 		ts, _ := d.StatusPage(ikedapi.TunnelQuery{Name: name})
 		if len(ts) == 1 {
-			writeJSON(w, http.StatusOK, ts[0])
+			localapi.WriteJSON(w, http.StatusOK, ts[0])
 			return
 		}
 		writeError(w, noTunnel(name))
@@ -43,14 +38,14 @@ func (d *Daemon) Handler() http.Handler {
 			writeError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusAccepted, ikedapi.Reply{Result: ikedapi.ResultInitiating})
+		localapi.WriteJSON(w, http.StatusAccepted, ikedapi.Reply{Result: ikedapi.ResultInitiating})
 	})
 	mux.HandleFunc(ikedapi.RouteDown, func(w http.ResponseWriter, r *http.Request) {
 		if err := d.Down(r.PathValue("name")); err != nil {
 			writeError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, ikedapi.Reply{Result: ikedapi.ResultDeleted})
+		localapi.WriteJSON(w, http.StatusOK, ikedapi.Reply{Result: ikedapi.ResultDeleted})
 	})
 	mux.HandleFunc(ikedapi.RouteRekey, func(w http.ResponseWriter, r *http.Request) {
 		which := r.URL.Query().Get("sa")
@@ -62,61 +57,27 @@ func (d *Daemon) Handler() http.Handler {
 			writeError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusAccepted, ikedapi.Reply{Result: ikedapi.ResultRekeying})
+		localapi.WriteJSON(w, http.StatusAccepted, ikedapi.Reply{Result: ikedapi.ResultRekeying})
 	})
 	mux.HandleFunc(ikedapi.RouteStats, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, d.Stats())
+		localapi.WriteJSON(w, http.StatusOK, d.Stats())
 	})
 	return mux
 }
 
-// Serve serves the local API on a unix socket until ctx ends.
-func (d *Daemon) Serve(ctx context.Context, path string) error {
-	return d.ServeGroup(ctx, path, -1)
-}
-
-// ServeGroup is Serve with the socket's group set to gid (-1: root's),
-// whose members may then use the API: the web UI's group on the
-// appliance (tunnel status, connect and disconnect; the API hands out no
-// keys).
-func (d *Daemon) ServeGroup(ctx context.Context, path string, gid int) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("iked API: %w", err)
-	}
-	os.Remove(path)
-	l, err := net.Listen("unix", path)
+// Serve serves the local API on the unix socket at path until ctx ends.
+// access says who may use it besides root: on the appliance the web UI's
+// group (tunnel status, connect and disconnect; the API hands out no keys).
+func (d *Daemon) Serve(ctx context.Context, path string, access localapi.Access) error {
+	l, err := localapi.Listen(path, access)
 	if err != nil {
 		return fmt.Errorf("iked API: %w", err)
 	}
-	if gid >= 0 {
-		if err := os.Chown(path, -1, gid); err != nil {
-			l.Close()
-			return fmt.Errorf("iked API: socket group %d: %w", gid, err)
-		}
-	}
-	if err := os.Chmod(path, 0o660); err != nil {
-		l.Close()
-		return fmt.Errorf("iked API: %w", err)
-	}
-	srv := &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		srv.Close()
-	}()
-	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(v)
+	return localapi.Serve(ctx, l, d.Handler())
 }
 
 // writeError answers err with the status ikedapi gives it (404 for a
 // tunnel that does not exist, 400 for a bad request, 409 otherwise).
 func writeError(w http.ResponseWriter, err error) {
-	writeJSON(w, ikedapi.StatusOf(err), ikedapi.Reply{Error: err.Error()})
+	localapi.WriteError(w, ikedapi.StatusOf(err), err.Error())
 }

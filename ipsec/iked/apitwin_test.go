@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/internal/localapi"
 	"github.com/flashgate/flashgate/ipsec"
 	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 )
@@ -26,7 +27,7 @@ func TestMemLocalAPI(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "iked.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- a.Serve(ctx, sock) }()
+	go func() { served <- a.Serve(ctx, sock, localapi.RootOnly) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-served; err != nil {

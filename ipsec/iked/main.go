@@ -10,11 +10,11 @@ import (
 	"log"
 	"os"
 	"os/signal"
-	"slices"
 	"syscall"
 	"time"
 
 	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/internal/localapi"
 	"github.com/flashgate/flashgate/ipsec/hwcrypto"
 	"github.com/flashgate/flashgate/ipsec/ike"
 	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
@@ -77,10 +77,10 @@ func Main(args []string) int {
 	defer cancel()
 	if *configd != "" {
 		logger.Printf("iked: following the running configuration of configd at %s", *configd)
-		go followConfigd(ctx, d, configdapi.New(*configd), logger)
+		go followConfigd(ctx, d, configdapi.New(*configd), logger.Printf)
 	}
 	go func() {
-		if err := d.ServeGroup(ctx, *sock, *sockGroup); err != nil {
+		if err := d.Serve(ctx, *sock, localapi.Group(*sockGroup)); err != nil {
 			logger.Printf("iked: %v", err)
 		}
 	}()
@@ -110,28 +110,27 @@ func Main(args []string) int {
 }
 
 // followConfigd applies the running configuration at start and after every
-// commit that changed the tunnels (the first event of each connection to
-// configd is "current": apply it all, configd may have restarted).
-//
-// configd may start after iked (or restart): Watch keeps reconnecting, and
-// until the first configuration arrives iked runs no tunnels.
-func followConfigd(ctx context.Context, d *Daemon, c *configdapi.Client, logger *log.Logger) {
-	for ch := range c.Watch(ctx) {
-		if ch.Reason != "current" && !slices.Contains(ch.Sections, "tunnels") && !slices.Contains(ch.Sections, "certificates") {
-			continue
-		}
-		cfg, rev, err := c.Running(ctx)
-		if err != nil {
-			logger.Printf("iked: read the running configuration: %v", err)
-			continue
-		}
-		if ch.Reason == "current" {
-			logger.Printf("iked: connected to configd: revision %d, %d tunnels", rev, len(cfg.Tunnels))
-		}
-		if err := d.Apply(cfg); err != nil {
-			logger.Printf("iked: revision %d: %v", rev, err)
-		}
-	}
+// commit that changed the tunnels, the certificates (tunnels that
+// authenticate with them) or the routes (route tunnels' interfaces carry
+// the routes that name them), with configdapi.Follow: configd may
+// start after iked or restart, and until the first configuration arrives
+// iked runs no tunnels. What Apply refuses it logs; iked keeps retrying
+// the tunnels it could start (maintain), so Follow need not repeat it.
+func followConfigd(ctx context.Context, d *Daemon, src configdapi.Source, logf func(string, ...any)) {
+	configdapi.Follow(ctx, src, configdapi.Following{
+		Name:     "iked",
+		Logf:     logf,
+		Sections: []config.Section{config.SectionTunnels, config.SectionCertificates, config.SectionRoutes},
+		Apply: func(_ context.Context, cfg *config.Config, rev uint64, ch config.Change) error {
+			if ch.Reason == "current" {
+				logf("iked: connected to configd: revision %d, %d tunnels", rev, len(cfg.Tunnels))
+			}
+			if err := d.Apply(cfg); err != nil {
+				logf("iked: revision %d: %v", rev, err)
+			}
+			return nil
+		},
+	})
 }
 
 // forcedDataPlane is the data plane every enabled tunnel of cfg asks for,

@@ -22,10 +22,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/flashgate/flashgate/internal/paths"
 )
 
 // DefaultSocket is where iked serves its local API on the appliance.
-const DefaultSocket = "/run/flashgate/iked.sock"
+const DefaultSocket = paths.IkedSocket
 
 // The routes, as net/http.ServeMux patterns; {name} is a tunnel's name.
 const (
@@ -38,7 +40,8 @@ const (
 )
 
 // Reply is the body of the answers that carry no document: Result on
-// success ("initiating", "deleted", "rekeying"), Error otherwise.
+// success ("initiating", "deleted", "rekeying"), Error otherwise (the
+// shape of internal/localapi's ErrorResponse).
 type Reply struct {
 	Result string `json:"result,omitempty"`
 	Error  string `json:"error,omitempty"`

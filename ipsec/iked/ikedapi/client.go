@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/localapi"
 	"github.com/flashgate/flashgate/ipsec"
 )
 
@@ -24,16 +25,7 @@ type Client struct {
 
 // NewClient talks to the API on the unix socket at path.
 func NewClient(path string) *Client {
-	return &Client{path: path, hc: &http.Client{
-		Timeout: 5 * time.Second,
-		Transport: &http.Transport{
-			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, "unix", path)
-			},
-			MaxIdleConns: 2,
-		},
-	}}
+	return &Client{path: path, hc: &http.Client{Timeout: 5 * time.Second, Transport: localapi.NewTransport(path)}}
 }
 
 // Tunnels returns every tunnel's status.
