@@ -1,6 +1,10 @@
 package webui
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"os"
@@ -8,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/config/importer"
+	"github.com/flashgate/flashgate/upgrade/remote"
 )
 
 // Tunnels → Import: the preview shows the tunnel and the unmapped line
@@ -70,4 +76,43 @@ func TestWeakTunnelShown(t *testing.T) {
 		"modp1024 (a 1024-bit group is within reach of a well-funded attacker: Logjam; use modp2048 or ecp256)")
 	r, _ := b.api("GET", "/api/v1/tunnels", "")
 	mustContain(t, "GET /api/v1/tunnels", strings.Join(strings.Fields(r.Body), ""), `"weak":[{"kind":"ike","proposal":"aes128-sha1-modp1024"`)
+}
+
+// `flashgate import -box`: remote.Box.ImportTunnels saves the imported
+// tunnel through the JSON API field by field (ike_version and
+// legacy_algorithms included), and refuses the whole import when the name
+// is taken.
+func TestImportThroughAPI(t *testing.T) {
+	h := newHarness(t, true)
+	sum := sha256.Sum256(h.ts.Certificate().Raw)
+	box := &remote.Box{URL: h.ts.URL, Fingerprint: hex.EncodeToString(sum[:]), User: testAdmin, Password: testPassword}
+	ctx := context.Background()
+	if err := box.Login(ctx); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("testdata/isakmpd-flashboot-vpn.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := importer.Import(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := box.ImportTunnels(ctx, res.Tunnels); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := h.store.Candidate()
+	got := c.Tunnel("VPN-A-B")
+	if got == nil {
+		t.Fatal("no tunnel in the candidate")
+	}
+	want := res.Tunnels[0]
+	gj, _ := json.Marshal(got)
+	wj, _ := json.Marshal(want)
+	if string(gj) != string(wj) || !got.PSK.Equal(want.PSK) {
+		t.Errorf("saved through the API:\n%s\nimported:\n%s", gj, wj)
+	}
+	if err := box.ImportTunnels(ctx, res.Tunnels); err == nil || !strings.Contains(err.Error(), "already has tunnels called VPN-A-B") {
+		t.Errorf("second import: %v", err)
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"strings"
 
@@ -76,54 +75,14 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := b.Login(ctx); err != nil {
 		return err
 	}
-	// Refuse the whole import when a name is taken: nothing configured is
-	// overwritten, and nothing is half imported.
-	var existing []struct {
-		Name string `json:"name"`
-	}
-	if err := b.Get(ctx, "/api/v1/tunnels", &existing); err != nil {
-		return fmt.Errorf("list the box's tunnels: %w", err)
-	}
-	var clash []string
-	for _, t := range res.Tunnels {
-		for _, e := range existing {
-			if e.Name == t.Name {
-				clash = append(clash, t.Name)
-			}
-		}
-	}
-	if len(clash) > 0 {
-		return fmt.Errorf("the box already has tunnels called %s; rename or delete them first (nothing was imported)", strings.Join(clash, ", "))
+	if err := b.ImportTunnels(ctx, res.Tunnels); err != nil {
+		return err
 	}
 	for _, t := range res.Tunnels {
-		if err := b.Put(ctx, "/api/v1/tunnels/"+url.PathEscape(t.Name), tunnelBody(t)); err != nil {
-			return fmt.Errorf("save tunnel %s: %w", t.Name, err)
-		}
 		fmt.Fprintf(stdout, "saved tunnel %s in the box's candidate\n", t.Name)
 	}
 	fmt.Fprintln(stdout, "review the pending changes on the box and commit them to apply")
 	return nil
-}
-
-// tunnelBody is a tunnel as the box's PUT /api/v1/tunnels/NAME takes it.
-func tunnelBody(t config.Tunnel) map[string]any {
-	strs := func(l []config.Prefix) []string {
-		out := make([]string, len(l))
-		for i, p := range l {
-			out[i] = p.String()
-		}
-		return out
-	}
-	return map[string]any{
-		"enabled": t.Enabled, "remote_address": t.RemoteAddress.String(), "local_address": t.LocalAddress.String(),
-		"remote_id": t.RemoteID, "local_id": t.LocalID, "psk": t.PSK.Reveal(),
-		"local_subnets": strs(t.LocalSubnets), "remote_subnets": strs(t.RemoteSubnets),
-		"ike_proposals": t.IKEProposals, "esp_proposals": t.ESPProposals,
-		"start_action": t.StartAction, "data_plane": t.DataPlane,
-		"ike_lifetime": t.IKELifetime.String(), "child_lifetime": t.ChildLifetime.String(),
-		"dpd_interval": t.DPDInterval.String(), "dpd_timeout": t.DPDTimeout.String(),
-		"ike_version": fmt.Sprint(int(t.IKEVersion.Or2())), "legacy_algorithms": t.LegacyAlgorithms,
-	}
 }
 
 // printImport shows the tunnels in the configuration's text form (PSKs

@@ -1,7 +1,8 @@
 // Package remote drives a box's firmware upgrade over its JSON API, as
 // `flashgate upgrade` does: log in, show what the file is, stream it, and
 // follow the test boot until the new firmware is committed or the box fell
-// back. The box's certificate is pinned by its fingerprint.
+// back. ImportTunnels saves tunnels into its candidate, as `flashgate
+// import -box` does. The box's certificate is pinned by its fingerprint.
 package remote
 
 import (
