@@ -185,11 +185,23 @@ func imageFigures(res []Result, why string) []Figure {
 
 func configFigures(res []Result, why string) []Figure {
 	const b = "BenchmarkCommitSmallChange50Tunnels"
-	return []Figure{
+	var figs []Figure
+	for _, n := range []string{"10", "100", "1000"} {
+		bn := "BenchmarkCommitSmallChangeTunnels/n=" + n
+		target, wtarget := "", ""
+		if n == "1000" {
+			target, wtarget = "<= 50 ms", "<= 64 KiB"
+		}
+		figs = append(figs,
+			one(res, "config.commit_ms.n"+n, bn, "ns/op", "ms", 1e-6, target, "one field changed in a "+n+"-tunnel config, bbolt fsync included", why),
+			one(res, "config.commit_written_bytes.n"+n, bn, "written_bytes/op", "bytes", 1, wtarget, "bytes written to storage per such commit (/proc/self/io)", why),
+			one(res, "config.open_ms.n"+n, bn, "open_ms", "ms", 1, "", "opening the store and reading the running "+n+"-tunnel config back (configd's start)", why))
+	}
+	return append(figs, []Figure{
 		one(res, "config.commit_ms", b, "ns/op", "ms", 1e-6, "<= 50 ms", "one field changed in a 50-tunnel config, bbolt fsync included", why),
 		one(res, "config.commit_written_bytes", b, "written_bytes/op", "bytes", 1, "<= 64 KiB",
 			"bytes the process wrote to storage per such commit (/proc/self/io write_bytes)", why),
-	}
+	}...)
 }
 
 func espFigures(res []Result, why string) []Figure {

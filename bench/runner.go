@@ -45,6 +45,7 @@ var Suites = []Suite{
 	// 100 power cuts at one to two minutes each ($FLASHGATE_POWERCUT_TRIALS lowers it).
 	{Package: "./e2e", Pattern: "UpgradePowerCut", Benchtime: "1x", Timeout: 4 * time.Hour},
 	{Package: "./config", Pattern: "CommitSmallChange50Tunnels", Benchtime: "300x", Timeout: 5 * time.Minute},
+	{Package: "./config", Pattern: "CommitSmallChangeTunnels", Benchtime: "30x", Timeout: 10 * time.Minute},
 	{Package: "./ipsec/ike", Pattern: "BytesPerSA", Benchtime: "1000x", Timeout: 5 * time.Minute},
 	{Package: "./webui", Pattern: "Page", Benchtime: "100x", Timeout: 5 * time.Minute},
 	{Package: "./webui", Pattern: "IdleConns", Benchtime: "1x", Timeout: 2 * time.Minute},

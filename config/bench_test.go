@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // BenchmarkCommitSmallChange50Tunnels is the commit the design targets: one
@@ -14,7 +15,18 @@ import (
 // <= 64 KiB), and syscall_bytes/op (what bbolt handed to pwrite).
 //
 //	go test ./config -run '^$' -bench CommitSmallChange -benchtime 200x
-func BenchmarkCommitSmallChange50Tunnels(b *testing.B) {
+func BenchmarkCommitSmallChange50Tunnels(b *testing.B) { benchCommit(b, 50) }
+
+// BenchmarkCommitSmallChangeTunnels is the same commit in configurations of
+// 10, 100 and 1000 tunnels (a head office), and the time to open the store
+// and read the running configuration back (open_ms: configd's start).
+func BenchmarkCommitSmallChangeTunnels(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) { benchCommit(b, n) })
+	}
+}
+
+func benchCommit(b *testing.B, n int) {
 	dir, err := os.MkdirTemp("/var/tmp", "flashgate-bench-") // not tmpfs: tmpfs does not count write_bytes
 	if err != nil {
 		b.Fatal(err)
@@ -25,10 +37,10 @@ func BenchmarkCommitSmallChange50Tunnels(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.ReplaceCandidate("", SyntheticConfig(50)); err != nil {
+	if _, err := s.ReplaceCandidate("", SyntheticConfig(n)); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := s.Commit("bench", "50 tunnels"); err != nil {
+	if _, err := s.Commit("bench", fmt.Sprintf("%d tunnels", n)); err != nil {
 		b.Fatal(err)
 	}
 	// Fill the history to its limit first, so that every measured commit
@@ -59,6 +71,17 @@ func BenchmarkCommitSmallChange50Tunnels(b *testing.B) {
 	b.ReportMetric(float64(c1-c0)/float64(b.N), "syscall_bytes/op")
 	st, _ := os.Stat(s.Path())
 	b.ReportMetric(float64(st.Size()), "file_bytes")
+	s.Close()
+	start := time.Now()
+	s2, err := Open(filepath.Join(dir, "config.db"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s2.Close()
+	if c, _ := s2.Running(); c == nil || len(c.Tunnels) != n {
+		b.Fatalf("reopened store: not the %d tunnels", n)
+	}
+	b.ReportMetric(float64(time.Since(start).Microseconds())/1000, "open_ms")
 }
 
 // BenchmarkValidate50Tunnels is the cost of validating a 50-tunnel config,

@@ -16,7 +16,8 @@ import (
 // SyntheticConfig returns a valid configuration with n tunnels (10.1.0.0/16,
 // 10.2.0.0/16, ... behind 192.0.2.1, .2, ...), a LAN, a route, two firewall
 // rules and a port forward: the shape of a busy hub, for measurements and
-// demonstrations. n is at most 250.
+// demonstrations. Beyond 250 the branches are 198.18.0.1, ... with
+// 172.16.0.0/24, 172.16.1.0/24, ...
 func SyntheticConfig(n int) *Config {
 	c := Default()
 	c.System.Hostname = "hub"
@@ -27,15 +28,23 @@ func SyntheticConfig(n int) *Config {
 		{Name: "no-smb-out", Enabled: true, Chain: ChainForward, In: RoleLAN, Out: "eth0", Protocol: "tcp", DestinationPorts: []PortRange{Port(445)}, Action: ActionReject, Log: true},
 	}
 	c.Firewall.PortForwards = []PortForward{{Name: "web", Enabled: true, In: RoleWAN, Protocol: "tcp", ExternalPorts: Port(443), Destination: MustAddr("10.0.0.10")}}
-	for i := range min(n, 250) {
+	for i := range n {
 		t := NewTunnel(fmt.Sprintf("site%02d", i))
-		t.RemoteAddress = MustAddr(fmt.Sprintf("192.0.2.%d", i+1))
+		remote := fmt.Sprintf("10.%d.0.0/16", i+1)
+		if i < 250 {
+			t.RemoteAddress = MustAddr(fmt.Sprintf("192.0.2.%d", i+1))
+		} else {
+			// A head office's branches beyond the first 250.
+			j := i - 250
+			t.RemoteAddress = MustAddr(fmt.Sprintf("198.18.%d.%d", j/250, j%250+1))
+			remote = fmt.Sprintf("172.%d.%d.0/24", 16+j/256, j%256)
+		}
 		// Real PSKs are random and do not compress: derive
 		// incompressible ones so that record sizes are realistic.
 		sum := sha256.Sum256([]byte(fmt.Sprintf("flashgate synthetic psk %d", i)))
 		t.PSK = NewSecret(base64.RawURLEncoding.EncodeToString(sum[:24]))
 		t.LocalSubnets = []Prefix{MustPrefix("10.0.0.0/16")}
-		t.RemoteSubnets = []Prefix{MustPrefix(fmt.Sprintf("10.%d.0.0/16", i+1))}
+		t.RemoteSubnets = []Prefix{MustPrefix(remote)}
 		t.IKEProposals = []string{"aes128gcm16-prfsha256-ecp256", "aes256-sha256-modp2048"}
 		c.Tunnels = append(c.Tunnels, t)
 	}
