@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 	"log"
 	"net"
 	"net/http"
@@ -16,6 +15,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/flashgate/flashgate/internal/paths"
+	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 
 	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/firmware/bootparam"
@@ -29,7 +31,7 @@ import (
 // the console banner.
 // It is in the web UI's own directory: the UI runs as its own user
 // and cannot write /run/flashgate.
-const FingerprintFile = "/run/flashgate/webui/fingerprint"
+const FingerprintFile = paths.WebUIFingerprint
 
 // Main runs the web UI service: `flashgate webui [flags]`, until SIGTERM
 // or SIGINT.
@@ -48,8 +50,8 @@ func run(ctx context.Context, args []string) int {
 	configdSock := fs.String("configd", configdapi.WebSocket, "configd's socket: its restricted API, which hands out no secrets")
 	ikedSock := fs.String("iked", ikedapi.DefaultSocket, "iked's socket")
 	superSock := fs.String("supervisor", supervisor.WebSocketPath, "the supervisor's socket (its part for the web UI: services, logs, reboot)")
-	certDir := fs.String("cert-dir", "/cfg/webui", "where the TLS certificate and key are kept when configd cannot keep them")
-	certFallback := fs.String("cert-fallback-dir", "/run/flashgate/webui", "where they are kept until reboot when neither configd nor -cert-dir can keep them")
+	certDir := fs.String("cert-dir", paths.WebUICertDir, "where the TLS certificate and key are kept when configd cannot keep them")
+	certFallback := fs.String("cert-fallback-dir", paths.WebUIRunDir, "where they are kept until reboot when neither configd nor -cert-dir can keep them")
 	configdWait := fs.Duration("configd-wait", 5*time.Second, "how long to wait at start for configd, which may be starting too")
 	fpFile := fs.String("fingerprint-file", FingerprintFile, "where to write the certificate's SHA-256 fingerprint")
 	root := fs.String("root", "/", "root of /proc and /sys (tests)")

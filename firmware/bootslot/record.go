@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/flashgate/flashgate/firmware/bootfs"
+	"github.com/flashgate/flashgate/internal/paths"
 )
 
 // Record states.
@@ -182,7 +183,7 @@ type Status struct {
 }
 
 // StatusPath is where PID 1 keeps Status.
-const StatusPath = "/run/flashgate/upgrade.json"
+const StatusPath = paths.UpgradeStatus
 
 // OtherSlot is the slot that is not s.
 func OtherSlot(s string) string {

@@ -29,6 +29,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/flashgate/flashgate/services/configd/configdapi"
+	"github.com/flashgate/flashgate/services/netd/netdapi"
 
 	"golang.org/x/term"
 
@@ -39,10 +40,10 @@ import (
 
 // Default sockets of the services' local APIs on the appliance.
 const (
-	DefaultConfigdSocket    = "/run/flashgate/configd.sock"
-	DefaultSupervisorSocket = "/run/flashgate/supervisor.sock"
+	DefaultConfigdSocket    = configdapi.Socket
+	DefaultSupervisorSocket = supervisor.SocketPath
 	DefaultIkedSocket       = ikedapi.DefaultSocket
-	DefaultNetdSocket       = "/run/flashgate/netd.sock"
+	DefaultNetdSocket       = netdapi.Socket
 )
 
 // DefaultIdleTimeout ends a session nobody typed into for half an hour.
@@ -141,7 +142,7 @@ type session struct {
 	configd    *configdapi.Client
 	supervisor *supervisor.Client
 	iked       *ikedapi.Client
-	netd       *netdClient
+	netd       *netdapi.Client
 
 	tooLong      bool // the line being typed hit maxLine
 	done         bool // exit, logout, factory reset
@@ -172,7 +173,7 @@ func newSession(ctx context.Context, rw io.ReadWriter, opts Options) (*session, 
 		configd:    configdapi.New(opts.ConfigdSocket),
 		supervisor: supervisor.NewClient(opts.SupervisorSocket),
 		iked:       ikedapi.NewClient(opts.IkedSocket),
-		netd:       newNetdClient(opts.NetdSocket),
+		netd:       netdapi.New(opts.NetdSocket),
 	}
 	restore := func() {}
 	if f, ok := rw.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(f.Fd())) {

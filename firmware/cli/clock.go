@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flashgate/flashgate/services/netd"
+	"github.com/flashgate/flashgate/services/netd/netdapi"
 )
 
 // `show clock` answers "is the clock right, and if not, why": the time in
@@ -21,7 +21,7 @@ func showClock(ctx context.Context, s *session, b *strings.Builder, args []strin
 	now := time.Now()
 	zone, _ := now.Zone()
 	fmt.Fprintf(b, "time: %s (%s), %s UTC\n", now.Format("2006-01-02 15:04:05"), zone, now.UTC().Format("15:04:05"))
-	st, err := s.netd.status(ctx)
+	st, err := s.netd.Status(ctx)
 	if err != nil {
 		fmt.Fprintf(b, "NTP: netd is not answering (%s)\n", reason(err))
 		return nil
@@ -32,7 +32,7 @@ func showClock(ctx context.Context, s *session, b *strings.Builder, args []strin
 
 // writeTimeSync prints the NTP client's state, saying why the clock is
 // not kept when it is not.
-func writeTimeSync(b *strings.Builder, t *netd.TimeStatus, now time.Time) {
+func writeTimeSync(b *strings.Builder, t *netdapi.TimeStatus, now time.Time) {
 	if t == nil {
 		b.WriteString("NTP: this netd runs no NTP client\n")
 		return

@@ -5,24 +5,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/services/netd"
+	"github.com/flashgate/flashgate/services/netd/netdapi"
 )
 
 func TestWriteTimeSync(t *testing.T) {
 	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name string
-		st   *netd.TimeStatus
+		st   *netdapi.TimeStatus
 		want []string // lines, in order
 	}{
 		{"no client", nil, []string{"NTP: this netd runs no NTP client"}},
-		{"off", &netd.TimeStatus{State: "off", Servers: []string{}}, []string{"NTP: off (no servers: set system.ntp_servers)"}},
-		{"synchronized", &netd.TimeStatus{State: "synchronized", Servers: []string{"pool.ntp.org"}, Server: "pool.ntp.org (192.0.2.1)",
+		{"off", &netdapi.TimeStatus{State: "off", Servers: []string{}}, []string{"NTP: off (no servers: set system.ntp_servers)"}},
+		{"synchronized", &netdapi.TimeStatus{State: "synchronized", Servers: []string{"pool.ntp.org"}, Server: "pool.ntp.org (192.0.2.1)",
 			Stratum: 2, LastSync: now.Add(-90 * time.Second), OffsetSeconds: -0.0123, DelaySeconds: 0.0042, Correction: "slewed",
 			NextPoll: now.Add(64 * time.Second)},
 			[]string{"NTP: synchronized with pool.ntp.org (192.0.2.1) (stratum 2), 1m30s ago",
 				"  last correction -0.012 s (slewed), round trip 4.2 ms", "  next poll in 1m4s"}},
-		{"failing", &netd.TimeStatus{State: "unsynchronized", Servers: []string{"ntp.example", "192.0.2.9"},
+		{"failing", &netdapi.TimeStatus{State: "unsynchronized", Servers: []string{"ntp.example", "192.0.2.9"},
 			LastError: "ntp.example: no answer in 5s", NextPoll: now.Add(8 * time.Second)},
 			[]string{"NTP: unsynchronized, servers ntp.example, 192.0.2.9", "  last poll failed: ntp.example: no answer in 5s", "  next poll in 8s"}},
 	} {

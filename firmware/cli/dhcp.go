@@ -8,8 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flashgate/flashgate/services/netd/netdapi"
+
 	"github.com/flashgate/flashgate/config"
-	"github.com/flashgate/flashgate/services/netd"
 )
 
 // `show dhcp` lists netd's DHCP servers on the LAN and opt interfaces: the
@@ -21,9 +22,9 @@ func showDHCP(ctx context.Context, s *session, b *strings.Builder, args []string
 	if len(args) > 1 {
 		return errors.New("usage: show dhcp [INTERFACE]")
 	}
-	st, err := s.netd.status(ctx)
+	st, err := s.netd.Status(ctx)
 	if err != nil {
-		return err
+		return unreachable("netd", err)
 	}
 	servers := st.DHCPServers
 	if len(args) == 1 {
@@ -56,10 +57,10 @@ func showDHCP(ctx context.Context, s *session, b *strings.Builder, args []string
 // whose server was never turned on, so that "no server on eth2" is not
 // taken for a fault. An opt interface without settings is not named: not
 // serving is what opt does.
-func writeDHCPOff(b *strings.Builder, c *config.Config, running []netd.DHCPServerState) {
+func writeDHCPOff(b *strings.Builder, c *config.Config, running []netdapi.DHCPServerState) {
 	for _, ifc := range c.Interfaces {
 		if !dhcpOff(&ifc) || (ifc.Role == config.RoleOpt && ifc.DHCPServer.IsZero()) ||
-			slices.ContainsFunc(running, func(srv netd.DHCPServerState) bool { return srv.Link == ifc.Name }) {
+			slices.ContainsFunc(running, func(srv netdapi.DHCPServerState) bool { return srv.Link == ifc.Name }) {
 			continue
 		}
 		if ifc.DHCPServer.Enabled.IsSet() {
@@ -85,7 +86,7 @@ func offWord(ifc *config.Interface) string {
 }
 
 // dhcpLinks names the interfaces a DHCP server runs on, for an error.
-func dhcpLinks(servers []netd.DHCPServerState) string {
+func dhcpLinks(servers []netdapi.DHCPServerState) string {
 	if len(servers) == 0 {
 		return "none runs"
 	}
@@ -99,7 +100,7 @@ func dhcpLinks(servers []netd.DHCPServerState) string {
 // writeDHCPLeases prints each server's pool and its leases as a table
 // that fits 80 columns. Host names come from the clients, so they are
 // made printable and clipped.
-func writeDHCPLeases(b *strings.Builder, servers []netd.DHCPServerState, now time.Time) {
+func writeDHCPLeases(b *strings.Builder, servers []netdapi.DHCPServerState, now time.Time) {
 	if len(servers) == 0 {
 		b.WriteString("No DHCP server runs: netd starts one on each enabled LAN interface\n" +
 			"with a static IPv4 address (/29 or larger for the automatic pool)\n" +
@@ -150,7 +151,7 @@ func writeDHCPLeases(b *strings.Builder, servers []netd.DHCPServerState, now tim
 
 // leaseExpiry says when a lease ends, relative to now: a console clock
 // may be wrong, and "in 11h58m" is what an admin wants to know.
-func leaseExpiry(l netd.ServerLease, now time.Time) string {
+func leaseExpiry(l netdapi.ServerLease, now time.Time) string {
 	left := l.Expires.Sub(now).Round(time.Second)
 	switch {
 	case left <= 0:
@@ -188,7 +189,7 @@ func plural(n int, word string) string {
 func dhcpServerLinks(s *session) []string {
 	ctx, cancel := context.WithTimeout(s.ctx, 2*time.Second)
 	defer cancel()
-	st, err := s.netd.status(ctx)
+	st, err := s.netd.Status(ctx)
 	if err != nil {
 		return nil
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/services/netd/netdapi"
+
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
 	"github.com/flashgate/flashgate/config"
@@ -20,12 +22,12 @@ import (
 func TestWriteDHCPLeases(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	addr := netip.MustParseAddr
-	lease := func(a, mac, host string, left time.Duration, offered bool) netd.ServerLease {
-		return netd.ServerLease{Address: addr(a), MAC: mac, Hostname: host, Expires: now.Add(left), Offered: offered}
+	lease := func(a, mac, host string, left time.Duration, offered bool) netdapi.ServerLease {
+		return netdapi.ServerLease{Address: addr(a), MAC: mac, Hostname: host, Expires: now.Add(left), Offered: offered}
 	}
 	for _, tc := range []struct {
 		name    string
-		servers []netd.DHCPServerState
+		servers []netdapi.DHCPServerState
 		want    []string // lines, in order
 		notWant []string
 	}{
@@ -35,13 +37,13 @@ func TestWriteDHCPLeases(t *testing.T) {
 		},
 		{
 			name:    "server without leases",
-			servers: []netd.DHCPServerState{{Link: "eth1", Pool: "192.168.1.128-192.168.1.254"}},
+			servers: []netdapi.DHCPServerState{{Link: "eth1", Pool: "192.168.1.128-192.168.1.254"}},
 			want:    []string{"eth1: pool 192.168.1.128-192.168.1.254, 0 leases"},
 			notWant: []string{"ADDRESS"},
 		},
 		{
 			name: "bound, offered, expired, declined",
-			servers: []netd.DHCPServerState{{Link: "eth1", Pool: "192.168.1.128-192.168.1.254", Leases: []netd.ServerLease{
+			servers: []netdapi.DHCPServerState{{Link: "eth1", Pool: "192.168.1.128-192.168.1.254", Leases: []netdapi.ServerLease{
 				lease("192.168.1.128", "02:00:00:00:00:0a", "laptop", 11*time.Hour+59*time.Minute+30*time.Second, false),
 				lease("192.168.1.129", "02:00:00:00:00:0b", "", 25*time.Second, true),
 				lease("192.168.1.130", "02:00:00:00:00:0c", "printer", -time.Minute, false),
@@ -58,7 +60,7 @@ func TestWriteDHCPLeases(t *testing.T) {
 		},
 		{
 			name: "host names from clients are made harmless",
-			servers: []netd.DHCPServerState{{Link: "eth2", Pool: "10.0.0.128-10.0.0.254", Leases: []netd.ServerLease{
+			servers: []netdapi.DHCPServerState{{Link: "eth2", Pool: "10.0.0.128-10.0.0.254", Leases: []netdapi.ServerLease{
 				lease("10.0.0.200", "02:00:00:00:00:01", "evil\x1b[2J\x07name", time.Hour, false),
 				lease("10.0.0.201", "02:00:00:00:00:02", strings.Repeat("long", 16), time.Hour, false),
 			}}},
@@ -71,8 +73,8 @@ func TestWriteDHCPLeases(t *testing.T) {
 		},
 		{
 			name: "two servers",
-			servers: []netd.DHCPServerState{
-				{Link: "eth1", Pool: "192.168.1.128-192.168.1.254", Leases: []netd.ServerLease{lease("192.168.1.128", "02:00:00:00:00:0a", "a", time.Hour, false)}},
+			servers: []netdapi.DHCPServerState{
+				{Link: "eth1", Pool: "192.168.1.128-192.168.1.254", Leases: []netdapi.ServerLease{lease("192.168.1.128", "02:00:00:00:00:0a", "a", time.Hour, false)}},
 				{Link: "eth2", Pool: "10.0.0.128-10.0.0.254"},
 			},
 			want: []string{"eth1: pool 192.168.1.128-192.168.1.254, 1 lease", "  192.168.1.128", "", "eth2: pool 10.0.0.128-10.0.0.254, 0 leases"},
@@ -119,7 +121,7 @@ func serveNetdDHCP(t *testing.T, dir string, srv *netd.DHCPServer) string {
 	first, last, _ := config.DefaultDHCPRange(srv.Address)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
-		st := netd.Status{Links: []netd.LinkStatus{}, Leases: []netd.Lease{}, DHCPServers: []netd.DHCPServerState{
+		st := netdapi.Status{Links: []netdapi.LinkStatus{}, Leases: []netdapi.Lease{}, DHCPServers: []netdapi.DHCPServerState{
 			{Link: srv.Link, Pool: fmt.Sprintf("%s-%s", first, last), Leases: srv.Leases()}}}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(st)

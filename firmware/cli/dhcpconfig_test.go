@@ -7,19 +7,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/services/netd/netdapi"
+
 	"github.com/flashgate/flashgate/config"
-	"github.com/flashgate/flashgate/services/netd"
 )
 
 func TestWriteDHCPSettings(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	addr := netip.MustParseAddr
-	servers := []netd.DHCPServerState{{Link: "eth1", Pool: "192.168.1.100-192.168.1.199", LeaseTime: 12 * 3600,
-		StaticLeases: []netd.StaticLease{
+	servers := []netdapi.DHCPServerState{{Link: "eth1", Pool: "192.168.1.100-192.168.1.199", LeaseTime: 12 * 3600,
+		StaticLeases: []netdapi.StaticLease{
 			{MAC: "02:00:5e:10:00:01", Address: addr("192.168.1.20"), Hostname: "printer"},
 			{MAC: "02:00:5e:10:00:02", Address: addr("192.168.1.21")},
 		},
-		Leases: []netd.ServerLease{
+		Leases: []netdapi.ServerLease{
 			{MAC: "02:00:5e:10:00:01", Address: addr("192.168.1.20"), Hostname: "printer", Expires: now.Add(time.Hour), Static: true},
 		}}}
 	var b strings.Builder
@@ -66,8 +67,8 @@ func TestWriteDHCPSettings(t *testing.T) {
 // set, commits, and reads back what show dhcp says of a server turned off.
 func TestSetDHCPServer(t *testing.T) {
 	cd := startConfigd(t)
-	netdSock := serveJSON(t, cd.dir, "netd", map[string]any{"GET /v1/status": netd.Status{
-		Links: []netd.LinkStatus{}, Leases: []netd.Lease{}, DHCPServers: []netd.DHCPServerState{}}})
+	netdSock := serveJSON(t, cd.dir, "netd", map[string]any{"GET /v1/status": netdapi.Status{
+		Links: []netdapi.LinkStatus{}, Leases: []netdapi.Lease{}, DHCPServers: []netdapi.DHCPServerState{}}})
 	term := startCLI(t, Options{User: "admin", Hostname: "fg", ConfigdSocket: cd.socket,
 		SupervisorSocket: cd.dir + "/none.sock", IkedSocket: cd.dir + "/none.sock", NetdSocket: netdSock}, runCLI)
 	term.expect(prompt)

@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/services/netd/netdapi"
+
 	"github.com/flashgate/flashgate/firmware/supervisor"
 	"github.com/flashgate/flashgate/ipsec"
 	"github.com/flashgate/flashgate/ipsec/hwcrypto"
-	"github.com/flashgate/flashgate/services/netd"
 )
 
 // TestShowAndOperateServices runs the show and operate commands against a
@@ -36,12 +37,12 @@ func TestShowAndOperateServices(t *testing.T) {
 		"POST /v1/tunnels/{name}/up": map[string]string{"result": "initiating"},
 	})
 	netdSock := serveJSON(t, cd.dir, "netd", map[string]any{
-		"GET /v1/status": netd.Status{Links: []netd.LinkStatus{
+		"GET /v1/status": netdapi.Status{Links: []netdapi.LinkStatus{
 			{Name: "eth0", Role: "wan", Present: true, Up: true, Operstate: "up", MTU: 1500, Addresses: []string{"198.51.100.7/24"}, RxBytes: 1234},
 			{Name: "eth1", Role: "lan", Present: false},
 		}},
-		"GET /v1/firewall": netd.FirewallStatus{Table: "inet flashgate", Rules: []string{"a", "b"},
-			Hits: []netd.HitCounter{{Rule: "input builtin:drop", Packets: 42, Bytes: 4200}}},
+		"GET /v1/firewall": netdapi.FirewallStatus{Table: "inet flashgate", Rules: []string{"a", "b"},
+			Hits: []netdapi.HitCounter{{Rule: "input builtin:drop", Packets: 42, Bytes: 4200}}},
 	})
 	term := startCLI(t, Options{User: "admin", Hostname: "fg", Board: "alix2d13", ConfigdSocket: cd.socket,
 		SupervisorSocket: supSock, IkedSocket: ikedSock, NetdSocket: netdSock}, runCLI)

@@ -167,9 +167,9 @@ func showInterfaces(ctx context.Context, s *session, b *strings.Builder, args []
 	if err := noArgs(args, "show interfaces"); err != nil {
 		return err
 	}
-	st, err := s.netd.status(ctx)
+	st, err := s.netd.Status(ctx)
 	if err != nil {
-		return err
+		return unreachable("netd", err)
 	}
 	for _, l := range st.Links {
 		state := l.Operstate
@@ -351,9 +351,9 @@ func showFirewall(ctx context.Context, s *session, b *strings.Builder, args []st
 	if err := noArgs(args, "show firewall"); err != nil {
 		return err
 	}
-	fw, err := s.netd.firewall(ctx)
+	fw, err := s.netd.Firewall(ctx)
 	if err != nil {
-		return err
+		return unreachable("netd", err)
 	}
 	if fw.Error != "" {
 		fmt.Fprintf(b, "WARNING: %s\n", fw.Error)

@@ -5,12 +5,14 @@ import (
 	"net"
 	"os"
 	"strings"
+
+	"github.com/flashgate/flashgate/internal/paths"
 )
 
 // WebUIFingerprintFile is where the web UI writes its TLS certificate's
 // SHA-256 fingerprint once it serves (webui.FingerprintFile; not imported,
 // so the getty stays free of the web UI's dependencies).
-const WebUIFingerprintFile = "/run/flashgate/webui/fingerprint"
+const WebUIFingerprintFile = paths.WebUIFingerprint
 
 // iface is one address of an interface that is up.
 type iface struct {

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/flashgate/flashgate/internal/paths"
 )
 
 // Shells are tried in order after a login: u-root's gosh (the image
@@ -37,7 +39,7 @@ func Main(args []string) int {
 	baud := fs.Int("baud", 115200, "line speed")
 	board := fs.String("board", "", "board name for the banner")
 	version := fs.String("version", "", "firmware version for the banner")
-	accountsDir := fs.String("accounts", "/run/flashgate/accounts", "where the admin password hash is kept (RAM)")
+	accountsDir := fs.String("accounts", paths.ConsoleAccountsDir, "where the admin password hash is kept (RAM)")
 	shells := fs.String("shell", strings.Join(defaultShells, ","), "shells to try after login, comma-separated")
 	failDelay := fs.Duration("fail-delay", 3*time.Second, "pause after a wrong password")
 	cost := fs.Int("bcrypt-cost", 0, "bcrypt cost for new passwords (0: default)")

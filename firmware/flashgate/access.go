@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/paths"
 	"github.com/flashgate/flashgate/services/configd/configdapi"
 
 	"github.com/flashgate/flashgate/config"
@@ -29,8 +30,8 @@ import (
 // reach what"). Only root can become another user.
 func accessMain(args []string) int {
 	fs := flag.NewFlagSet("access", flag.ContinueOnError)
-	runDir := fs.String("run", "/run/flashgate", "directory of the local API sockets")
-	db := fs.String("db", "/cfg/config.db", "the configuration database")
+	runDir := fs.String("run", paths.RunDir, "directory of the local API sockets")
+	db := fs.String("db", paths.ConfigDB, "the configuration database")
 	if fs.Parse(args) != nil || fs.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "usage: flashgate access [-run DIR] [-db FILE] UID:GID")
 		return 2

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/flashgate/flashgate/internal/paths"
 )
 
 // mountPoint is one file system PID 1 mounts at boot.
@@ -79,7 +81,7 @@ func mountConfig(wait time.Duration) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll("/cfg", 0o755); err != nil {
+	if err := os.MkdirAll(paths.ConfigDir, 0o755); err != nil {
 		return "", err
 	}
 	flags := uintptr(unix.MS_RDONLY | unix.MS_NOATIME | unix.MS_NODEV | unix.MS_NOEXEC | unix.MS_NOSUID)
@@ -88,7 +90,7 @@ func mountConfig(wait time.Duration) (string, error) {
 	// file system would be written without its journal. ext2 remains for
 	// kernels built without ext4.
 	for _, fstype := range []string{"ext4", "ext2"} {
-		err = unix.Mount(dev, "/cfg", fstype, flags, "")
+		err = unix.Mount(dev, paths.ConfigDir, fstype, flags, "")
 		if err == nil {
 			return dev, nil
 		}
@@ -100,10 +102,10 @@ func mountConfig(wait time.Duration) (string, error) {
 // case configd left it writable) so the file system is clean even if the
 // unmount fails because something still holds a file open.
 func unmountConfig(logf func(string, ...any)) {
-	if err := unix.Mount("", "/cfg", "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil && !errors.Is(err, unix.EINVAL) {
+	if err := unix.Mount("", paths.ConfigDir, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil && !errors.Is(err, unix.EINVAL) {
 		logf("remount /cfg read-only: %v", err)
 	}
-	if err := unix.Unmount("/cfg", 0); err != nil && !errors.Is(err, unix.EINVAL) {
+	if err := unix.Unmount(paths.ConfigDir, 0); err != nil && !errors.Is(err, unix.EINVAL) {
 		logf("unmount /cfg: %v", err)
 	}
 }

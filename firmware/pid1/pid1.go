@@ -32,10 +32,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/firmware/bootparam"
 	"github.com/flashgate/flashgate/firmware/supervisor"
-	"golang.org/x/sys/unix"
 )
 
 // DefaultHostname is the box's name from boot until hostd applies the

@@ -15,8 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/firmware/supervisor"
 	"golang.org/x/sys/unix"
+
+	"github.com/flashgate/flashgate/firmware/supervisor"
 )
 
 // The boot tests run the real PID 1 — this test binary re-executed — as

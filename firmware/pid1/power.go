@@ -5,8 +5,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/flashgate/flashgate/firmware/supervisor"
 	"golang.org/x/sys/unix"
+
+	"github.com/flashgate/flashgate/firmware/supervisor"
 )
 
 // How long processes get to go at shutdown.

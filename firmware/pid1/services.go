@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/firmware/supervisor"
+	"github.com/flashgate/flashgate/internal/paths"
 )
 
 // The web UI's user and group on the appliance. The initramfs has no
@@ -28,7 +29,7 @@ const (
 )
 
 // webUIRunDir is the web UI's own directory in RAM.
-const webUIRunDir = "/run/flashgate/webui"
+const webUIRunDir = paths.WebUIRunDir
 
 // webListeners are the sockets PID 1 binds for the web UI, which cannot
 // bind ports below 1024 itself. nil: not bound (the UI then tries itself,
@@ -133,7 +134,7 @@ const localtimePath = "/etc/localtime"
 
 func serviceTable(exe string, c consoleSpec, web webListeners) []supervisor.Service {
 	env := []string{"PATH=/bbin:/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/", godebug}
-	const configdSock = "/run/flashgate/configd.sock"
+	const configdSock = paths.ConfigdSocket
 	// configd writes the defaults of a first boot or a factory reset, which
 	// name the board's own ports; it falls back to eth0/eth1 (and says so)
 	// for a board it does not know.
@@ -179,7 +180,7 @@ func serviceTable(exe string, c consoleSpec, web webListeners) []supervisor.Serv
 // (which hands out no secrets, services/configd/restricted.go) and of the
 // supervisor.
 func webUIService(exe string, env []string, web webListeners) supervisor.Service {
-	args := []string{"webui", "-configd", "/run/flashgate/configd-web.sock", "-supervisor", supervisor.WebSocketPath,
+	args := []string{"webui", "-configd", paths.ConfigdWebSocket, "-supervisor", supervisor.WebSocketPath,
 		"-cert-dir", webUIRunDir, "-cert-fallback-dir", "", "-fingerprint-file", webUIRunDir + "/fingerprint"}
 	var files []*os.File
 	if web.HTTPS != nil && web.HTTP != nil {

@@ -10,8 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flashgate/flashgate/firmware/supervisor"
 	"golang.org/x/sys/unix"
+
+	"github.com/flashgate/flashgate/firmware/supervisor"
 )
 
 // SupervisorMain is `flashgate supervisor`: the same service table and API

@@ -11,9 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/flashgate/flashgate/firmware/bootslot"
 	"github.com/flashgate/flashgate/firmware/supervisor"
-	"golang.org/x/sys/unix"
+	"github.com/flashgate/flashgate/internal/paths"
 )
 
 // What a test boot must show before PID 1 commits the new slot.
@@ -32,8 +34,8 @@ const (
 
 // Files of the configuration the upgrade keeps for the old slot.
 const (
-	cfgDB         = "/cfg/config.db"
-	cfgPreUpgrade = "/cfg/pre-bootslot.db" // the database as the old firmware left it; empty: there was none
+	cfgDB         = paths.ConfigDB
+	cfgPreUpgrade = paths.ConfigDir + "/pre-bootslot.db" // the database as the old firmware left it; empty: there was none
 )
 
 // slotBoot is what PID 1 decided about slots at boot.
@@ -229,7 +231,7 @@ func (h healthChecks) problem() (string, bool) {
 	}
 	sock := h.configdSock
 	if sock == "" {
-		sock = "/run/flashgate/configd.sock"
+		sock = paths.ConfigdSocket
 	}
 	if err := httpOK("unix", sock, "/v1/status"); err != nil {
 		return "configd does not answer: " + err.Error(), false
@@ -343,11 +345,11 @@ func restoreConfig() error {
 // yet, so PID 1 is the only writer.
 func withConfigWritable(f func() error) error {
 	flags := uintptr(unix.MS_NOATIME | unix.MS_NODEV | unix.MS_NOEXEC | unix.MS_NOSUID)
-	if err := unix.Mount("", "/cfg", "", unix.MS_REMOUNT|flags, ""); err != nil {
+	if err := unix.Mount("", paths.ConfigDir, "", unix.MS_REMOUNT|flags, ""); err != nil {
 		return fmt.Errorf("remount /cfg read-write: %w", err)
 	}
 	err := f()
-	if rerr := unix.Mount("", "/cfg", "", unix.MS_REMOUNT|unix.MS_RDONLY|flags, ""); rerr != nil && err == nil {
+	if rerr := unix.Mount("", paths.ConfigDir, "", unix.MS_REMOUNT|unix.MS_RDONLY|flags, ""); rerr != nil && err == nil {
 		err = fmt.Errorf("remount /cfg read-only: %w", rerr)
 	}
 	return err

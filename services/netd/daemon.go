@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flashgate/flashgate/services/netd/netdapi"
+
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 
 	"github.com/flashgate/flashgate/boards"
@@ -40,7 +42,7 @@ type Daemon struct {
 	cfg      *config.Config
 	revision uint64
 	source   string // where cfg came from, in words
-	leases   map[string]*Lease
+	leases   map[string]*netdapi.Lease
 	clients  map[string]context.CancelFunc
 	servers  map[string]*runningServer
 	lastErr  error
@@ -69,7 +71,7 @@ func (rs *runningServer) stop() {
 // NewDaemon returns a daemon whose DHCP clients and servers live until ctx
 // ends.
 func NewDaemon(ctx context.Context, b boards.Board, rec *Reconciler) *Daemon {
-	return &Daemon{Board: b, Rec: rec, ctx: ctx, leases: map[string]*Lease{},
+	return &Daemon{Board: b, Rec: rec, ctx: ctx, leases: map[string]*netdapi.Lease{},
 		clients: map[string]context.CancelFunc{}, servers: map[string]*runningServer{}}
 }
 
@@ -121,7 +123,7 @@ func (d *Daemon) reconcileLocked() error {
 		}
 	}
 	for _, link := range sortedKeys(d.leases) {
-		d.leases[link].apply(desired)
+		applyLease(d.leases[link], desired)
 	}
 	// Name resolution follows the leases whatever becomes of the rest.
 	d.syncResolvConfLocked(desired)
@@ -165,7 +167,7 @@ func (d *Daemon) syncDHCPLocked(desired *Desired) {
 		}
 		ctx, cancel := context.WithCancel(d.ctx)
 		d.clients[link] = cancel
-		c := &DHCPClient{Link: link, OnLease: func(l *Lease) { d.setLease(link, l) },
+		c := &DHCPClient{Link: link, OnLease: func(l *netdapi.Lease) { d.setLease(link, l) },
 			Open: func(link string) (cl *nclient4.Client, err error) {
 				err = d.inNS(func() (err error) {
 					cl, err = nclient4.New(link, nclient4.WithTimeout(2*time.Second), nclient4.WithRetry(3))
@@ -191,7 +193,7 @@ func (d *Daemon) syncDHCPLocked(desired *Desired) {
 			want[sc.Link] = sc
 		}
 	}
-	carried := map[string][]ServerLease{}
+	carried := map[string][]netdapi.ServerLease{}
 	for _, link := range sortedKeys(d.servers) {
 		rs := d.servers[link]
 		sc, keep := want[link]
@@ -241,7 +243,7 @@ func (d *Daemon) syncResolvConfLocked(desired *Desired) {
 	if d.ResolvConf == "" {
 		return
 	}
-	var leases []*Lease
+	var leases []*netdapi.Lease
 	for _, link := range sortedKeys(d.leases) {
 		if slices.ContainsFunc(desired.Links, func(l Link) bool { return l.Name == link && l.Role == RoleWAN }) {
 			leases = append(leases, d.leases[link])
@@ -271,7 +273,7 @@ func (d *Daemon) dnsLocked() []netip.Addr {
 	return out
 }
 
-func (d *Daemon) setLease(link string, l *Lease) {
+func (d *Daemon) setLease(link string, l *netdapi.Lease) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, running := d.clients[link]; !running {
@@ -287,42 +289,12 @@ func (d *Daemon) setLease(link string, l *Lease) {
 	}
 }
 
-// Status is what the local API reports.
-type Status struct {
-	Board        string            `json:"board"`
-	ConfigSource string            `json:"config_source"`
-	Revision     uint64            `json:"revision"`
-	LastApply    ApplyResult       `json:"last_apply"`
-	Error        string            `json:"error,omitempty"`
-	Links        []LinkStatus      `json:"links"`
-	Leases       []Lease           `json:"dhcp_leases"`
-	DHCPServers  []DHCPServerState `json:"dhcp_servers"`
-	Time         *TimeStatus       `json:"time,omitempty"`
-}
-
-// DHCPServerState is one LAN DHCP server with its settings and leases.
-type DHCPServerState struct {
-	Link string `json:"link"`
-	Pool string `json:"pool"` // first-last
-	// LeaseTime is in seconds.
-	LeaseTime    int64         `json:"lease_time"`
-	StaticLeases []StaticLease `json:"static_leases"`
-	Leases       []ServerLease `json:"leases"`
-}
-
-// StaticLease is a configured static lease as the status shows it.
-type StaticLease struct {
-	MAC      string     `json:"mac"`
-	Address  netip.Addr `json:"address"`
-	Hostname string     `json:"hostname,omitempty"`
-}
-
 // Status collects the daemon's state, the links' state and counters.
-func (d *Daemon) Status() Status {
+func (d *Daemon) Status() netdapi.Status {
 	d.mu.Lock()
 	cur, _, res := d.Rec.Current()
-	st := Status{Board: d.Board.Name, ConfigSource: d.source, Revision: d.revision, LastApply: res,
-		Links: []LinkStatus{}, Leases: []Lease{}, DHCPServers: []DHCPServerState{}}
+	st := netdapi.Status{Board: d.Board.Name, ConfigSource: d.source, Revision: d.revision, LastApply: res,
+		Links: []netdapi.LinkStatus{}, Leases: []netdapi.Lease{}, DHCPServers: []netdapi.DHCPServerState{}}
 	if d.lastErr != nil {
 		st.Error = d.lastErr.Error()
 	}
@@ -331,10 +303,10 @@ func (d *Daemon) Status() Status {
 	}
 	for _, link := range sortedKeys(d.servers) {
 		sc := d.servers[link].srv.Scope()
-		state := DHCPServerState{Link: link, Pool: fmt.Sprintf("%s-%s", sc.First, sc.Last),
-			LeaseTime: int64(sc.LeaseTime / time.Second), StaticLeases: []StaticLease{}, Leases: d.servers[link].srv.Leases()}
+		state := netdapi.DHCPServerState{Link: link, Pool: fmt.Sprintf("%s-%s", sc.First, sc.Last),
+			LeaseTime: int64(sc.LeaseTime / time.Second), StaticLeases: []netdapi.StaticLease{}, Leases: d.servers[link].srv.Leases()}
 		for _, r := range sc.Reservations {
-			state.StaticLeases = append(state.StaticLeases, StaticLease(r))
+			state.StaticLeases = append(state.StaticLeases, netdapi.StaticLease(r))
 		}
 		st.DHCPServers = append(st.DHCPServers, state)
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/services/netd/netdapi"
+
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 
 	"github.com/flashgate/flashgate/config"
@@ -61,7 +63,7 @@ func TestDaemon(t *testing.T) {
 		t.Fatalf("SetConfig: %v", err)
 	}
 
-	var lease Lease
+	var lease netdapi.Lease
 	waitFor(t, 20*time.Second, "a WAN lease", func() bool {
 		st := d.Status()
 		if len(st.Leases) == 1 {
@@ -82,8 +84,8 @@ func TestDaemon(t *testing.T) {
 	}
 
 	// The LAN host asks netd's DHCP server.
-	leases := make(chan *Lease, 4)
-	lanClient := &DHCPClient{Link: "eth0", OnLease: func(l *Lease) { leases <- l },
+	leases := make(chan *netdapi.Lease, 4)
+	lanClient := &DHCPClient{Link: "eth0", OnLease: func(l *netdapi.Lease) { leases <- l },
 		Open: func(link string) (c *nclient4.Client, err error) {
 			err = do(l.lan, func() (err error) { c, err = nclient4.New(link, nclient4.WithTimeout(2*time.Second)); return err })
 			return c, err
@@ -116,7 +118,7 @@ func TestDaemon(t *testing.T) {
 			t.Fatalf("GET %s: %v", path, err)
 		}
 	}
-	var st Status
+	var st netdapi.Status
 	get("/v1/status", &st)
 	if len(st.Links) != 2 || st.Links[0].Name != "wan0" || !st.Links[0].Up || st.Links[0].RxPackets == 0 {
 		t.Errorf("status links: %+v", st.Links)
@@ -124,7 +126,7 @@ func TestDaemon(t *testing.T) {
 	if len(st.DHCPServers) != 1 || st.DHCPServers[0].Link != "lan0" || len(st.DHCPServers[0].Leases) != 1 {
 		t.Errorf("status DHCP servers: %+v", st.DHCPServers)
 	}
-	var fw FirewallStatus
+	var fw netdapi.FirewallStatus
 	get("/v1/firewall", &fw)
 	hits := map[string]uint64{}
 	for _, hc := range fw.Hits {

@@ -9,29 +9,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flashgate/flashgate/services/netd/netdapi"
+
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 )
 
-// Lease is what the DHCP client obtained on a WAN link.
-type Lease struct {
-	Link     string        `json:"link"`
-	Address  netip.Prefix  `json:"address"` // with the subnet's prefix length
-	Router   netip.Addr    `json:"router,omitzero"`
-	DNS      []netip.Addr  `json:"dns,omitempty"`
-	Search   []string      `json:"search,omitempty"` // DNS search domains (option 119, else the domain name, 15)
-	Server   netip.Addr    `json:"server"`
-	Obtained time.Time     `json:"obtained"`
-	Duration time.Duration `json:"duration"`
-	Renew    time.Duration `json:"renew"`  // T1
-	Rebind   time.Duration `json:"rebind"` // T2
-}
-
-// Expires is when the lease ends unless renewed.
-func (l *Lease) Expires() time.Time { return l.Obtained.Add(l.Duration) }
-
-// apply adds the lease's address and default route to d, as if the
+// applyLease adds the lease's address and default route to d, as if the
 // configuration had named them.
-func (l *Lease) apply(d *Desired) {
+func applyLease(l *netdapi.Lease, d *Desired) {
 	path := fmt.Sprintf("interfaces[%s].dhcp", l.Link)
 	d.Addresses = append(d.Addresses, Address{Link: l.Link, Prefix: l.Address, Path: path})
 	if l.Router.IsValid() {
@@ -40,7 +25,7 @@ func (l *Lease) apply(d *Desired) {
 	}
 }
 
-func leaseFrom(link string, nl *nclient4.Lease) (*Lease, error) {
+func leaseFrom(link string, nl *nclient4.Lease) (*netdapi.Lease, error) {
 	ack := nl.ACK
 	ip, ok := netip.AddrFromSlice(ack.YourIPAddr.To4())
 	if !ok || ip.IsUnspecified() {
@@ -51,7 +36,7 @@ func leaseFrom(link string, nl *nclient4.Lease) (*Lease, error) {
 		bits, _ = m.Size()
 	}
 	dur := ack.IPAddressLeaseTime(time.Hour)
-	l := &Lease{Link: link, Address: netip.PrefixFrom(ip, bits), Obtained: nl.CreationTime, Duration: dur,
+	l := &netdapi.Lease{Link: link, Address: netip.PrefixFrom(ip, bits), Obtained: nl.CreationTime, Duration: dur,
 		Renew: ack.IPAddressRenewalTime(dur / 2), Rebind: ack.IPAddressRebindingTime(dur * 7 / 8)}
 	if r := ack.Router(); len(r) > 0 {
 		l.Router, _ = netip.AddrFromSlice(r[0].To4())
@@ -90,7 +75,7 @@ func leaseFrom(link string, nl *nclient4.Lease) (*Lease, error) {
 // lost. Every change is reported through OnLease (nil: no lease).
 type DHCPClient struct {
 	Link    string
-	OnLease func(*Lease)
+	OnLease func(*netdapi.Lease)
 	// Open creates the nclient4 client; it defaults to nclient4.New on
 	// Link in the current network namespace (tests open it elsewhere).
 	Open func(link string) (*nclient4.Client, error)

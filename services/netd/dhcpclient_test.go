@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/services/netd/netdapi"
+
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 
 	"github.com/flashgate/flashgate/internal/testnet"
@@ -35,8 +37,8 @@ func TestDHCPClientRenewAndLoss(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	events := make(chan *Lease, 8)
-	c := &DHCPClient{Link: "eth0", OnLease: func(l *Lease) { events <- l },
+	events := make(chan *netdapi.Lease, 8)
+	c := &DHCPClient{Link: "eth0", OnLease: func(l *netdapi.Lease) { events <- l },
 		Open: func(link string) (cl *nclient4.Client, err error) {
 			err = do(cliNS, func() (err error) {
 				cl, err = nclient4.New(link, nclient4.WithTimeout(time.Second), nclient4.WithRetry(2))
@@ -46,7 +48,7 @@ func TestDHCPClientRenewAndLoss(t *testing.T) {
 		}}
 	go c.Run(ctx)
 
-	next := func(within time.Duration) *Lease {
+	next := func(within time.Duration) *netdapi.Lease {
 		t.Helper()
 		select {
 		case l := <-events:

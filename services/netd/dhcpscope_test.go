@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/services/netd/netdapi"
+
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 
@@ -149,7 +151,7 @@ func TestDHCPServerAdopt(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	lan := netip.MustParsePrefix("192.168.7.1/24")
 	exp := now.Add(time.Hour)
-	old := []ServerLease{
+	old := []netdapi.ServerLease{
 		{MAC: "02:00:00:00:00:0a", Address: netip.MustParseAddr("192.168.7.20"), Expires: exp},                // still in the range
 		{MAC: "02:00:00:00:00:0b", Address: netip.MustParseAddr("192.168.7.40"), Expires: exp},                // now outside it
 		{MAC: "02:00:00:00:00:0c", Address: netip.MustParseAddr("192.168.7.21"), Expires: exp},                // its address is now reserved
@@ -228,13 +230,13 @@ func TestDaemonDHCPServerSettings(t *testing.T) {
 			t.Fatalf("revision %d: SetConfig: %v", rev, err)
 		}
 	}
-	servers := func() []DHCPServerState { return d.Status().DHCPServers }
+	servers := func() []netdapi.DHCPServerState { return d.Status().DHCPServers }
 	dhcpRule := func() bool {
 		rules, err := l.nft.Rules()
 		if err != nil {
 			t.Fatal(err)
 		}
-		return slices.ContainsFunc(rules, func(r RuleCounter) bool { return r.Comment == "builtin:lan-dhcp" })
+		return slices.ContainsFunc(rules, func(r netdapi.RuleCounter) bool { return r.Comment == "builtin:lan-dhcp" })
 	}
 
 	// 1. A static lease for the host, inside a small range.
@@ -323,14 +325,14 @@ func TestDaemonDHCPServerOnOpt(t *testing.T) {
 		}
 	}
 	// optDHCP is the firewall's opt-dhcp rule, if it has one.
-	optDHCP := func() (RuleCounter, bool) {
+	optDHCP := func() (netdapi.RuleCounter, bool) {
 		rs, err := l.nft.Rules()
 		if err != nil {
 			t.Fatal(err)
 		}
-		i := slices.IndexFunc(rs, func(r RuleCounter) bool { return r.Comment == "builtin:opt-dhcp" })
+		i := slices.IndexFunc(rs, func(r netdapi.RuleCounter) bool { return r.Comment == "builtin:opt-dhcp" })
 		if i < 0 {
-			return RuleCounter{}, false
+			return netdapi.RuleCounter{}, false
 		}
 		return rs[i], true
 	}

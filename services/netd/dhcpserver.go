@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flashgate/flashgate/services/netd/netdapi"
+
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/server4"
 
@@ -36,19 +38,9 @@ type DHCPServer struct {
 	reserver map[netip.Addr]Reservation // the same, by address
 	mu       sync.Mutex
 	dns      []netip.Addr
-	leases   map[string]*ServerLease // by MAC
-	byAddr   map[netip.Addr]*ServerLease
+	leases   map[string]*netdapi.ServerLease // by MAC
+	byAddr   map[netip.Addr]*netdapi.ServerLease
 	offerTTL time.Duration
-}
-
-// ServerLease is one address given out.
-type ServerLease struct {
-	MAC      string     `json:"mac"`
-	Address  netip.Addr `json:"address"`
-	Hostname string     `json:"hostname,omitempty"`
-	Expires  time.Time  `json:"expires"`
-	Offered  bool       `json:"offered"`          // offered, not yet requested
-	Static   bool       `json:"static,omitempty"` // the client's static lease
 }
 
 // NewDHCPServer prepares a server with the automatic pool and the default
@@ -71,7 +63,7 @@ func NewScopeServer(sc DHCPScope) (*DHCPServer, error) {
 	s := &DHCPServer{Link: sc.Link, Address: sc.Address, LeaseTime: sc.LeaseTime, offerTTL: 30 * time.Second,
 		scope: sc, first: u32(sc.First), last: u32(sc.Last),
 		reserved: map[string]Reservation{}, reserver: map[netip.Addr]Reservation{},
-		leases: map[string]*ServerLease{}, byAddr: map[netip.Addr]*ServerLease{}}
+		leases: map[string]*netdapi.ServerLease{}, byAddr: map[netip.Addr]*netdapi.ServerLease{}}
 	for _, r := range sc.Reservations {
 		s.reserved[r.MAC] = r
 		s.reserver[r.Address] = r
@@ -97,7 +89,7 @@ func u32Addr(v uint32) netip.Addr {
 // the lease time or the static leases changed): a client keeps its
 // address if it is still in the pool, and a client with a static lease
 // now gets that instead at its next renewal.
-func (s *DHCPServer) Adopt(leases []ServerLease) {
+func (s *DHCPServer) Adopt(leases []netdapi.ServerLease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -120,10 +112,10 @@ func (s *DHCPServer) SetDNS(dns []netip.Addr) {
 }
 
 // Leases lists the current leases by address.
-func (s *DHCPServer) Leases() []ServerLease {
+func (s *DHCPServer) Leases() []netdapi.ServerLease {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]ServerLease, 0, len(s.leases))
+	out := make([]netdapi.ServerLease, 0, len(s.leases))
 	for _, l := range s.leases {
 		out = append(out, *l)
 	}
@@ -290,7 +282,7 @@ func (s *DHCPServer) bind(mac string, a netip.Addr, host string, exp time.Time, 
 	if static && r.Hostname != "" {
 		host = r.Hostname // the admin's name for it beats the client's
 	}
-	l := &ServerLease{MAC: mac, Address: a, Hostname: host, Expires: exp, Offered: offered, Static: static}
+	l := &netdapi.ServerLease{MAC: mac, Address: a, Hostname: host, Expires: exp, Offered: offered, Static: static}
 	s.leases[mac], s.byAddr[a] = l, l
 }
 

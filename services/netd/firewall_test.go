@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/services/netd/netdapi"
+
 	"github.com/flashgate/flashgate/internal/testnet"
 )
 
@@ -322,7 +324,7 @@ func TestRefusedApplyKeepsRuleset(t *testing.T) {
 	}
 }
 
-func handles(rs []RuleCounter) []string {
+func handles(rs []netdapi.RuleCounter) []string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
 		out[i] = fmt.Sprintf("%s/%d/%s", r.Chain, r.Handle, r.Comment)

@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"slices"
 
+	"github.com/flashgate/flashgate/services/netd/netdapi"
+
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -319,31 +321,11 @@ func inNetNS(ns netns.NsHandle, f func() error) error {
 	return <-errc
 }
 
-// LinkStatus is what the status API reports for one interface.
-type LinkStatus struct {
-	Name      string   `json:"name"`
-	Role      string   `json:"role"`
-	Present   bool     `json:"present"`
-	Up        bool     `json:"up"`        // administratively
-	Operstate string   `json:"operstate"` // "up", "down", "lowerlayerdown", ...
-	MTU       int      `json:"mtu"`
-	MAC       string   `json:"mac,omitempty"`
-	Addresses []string `json:"addresses"`
-	RxBytes   uint64   `json:"rx_bytes"`
-	TxBytes   uint64   `json:"tx_bytes"`
-	RxPackets uint64   `json:"rx_packets"`
-	TxPackets uint64   `json:"tx_packets"`
-	RxErrors  uint64   `json:"rx_errors"`
-	TxErrors  uint64   `json:"tx_errors"`
-	RxDropped uint64   `json:"rx_dropped"`
-	TxDropped uint64   `json:"tx_dropped"`
-}
-
 // Status reads the state and counters of the given links.
-func (n *Netlink) Status(want []Link) []LinkStatus {
-	out := make([]LinkStatus, 0, len(want))
+func (n *Netlink) Status(want []Link) []netdapi.LinkStatus {
+	out := make([]netdapi.LinkStatus, 0, len(want))
 	for _, w := range want {
-		st := LinkStatus{Name: w.Name, Role: w.Role, Addresses: []string{}}
+		st := netdapi.LinkStatus{Name: w.Name, Role: w.Role, Addresses: []string{}}
 		l, err := n.h.LinkByName(w.Name)
 		if err != nil {
 			out = append(out, st)

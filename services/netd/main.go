@@ -16,12 +16,12 @@ import (
 	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/internal/localapi"
-	"github.com/flashgate/flashgate/internal/paths"
 	"github.com/flashgate/flashgate/services/configd/configdapi"
+	"github.com/flashgate/flashgate/services/netd/netdapi"
 )
 
 // DefaultSocket is where netd serves its local API.
-const DefaultSocket = paths.NetdSocket
+const DefaultSocket = netdapi.Socket
 
 // Main runs netd: `flashgate netd [-socket path] [-configd path] [-board name] [-resolv-conf path]`.
 // With -print it prints the firewall the current configuration gives, in

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/services/netd/netdapi"
+
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
 
@@ -114,7 +116,7 @@ func TestMainInNamespace(t *testing.T) {
 		defer resp.Body.Close()
 		return json.NewDecoder(resp.Body).Decode(v)
 	}
-	var st Status
+	var st netdapi.Status
 	waitFor(t, 15*time.Second, "status with an applied configuration from netd's socket", func() bool {
 		return get("/v1/status", &st) == nil && !st.LastApply.At.IsZero()
 	})
@@ -127,7 +129,7 @@ func TestMainInNamespace(t *testing.T) {
 	if b, err := os.ReadFile("/etc/resolv.conf"); hostResolvErr == nil && (err != nil || !bytes.Equal(b, hostResolv)) {
 		t.Errorf("the host's /etc/resolv.conf changed under the test: %q (%v)", b, err)
 	}
-	var lan *LinkStatus
+	var lan *netdapi.LinkStatus
 	for i := range st.Links {
 		if st.Links[i].Name == "eth1" {
 			lan = &st.Links[i]
@@ -136,7 +138,7 @@ func TestMainInNamespace(t *testing.T) {
 	if lan == nil || !lan.Up || len(lan.Addresses) == 0 || !strings.HasPrefix(lan.Addresses[0], "192.168.1.1/24") {
 		t.Errorf("eth1 (the qemu board's LAN port) should be up with 192.168.1.1/24: %+v", lan)
 	}
-	var fw FirewallStatus
+	var fw netdapi.FirewallStatus
 	if err := get("/v1/firewall", &fw); err != nil {
 		t.Fatal(err)
 	}

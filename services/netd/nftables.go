@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/flashgate/flashgate/services/netd/netdapi"
+
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
@@ -141,30 +143,21 @@ func (n *NFTables) Delete() error {
 	return nil
 }
 
-// RuleCounter is one kernel rule with its hit counter.
-type RuleCounter struct {
-	Chain   string `json:"chain"`
-	Handle  uint64 `json:"handle"`
-	Comment string `json:"comment"`
-	Packets uint64 `json:"packets"`
-	Bytes   uint64 `json:"bytes"`
-}
-
 // Rules lists the rules of table inet flashgate in kernel order with their
 // counters. A missing table is an error: it means the box is unprotected.
-func (n *NFTables) Rules() ([]RuleCounter, error) {
+func (n *NFTables) Rules() ([]netdapi.RuleCounter, error) {
 	c, err := n.conn()
 	if err != nil {
 		return nil, err
 	}
-	var out []RuleCounter
+	var out []netdapi.RuleCounter
 	for _, ch := range chains() {
 		rules, err := c.GetRules(table, ch)
 		if err != nil {
 			return nil, fmt.Errorf("nftables: list chain %s: %w", ch.Name, err)
 		}
 		for _, r := range rules {
-			rc := RuleCounter{Chain: ch.Name, Handle: r.Handle}
+			rc := netdapi.RuleCounter{Chain: ch.Name, Handle: r.Handle}
 			rc.Comment, _ = userdata.GetString(r.UserData, userdata.TypeComment)
 			for _, e := range r.Exprs {
 				if ctr, ok := e.(*expr.Counter); ok {
@@ -177,19 +170,11 @@ func (n *NFTables) Rules() ([]RuleCounter, error) {
 	return out, nil
 }
 
-// HitCounter is the traffic matched by one policy element (all the kernel
-// rules that carry its comment).
-type HitCounter struct {
-	Rule    string `json:"rule"` // the Spec comment: "rule:ssh", "builtin:drop"
-	Packets uint64 `json:"packets"`
-	Bytes   uint64 `json:"bytes"`
-}
-
 // Hits adds up the rule counters by chain and comment, in first-seen
 // order. Log rules are left out: their packets are counted by the rule
 // that follows them.
-func Hits(rules []RuleCounter) []HitCounter {
-	var out []HitCounter
+func Hits(rules []netdapi.RuleCounter) []netdapi.HitCounter {
+	var out []netdapi.HitCounter
 	idx := map[string]int{}
 	for _, r := range rules {
 		if strings.HasSuffix(r.Comment, logSuffix) {
@@ -199,7 +184,7 @@ func Hits(rules []RuleCounter) []HitCounter {
 		if !ok {
 			i = len(out)
 			idx[r.Chain+" "+r.Comment] = i
-			out = append(out, HitCounter{Rule: r.Chain + " " + r.Comment})
+			out = append(out, netdapi.HitCounter{Rule: r.Chain + " " + r.Comment})
 		}
 		out[i].Packets += r.Packets
 		out[i].Bytes += r.Bytes

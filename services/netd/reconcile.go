@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/flashgate/flashgate/services/netd/netdapi"
 )
 
 // Reconciler applies Desired states one after another, each time changing
@@ -17,19 +19,7 @@ type Reconciler struct {
 	mu      sync.Mutex
 	current *Desired // last state applied (nil before the first)
 	specs   []Spec   // the firewall now in the kernel
-	result  ApplyResult
-}
-
-// ApplyResult is what the last Apply did, for the status API.
-type ApplyResult struct {
-	At               time.Time `json:"at"`
-	FirewallReplaced bool      `json:"firewall_replaced"`
-	Rules            int       `json:"rules"`
-	Error            string    `json:"error,omitempty"`
-	// NetworkError is what could not be configured on the links
-	// (a missing NIC, an unreachable gateway); the firewall is still
-	// in force and the next Apply retries.
-	NetworkError string `json:"network_error,omitempty"`
+	result  netdapi.ApplyResult
 }
 
 // Apply validates d and, if it is sound, makes the kernel match it. An
@@ -46,7 +36,7 @@ func (r *Reconciler) Apply(d *Desired) error {
 		r.result.Error = err.Error()
 		return err
 	}
-	res := ApplyResult{At: time.Now(), Rules: len(r.specs)}
+	res := netdapi.ApplyResult{At: time.Now(), Rules: len(r.specs)}
 	if err := r.applyFirewall(d, &res); err != nil {
 		res.Error = err.Error()
 		r.result = res
@@ -64,7 +54,7 @@ func (r *Reconciler) Apply(d *Desired) error {
 }
 
 // applyFirewall replaces the ruleset if d's differs from the one in force.
-func (r *Reconciler) applyFirewall(d *Desired, res *ApplyResult) error {
+func (r *Reconciler) applyFirewall(d *Desired, res *netdapi.ApplyResult) error {
 	// The periodic resync applies the same state again and again: skip
 	// even building the ruleset when the firewall's input did not change.
 	if r.current != nil && reflect.DeepEqual(d.Firewall, r.current.Firewall) {
@@ -83,7 +73,7 @@ func (r *Reconciler) applyFirewall(d *Desired, res *ApplyResult) error {
 }
 
 // Current returns the last state applied and what that apply did.
-func (r *Reconciler) Current() (*Desired, []Spec, ApplyResult) {
+func (r *Reconciler) Current() (*Desired, []Spec, netdapi.ApplyResult) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.current, r.specs, r.result

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/flashgate/flashgate/services/netd/netdapi"
 )
 
 // DefaultResolvConf is the resolver configuration netd keeps: the box's own
@@ -34,7 +36,7 @@ func validDomain(s string) bool { return len(s) <= 253 && domainRE.MatchString(s
 // resolvConf renders resolv.conf from the leases, taken in the order given
 // (the daemon sorts them by link): their DNS servers, deduplicated, at most
 // three, and their search domains.
-func resolvConf(leases []*Lease) []byte {
+func resolvConf(leases []*netdapi.Lease) []byte {
 	var servers []netip.Addr
 	var search, from []string
 	for _, l := range leases {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/services/netd/netdapi"
+
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 	"github.com/insomniacslk/dhcp/rfc1035label"
@@ -29,17 +31,17 @@ func addrs(s ...string) []netip.Addr {
 func TestResolvConf(t *testing.T) {
 	cases := []struct {
 		name   string
-		leases []*Lease
+		leases []*netdapi.Lease
 		want   string
 	}{
 		{"no lease", nil,
 			"# Written by netd: no DHCP lease on a WAN link gives DNS servers.\n"},
-		{"a lease without DNS servers", []*Lease{{Link: "eth0", Search: []string{"example.net"}}},
+		{"a lease without DNS servers", []*netdapi.Lease{{Link: "eth0", Search: []string{"example.net"}}},
 			"# Written by netd: no DHCP lease on a WAN link gives DNS servers.\n"},
-		{"servers and a search domain", []*Lease{{Link: "eth0", DNS: addrs("192.0.2.53", "2001:db8::53"), Search: []string{"example.net"}}},
+		{"servers and a search domain", []*netdapi.Lease{{Link: "eth0", DNS: addrs("192.0.2.53", "2001:db8::53"), Search: []string{"example.net"}}},
 			"# Written by netd from the DHCP lease on eth0; rewritten when it changes.\n" +
 				"search example.net\nnameserver 192.0.2.53\nnameserver 2001:db8::53\n"},
-		{"at most three servers, the first lease's first, without duplicates", []*Lease{
+		{"at most three servers, the first lease's first, without duplicates", []*netdapi.Lease{
 			{Link: "eth0", DNS: addrs("192.0.2.53", "192.0.2.54"), Search: []string{"a.example"}},
 			{Link: "eth2", DNS: addrs("192.0.2.54", "198.51.100.53", "198.51.100.54"), Search: []string{"b.example", "a.example"}},
 		}, "# Written by netd from the DHCP lease on eth0, eth2; rewritten when it changes.\n" +

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flashgate/flashgate/services/netd/netdapi"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -86,22 +88,6 @@ func (SystemClock) Slew(offset time.Duration) error {
 // 64-bit architectures and int32 on 386.
 func setTimexField[T int32 | int64](field *T, v int64) { *field = T(v) }
 
-// TimeStatus is the time sync's state, in netd's status.
-type TimeStatus struct {
-	Servers  []string  `json:"servers"` // as configured
-	State    string    `json:"state"`   // "off" (no servers), "unsynchronized", "synchronized"
-	LastSync time.Time `json:"last_sync,omitzero"`
-	Server   string    `json:"server,omitempty"` // of the last sync: "pool.ntp.org (192.0.2.1)"
-	Stratum  int       `json:"stratum,omitempty"`
-	// OffsetSeconds is the correction of the last sync; DelaySeconds
-	// the round trip it was measured over.
-	OffsetSeconds float64   `json:"offset_seconds"`
-	DelaySeconds  float64   `json:"delay_seconds"`
-	Correction    string    `json:"correction,omitempty"` // "stepped" or "slewed"
-	LastError     string    `json:"last_error,omitempty"` // of the last poll, if it failed
-	NextPoll      time.Time `json:"next_poll,omitzero"`
-}
-
 // TimeSync keeps the clock in step with the configured NTP servers.
 type TimeSync struct {
 	Clock Clock
@@ -114,7 +100,7 @@ type TimeSync struct {
 	mu       sync.Mutex
 	servers  []string
 	denied   map[string]bool // servers that sent DENY or RSTR, until the list changes
-	status   TimeStatus
+	status   netdapi.TimeStatus
 	interval time.Duration // the current poll or retry interval
 	changed  chan struct{}
 }
@@ -122,7 +108,7 @@ type TimeSync struct {
 // NewTimeSync returns a time sync with no servers (off) correcting clock.
 func NewTimeSync(clock Clock) *TimeSync {
 	return &TimeSync{Clock: clock, changed: make(chan struct{}, 1),
-		status: TimeStatus{Servers: []string{}, State: "off"}}
+		status: netdapi.TimeStatus{Servers: []string{}, State: "off"}}
 }
 
 // SetServers sets the servers, by name or address; a change makes the
@@ -153,7 +139,7 @@ func (t *TimeSync) SetServers(servers []string) {
 }
 
 // Status returns the state of the time sync.
-func (t *TimeSync) Status() TimeStatus {
+func (t *TimeSync) Status() netdapi.TimeStatus {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := t.status
@@ -274,7 +260,7 @@ func (t *TimeSync) correct(s ntpSample) time.Duration {
 	}
 	t.interval = nextPoll(t.interval)
 	now := t.Clock.Now()
-	t.status = TimeStatus{
+	t.status = netdapi.TimeStatus{
 		Servers:       t.status.Servers,
 		State:         "synchronized",
 		LastSync:      now,
