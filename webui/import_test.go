@@ -74,7 +74,15 @@ func TestWeakTunnelShown(t *testing.T) {
 	mustContain(t, "tunnel list", b.get("/tunnels").Body, "weak algorithms", "aes128-sha1-modp1024: sha1, modp1024.")
 	mustContain(t, "tunnel page", b.get("/tunnels/VPN-A-B").Body, `id="weak-proposals"`, "allowed by legacy_algorithms", "IKEv1",
 		"modp1024 (a 1024-bit group is within reach of a well-funded attacker: Logjam; use modp2048 or ecp256)")
-	r, _ := b.api("GET", "/api/v1/tunnels", "")
+	mustContain(t, "edit form", b.get("/tunnels/VPN-A-B/edit").Body, `<option value="1" selected>1</option>`,
+		`id="f-legacy_algorithms" checked`)
+	// Turning legacy_algorithms off in the form is refused: the
+	// proposals need it, and the message says which setting allows them.
+	r, _ := b.api("PUT", "/api/v1/tunnels/VPN-A-B", `{"legacy_algorithms":false}`)
+	if r.Code != http.StatusUnprocessableEntity || !strings.Contains(r.Body, "accepted only in a tunnel with legacy_algorithms true") {
+		t.Errorf("legacy off: %d %s", r.Code, r.Body)
+	}
+	r, _ = b.api("GET", "/api/v1/tunnels", "")
 	mustContain(t, "GET /api/v1/tunnels", strings.Join(strings.Fields(r.Body), ""), `"weak":[{"kind":"ike","proposal":"aes128-sha1-modp1024"`)
 }
 
