@@ -9,6 +9,7 @@ import (
 	"github.com/flashgate/flashgate/internal/testnet"
 	"github.com/flashgate/flashgate/ipsec"
 	"github.com/flashgate/flashgate/ipsec/iked"
+	"github.com/flashgate/flashgate/ipsec/iked/ikedns"
 )
 
 const benchPSK = "bench-psk-0123456789abcdef"
@@ -38,21 +39,7 @@ func (p tunnelPair) start(b testing.TB, s *testnet.SiteToSite) (a, peer *iked.Da
 
 func startIked(b testing.TB, ns *testnet.NS, tunnels ...config.Tunnel) *iked.Daemon {
 	b.Helper()
-	var d *iked.Daemon
-	err := ns.Do(func() error {
-		var err error
-		d, err = iked.Open(iked.Options{DataPlane: "userspace", Logf: func(string, ...any) {}})
-		if err != nil {
-			return err
-		}
-		d.Run()
-		return d.Apply(&config.Config{Tunnels: tunnels})
-	})
-	if err != nil {
-		b.Fatalf("start iked in %s: %v", ns.Name, err)
-	}
-	b.Cleanup(func() { d.Close() })
-	return d
+	return ikedns.Start(b, ns, iked.Options{}, &config.Config{Tunnels: tunnels})
 }
 
 func waitUp(b testing.TB, d *iked.Daemon, timeout time.Duration) {

@@ -12,6 +12,7 @@ import (
 	"github.com/flashgate/flashgate/internal/testnet"
 	"github.com/flashgate/flashgate/ipsec"
 	"github.com/flashgate/flashgate/ipsec/iked"
+	"github.com/flashgate/flashgate/ipsec/iked/ikedns"
 	"github.com/strongswan/govici/vici"
 )
 
@@ -47,20 +48,7 @@ func (w *upWatcher) changed(name string, s ipsec.TunnelState) {
 // tunnels come with Apply.
 func startIkedWatched(b *testing.B, ns *testnet.NS) (*iked.Daemon, *upWatcher) {
 	w := &upWatcher{up: map[string]chan struct{}{}}
-	var d *iked.Daemon
-	err := ns.Do(func() error {
-		var err error
-		d, err = iked.Open(iked.Options{DataPlane: "userspace", Logf: func(string, ...any) {}, StateChanged: w.changed, TickInterval: 10 * time.Millisecond})
-		if err != nil {
-			return err
-		}
-		d.Run()
-		return nil
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { d.Close() })
+	d := ikedns.Start(b, ns, iked.Options{StateChanged: w.changed, TickInterval: 10 * time.Millisecond}, nil)
 	return d, w
 }
 

@@ -10,27 +10,8 @@ import (
 	"github.com/flashgate/flashgate/internal/testnet"
 	"github.com/flashgate/flashgate/ipsec"
 	"github.com/flashgate/flashgate/ipsec/iked"
+	"github.com/flashgate/flashgate/ipsec/iked/ikedns"
 )
-
-// startIkedConfig runs iked (userspace data plane) in ns with a whole
-// configuration: route tunnels need their routes.
-func startIkedConfig(b testing.TB, ns *testnet.NS, c *config.Config) *iked.Daemon {
-	b.Helper()
-	var d *iked.Daemon
-	err := ns.Do(func() error {
-		var err error
-		if d, err = iked.Open(iked.Options{DataPlane: "userspace", Logf: func(string, ...any) {}}); err != nil {
-			return err
-		}
-		d.Run()
-		return d.Apply(c)
-	})
-	if err != nil {
-		b.Fatalf("start iked in %s: %v", ns.Name, err)
-	}
-	b.Cleanup(func() { d.Close() })
-	return d
-}
 
 // routeSide is one gateway's configuration of a route tunnel to the other:
 // any-to-any selectors, ipsec0, the far LAN routed through it.
@@ -56,8 +37,8 @@ func BenchmarkRouteTunnelTCP(b *testing.B) {
 	waitUp(b, pb, 5*time.Second)
 
 	rt := testnet.NewSiteToSite(b)
-	rb := startIkedConfig(b, rt.GwB, routeSide(p.tunnel(rt.GwBWAN, rt.GwAWAN, "gwB", "gwA", rt.LANB, rt.LANA, config.StartRespond), rt.LANA))
-	ra := startIkedConfig(b, rt.GwA, routeSide(p.tunnel(rt.GwAWAN, rt.GwBWAN, "gwA", "gwB", rt.LANA, rt.LANB, config.StartInitiate), rt.LANB))
+	rb := ikedns.Start(b, rt.GwB, iked.Options{}, routeSide(p.tunnel(rt.GwBWAN, rt.GwAWAN, "gwB", "gwA", rt.LANB, rt.LANA, config.StartRespond), rt.LANA))
+	ra := ikedns.Start(b, rt.GwA, iked.Options{}, routeSide(p.tunnel(rt.GwAWAN, rt.GwBWAN, "gwA", "gwB", rt.LANA, rt.LANB, config.StartInitiate), rt.LANB))
 	waitUp(b, ra, 10*time.Second)
 	waitUp(b, rb, 5*time.Second)
 	if out, _ := rt.GwA.Output("ip", "-4", "route", "show", rt.LANB.String()); !strings.Contains(out, "dev ipsec0") {
@@ -125,7 +106,7 @@ func routeFailoverOnce(b *testing.B) float64 {
 			Destination: config.MustPrefix(s.LANB.String()), Interface: t.Interface, Metric: 100 * (i + 1)})
 	}
 	charon := testnet.StartCharon(b, s.GwB, conns...)
-	d := startIkedConfig(b, s.GwA, c)
+	d := ikedns.Start(b, s.GwA, iked.Options{}, c)
 	deadline := time.Now().Add(20 * time.Second)
 	for !(stateOf(d, "t1") == ipsec.StateUp && stateOf(d, "t2") == ipsec.StateUp) {
 		if time.Now().After(deadline) {

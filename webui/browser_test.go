@@ -6,13 +6,13 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
+	"github.com/flashgate/flashgate/ipsec/iked/ikedns"
 
 	"github.com/chromedp/chromedp"
 
@@ -479,37 +479,15 @@ func browserTunnelUp(s *browserSession, cfg *configdapi.Client, ikedSock string)
 // status on sock.
 func startIked(t *testing.T, ns *testnet.NS, cfg *configdapi.Client, sock string) {
 	t.Helper()
-	var d *iked.Daemon
-	err := ns.Do(func() error {
-		var err error
-		if d, err = iked.Open(iked.Options{DataPlane: "userspace", Logf: t.Logf}); err != nil {
-			return err
-		}
-		d.Run()
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("start iked in %s: %v", ns.Name, err)
-	}
+	d := ikedns.Start(t, ns, iked.Options{Logf: t.Logf}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done, served := make(chan struct{}), make(chan error, 1)
-	t.Cleanup(func() { cancel(); <-done; <-served; d.Close() })
+	t.Cleanup(func() { cancel(); <-done; <-served })
 	go func() { served <- d.Serve(ctx, sock, localapi.RootOnly) }()
 	go func() {
 		defer close(done)
-		for ch := range cfg.Watch(ctx) {
-			if ch.Reason != "current" && !slices.Contains(ch.Sections, "tunnels") {
-				continue
-			}
-			running, _, err := cfg.Running(ctx)
-			if err != nil {
-				continue
-			}
-			// Apply adds routes and SAs: in the gateway's namespace.
-			if err := ns.Do(func() error { return d.Apply(running) }); err != nil {
-				t.Logf("iked apply: %v", err)
-			}
-		}
+		// Apply adds routes and SAs: in the gateway's namespace.
+		ns.Do(func() error { d.Follow(ctx, cfg, t.Logf); return nil })
 	}()
 }
 

@@ -42,21 +42,7 @@ func tunnelConfig(local, remote netip.Addr, lid, rid string, lan, far netip.Pref
 // no ESP) with the given tunnels.
 func startIked(t testing.TB, ns *testnet.NS, tunnels ...config.Tunnel) *Daemon {
 	t.Helper()
-	var d *Daemon
-	err := ns.Do(func() error {
-		var err error
-		d, err = Open(Options{DataPlane: "userspace", Logf: t.Logf})
-		if err != nil {
-			return err
-		}
-		d.Run()
-		return d.Apply(&config.Config{Tunnels: tunnels})
-	})
-	if err != nil {
-		t.Fatalf("start iked in %s: %v", ns.Name, err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
+	return startIkedConfig(t, ns, &config.Config{Tunnels: tunnels})
 }
 
 // waitState waits for the tunnel to reach state, and returns its status.

@@ -77,7 +77,7 @@ func Main(args []string) int {
 	defer cancel()
 	if *configd != "" {
 		logger.Printf("iked: following the running configuration of configd at %s", *configd)
-		go followConfigd(ctx, d, configdapi.New(*configd), logger.Printf)
+		go d.Follow(ctx, configdapi.New(*configd), logger.Printf)
 	}
 	go func() {
 		if err := d.Serve(ctx, *sock, localapi.Group(*sockGroup)); err != nil {
@@ -109,14 +109,14 @@ func Main(args []string) int {
 	return 0
 }
 
-// followConfigd applies the running configuration at start and after every
+// Follow applies configd's running configuration at start and after every
 // commit that changed the tunnels, the certificates (tunnels that
 // authenticate with them) or the routes (route tunnels' interfaces carry
 // the routes that name them), with configdapi.Follow: configd may
 // start after iked or restart, and until the first configuration arrives
 // iked runs no tunnels. What Apply refuses it logs; iked keeps retrying
 // the tunnels it could start (maintain), so Follow need not repeat it.
-func followConfigd(ctx context.Context, d *Daemon, src configdapi.Source, logf func(string, ...any)) {
+func (d *Daemon) Follow(ctx context.Context, src configdapi.Source, logf func(string, ...any)) {
 	configdapi.Follow(ctx, src, configdapi.Following{
 		Name:     "iked",
 		Logf:     logf,

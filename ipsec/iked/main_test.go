@@ -299,7 +299,7 @@ func TestFollowConfigd(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var logs lockedBuffer
-	go followConfigd(ctx, d, configdapi.New(sock), log.New(&logs, "", 0).Printf)
+	go d.Follow(ctx, configdapi.New(sock), log.New(&logs, "", 0).Printf)
 
 	time.Sleep(time.Second)
 	if n := len(d.Status()); n != 0 {

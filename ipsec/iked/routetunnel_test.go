@@ -21,7 +21,9 @@ func routeTunnel(name, ifc string, local, remote netip.Addr, rid string) config.
 	return t
 }
 
-// startIkedConfig is startIked with a whole configuration (routes too).
+// startIkedConfig runs a daemon (userspace data plane) inside ns with a
+// whole configuration (route tunnels need their routes). Other packages
+// use ikedns.Start, which this package cannot import.
 func startIkedConfig(t testing.TB, ns *testnet.NS, c *config.Config) *Daemon {
 	t.Helper()
 	var d *Daemon
