@@ -24,7 +24,8 @@ type tunnelRow struct {
 	Name      string              `json:"name"`
 	Enabled   bool                `json:"enabled"`
 	Remote    string              `json:"remote_address"`
-	Committed bool                `json:"committed"` // false: only in the pending changes
+	Interface string              `json:"interface,omitempty"` // a route tunnel's ipsecN
+	Committed bool                `json:"committed"`           // false: only in the pending changes
 	State     ipsec.TunnelState   `json:"state"`
 	Reason    string              `json:"reason,omitempty"`
 	Status    *ipsec.TunnelStatus `json:"status,omitempty"`
@@ -59,6 +60,9 @@ func (s *Server) tunnelRows(ctx context.Context) ([]tunnelRow, error) {
 	add := func(t config.Tunnel, committed bool) {
 		row := tunnelRow{Name: t.Name, Enabled: t.Enabled, Remote: t.RemoteAddress.String(), Committed: committed, State: stateUnknown,
 			Weak: t.WeakProposals()}
+		if t.IsRoute() {
+			row.Interface = t.Interface
+		}
 		switch st := byName[t.Name]; {
 		case !committed:
 			row.Reason = "not committed yet"

@@ -303,6 +303,8 @@ func TestRouteTunnelForms(t *testing.T) {
 		t.Fatalf("route through ipsec0: %d %s", r.Code, fieldError(r.Body, "interface"))
 	}
 	mustContain(t, "the route tunnel's page", b.get("/tunnels/aws1").Body, "172.31.0.0/16 metric 100")
+	mustContain(t, "the tunnel list", b.get("/tunnels").Body, `<span class="tag">ipsec0</span>`)
+	mustContain(t, "the dashboard", b.get("/").Body, "via ipsec0")
 	mustContain(t, "the routes page", b.get("/routes").Body, `href="/tunnels/aws1"`, "tunnel aws1")
 	// The edit form shows what was saved.
 	mustContain(t, "the edit form", b.get("/tunnels/aws1/edit").Body, `value="ipsec0"`, `value="1399"`, "169.254.10.2/30")
