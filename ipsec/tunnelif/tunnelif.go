@@ -100,13 +100,18 @@ func Check(want []ipsec.TunnelInterface) error {
 // Configure makes link (the plane's interface for want) match want: MTU,
 // addresses, up, and the routes if the tunnel carries an SA.
 func (t *Table) Configure(link netlink.Link, want ipsec.TunnelInterface) error {
+	var errs []error
 	e := t.ifs[want.IfID]
 	if e == nil {
 		e = &entry{}
 		t.ifs[want.IfID] = e
+		// An interface taken over from an earlier run (the kernel plane
+		// keeps an XFRM interface of the same name and if_id) may still
+		// carry that run's routes: with no SA yet they would hold the
+		// destinations that another tunnel should carry.
+		errs = append(errs, t.flushStale(link))
 	}
 	e.want, e.link = want, link
-	var errs []error
 	if want.MTU != 0 && link.Attrs().MTU != want.MTU {
 		if err := t.nl.LinkSetMTU(link, want.MTU); err != nil {
 			errs = append(errs, fmt.Errorf("tunnel interface %s: MTU %d: %w", want.Name, want.MTU, err))
@@ -246,4 +251,20 @@ func (t *Table) kernelRoute(e *entry, r ipsec.TunnelRoute) *netlink.Route {
 		kr.Scope = netlink.SCOPE_LINK
 	}
 	return kr
+}
+
+// flushStale removes the routes of ours (RouteProtocol) through link.
+func (t *Table) flushStale(link netlink.Link) error {
+	rs, err := t.nl.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{LinkIndex: link.Attrs().Index, Protocol: RouteProtocol},
+		netlink.RT_FILTER_OIF|netlink.RT_FILTER_PROTOCOL)
+	if err != nil {
+		return fmt.Errorf("tunnel interface %s: list routes: %w", link.Attrs().Name, err)
+	}
+	var errs []error
+	for i := range rs {
+		if err := t.nl.RouteDel(&rs[i]); err != nil && !errors.Is(err, unix.ESRCH) {
+			errs = append(errs, fmt.Errorf("tunnel interface %s: remove a stale route: %w", link.Attrs().Name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
