@@ -36,6 +36,17 @@ func TestImportCommand(t *testing.T) {
 		t.Fatalf("candidate: %+v", tun)
 	}
 
+	// Committed, the tunnel's weak proposals show in show tunnels, also
+	// while iked does not answer (none runs in this test).
+	term.send("commit imported\r")
+	if got := term.expect(prompt); !strings.Contains(got, "Committed revision") {
+		t.Fatalf("commit:\n%s", got)
+	}
+	term.send("show tunnels\r")
+	if got := term.expect(prompt); !strings.Contains(got, "VPN-A-B weak proposal: ike aes128-sha1-modp1024: sha1, modp1024") {
+		t.Errorf("show tunnels:\n%s", got)
+	}
+
 	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)

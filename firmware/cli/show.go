@@ -216,6 +216,11 @@ func showTunnels(ctx context.Context, s *session, b *strings.Builder, args []str
 		fmt.Fprintf(b, "iked is not answering (%s)\n", reason(err))
 		if c := s.running(); c != nil {
 			fmt.Fprintf(b, "configured tunnels: %s\n", tunnelNames(c))
+			for _, t := range c.Tunnels {
+				for _, w := range t.WeakProposals() {
+					fmt.Fprintf(b, "  %s weak proposal: %s %s: %s\n", t.Name, w.Kind, w.Proposal, w.Algorithms())
+				}
+			}
 		}
 		return nil
 	}
