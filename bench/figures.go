@@ -365,7 +365,7 @@ func boardFigures(res []Result, why string) []Figure {
 		}
 		f := Measured(name, native*e386/e64*scale, unit, "", fmt.Sprintf(
 			"ESTIMATE for the GOARCH=386 GO386=softfloat build on this CPU: amd64 native %.4g %s x (386 %.4g / amd64 %.4g %s, both in qemu TCG, -cpu pentium2 / qemu64); %s. "+
-				"TCG does not cost every instruction alike (the amd64 build's curve25519/ecp256 ratio is 1.4 natively, 0.34 under TCG): treat it as a factor-of-a-few figure",
+				"TCG does not cost every instruction alike (the amd64 build's curve25519/ecp256 ratio is about 1.2-1.4 natively, 0.3-0.55 under TCG), and the native figure moves with the shared machine's load: treat it as a factor-of-a-few figure (docs/boards.md)",
 			native*scale, unit, e386*scale, e64*scale, unit, what))
 		return f.Against("amd64 build, native", native*scale)
 	}
