@@ -73,6 +73,7 @@ func TestAccessAsTheWebUIsUser(t *testing.T) {
 	}
 	serve("configd.sock", -1)
 	serve("configd-web.sock", 64044, configd.Restricted())
+	serve("configd-read.sock", 64046, configd.ReadOnly())
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestAccessHelper$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "FG_ACCESS_ARGS=-run "+dir+" -db "+db+" 64043:64044")
@@ -81,7 +82,7 @@ func TestAccessAsTheWebUIsUser(t *testing.T) {
 		t.Fatalf("flashgate access: %v\n%s", err, out)
 	}
 	got := string(out)
-	for _, want := range []string{"as uid 64043 gid 64044:", "configd-web.sock       connects", "psk of tunnel hq: redacted",
+	for _, want := range []string{"as uid 64043 gid 64044 groups []:", "configd-web.sock       connects", "configd-read.sock      refused: permission denied", "psk of tunnel hq: redacted",
 		"export with secrets in the clear: refused", "configd.sock           refused: permission denied", "config.db              refused: permission denied"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("flashgate access 64043:64044 says\n%s\nwant %q in it", got, want)
@@ -90,6 +91,26 @@ func TestAccessAsTheWebUIsUser(t *testing.T) {
 	if strings.Contains(got, "IN THE CLEAR") || strings.Contains(got, "GIVEN") {
 		t.Errorf("the web UI's user got a key:\n%s", got)
 	}
+
+	// iked's user: the running configuration with its keys through the
+	// read-only socket, and nothing else: no candidate, no export, neither
+	// of the other configd sockets.
+	cmd = exec.Command(os.Args[0], "-test.run=^TestAccessHelper$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "FG_ACCESS_ARGS=-run "+dir+" -db "+db+" 64045:64046:64047")
+	out, err = cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("flashgate access: %v\n%s", err, out)
+	}
+	got = string(out)
+	for _, want := range []string{"as uid 64045 gid 64046 groups [64047]:", "configd-read.sock      connects", "psk of tunnel hq: IN THE CLEAR",
+		"candidate (the edits): refused", "export with secrets in the clear: refused",
+		"configd-web.sock       refused: permission denied", "configd.sock           refused: permission denied",
+		"config.db              refused: permission denied"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("flashgate access 64045:64046:64047 says\n%s\nwant %q in it", got, want)
+		}
+	}
+
 	var root strings.Builder
 	reportAccess(&root, dir, db)
 	if !strings.Contains(root.String(), "psk of tunnel hq: IN THE CLEAR") || !strings.Contains(root.String(), "config.db              readable") {

@@ -37,6 +37,7 @@ import (
 	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/firmware/bootparam"
 	"github.com/flashgate/flashgate/firmware/supervisor"
+	"github.com/flashgate/flashgate/internal/paths"
 )
 
 // DefaultHostname is the box's name from boot until hostd applies the
@@ -312,6 +313,9 @@ func (in *initProc) startSupervisor() {
 		c.Baud = 115200
 	}
 	if err := prepareWebUIDirs(webUIRunDir, webUIUID, webUIGID); err != nil {
+		in.logf("%v", err)
+	}
+	if err := prepareIkedDir(paths.IkedRunDir); err != nil {
 		in.logf("%v", err)
 	}
 	web, err := openWebListeners(":443", ":80")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flashgate/flashgate/firmware/supervisor"
 	"github.com/flashgate/flashgate/internal/paths"
+	"golang.org/x/sys/unix"
 )
 
 // The web UI's user and group on the appliance. The initramfs has no
@@ -17,8 +18,9 @@ import (
 // capabilities; what it may reach is given to this group (docs/architecture.md,
 // "Who can reach what"):
 //
-//   - configd-web.sock (configd's restricted API), iked.sock and
-//     supervisor-web.sock (services, logs, reboot): root:443, 0660;
+//   - configd-web.sock (configd's restricted API) and supervisor-web.sock
+//     (services, logs, reboot): root:443, 0660;
+//   - iked/iked.sock, through the supplementary group ikedAPIGID;
 //   - webUIRunDir (its certificate when configd cannot keep it, the
 //     fingerprint for the console): 443:443, 0700;
 //   - its listeners on 443 and 80, which PID 1 binds and hands over as
@@ -26,6 +28,27 @@ import (
 const (
 	webUIUID = 443
 	webUIGID = 443
+)
+
+// iked's user and group. iked parses every packet that reaches UDP 500 and
+// 4500 from the WAN, so it runs as its own user with only what it needs:
+//
+//   - CAP_NET_ADMIN (XFRM states and policies, the ipsecN interfaces and
+//     their routes, the TUN of the userspace data plane), CAP_NET_BIND_SERVICE
+//     (ports 500 and 4500), CAP_NET_RAW (the userspace plane's raw ESP
+//     socket); no other capability of root's;
+//   - configd-read.sock (the running configuration with its secrets,
+//     nothing that changes it): root:501, 0660;
+//   - its directory paths.IkedRunDir (501:502, 0750) for iked.sock
+//     (501:502, 0660).
+//
+// ikedAPIGID is the group of iked's API: iked and the web UI are members
+// (supplementary), nobody else. The web UI's own group would not do: it
+// opens configd-web.sock, which can change the configuration.
+const (
+	ikedUID    = 501
+	ikedGID    = 501
+	ikedAPIGID = 502
 )
 
 // webUIRunDir is the web UI's own directory in RAM.
@@ -83,13 +106,28 @@ func (w webListeners) Close() {
 
 // prepareWebUIDirs makes the web UI's run directory, its own.
 func prepareWebUIDirs(runDir string, uid, gid int) error {
-	if err := os.MkdirAll(runDir, 0o700); err != nil {
-		return fmt.Errorf("web UI directory: %w", err)
+	return ownedDir("web UI directory", runDir, uid, gid, 0o700)
+}
+
+// prepareIkedDir makes iked's own directory, where it creates its socket:
+// iked's, traversable by the group of its API (the web UI).
+func prepareIkedDir(dir string) error {
+	return ownedDir("iked's directory", dir, ikedUID, ikedAPIGID, 0o750)
+}
+
+// ownedDir makes dir (and its parents, root's) and gives it to uid:gid
+// with mode.
+func ownedDir(what, dir string, uid, gid int, mode os.FileMode) error {
+	if err := os.MkdirAll(dir, mode); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	if err := os.Chown(runDir, uid, gid); err != nil {
-		return fmt.Errorf("web UI directory: %w", err)
+	if err := os.Chown(dir, uid, gid); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	return os.Chmod(runDir, 0o700)
+	if err := os.Chmod(dir, mode); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
 }
 
 // consoleSpec is the console getty's device and what its banner shows.
@@ -138,7 +176,7 @@ func serviceTable(exe string, c consoleSpec, web webListeners) []supervisor.Serv
 	// configd writes the defaults of a first boot or a factory reset, which
 	// name the board's own ports; it falls back to eth0/eth1 (and says so)
 	// for a board it does not know.
-	configdArgs := []string{"configd", "-web-group", strconv.Itoa(webUIGID)}
+	configdArgs := []string{"configd", "-web-group", strconv.Itoa(webUIGID), "-read-group", strconv.Itoa(ikedGID)}
 	if c.Board != "" {
 		configdArgs = append(configdArgs, "-board", c.Board)
 	}
@@ -156,9 +194,12 @@ func serviceTable(exe string, c consoleSpec, web webListeners) []supervisor.Serv
 		// (netd.DefaultResolvConf; it leaves the file alone unless told).
 		{Name: "netd", Path: exe, Args: []string{"netd", "-configd", configdSock, "-resolv-conf", "/etc/resolv.conf"}, Env: env,
 			After: []string{"configd"}, Needs: []string{modulesLoaded}, Restart: supervisor.RestartAlways},
-		{Name: "iked", Path: exe, Args: []string{"iked", "-configd", configdSock, "-socket-group", strconv.Itoa(webUIGID)}, Env: env,
+		{Name: "iked", Path: exe, Args: []string{"iked", "-configd", paths.ConfigdReadSocket,
+			"-socket", paths.IkedSocket, "-socket-group", strconv.Itoa(ikedAPIGID)}, Env: env,
 			After: []string{"configd"}, Needs: []string{modulesLoaded}, Restart: supervisor.RestartAlways,
-			StopTimeout: 3 * time.Second},
+			StopTimeout: 3 * time.Second,
+			User: &supervisor.User{UID: ikedUID, GID: ikedGID, Groups: []uint32{ikedAPIGID},
+				Caps: []uintptr{unix.CAP_NET_ADMIN, unix.CAP_NET_BIND_SERVICE, unix.CAP_NET_RAW}}},
 		webUIService(exe, env, web),
 	}
 	if c.Device != "" {
@@ -189,7 +230,7 @@ func webUIService(exe string, env []string, web webListeners) supervisor.Service
 	}
 	return supervisor.Service{Name: "webui", Path: exe, Args: args, Env: env,
 		After: []string{"configd"}, Restart: supervisor.RestartAlways,
-		User: &supervisor.User{UID: webUIUID, GID: webUIGID}, ExtraFiles: files}
+		User: &supervisor.User{UID: webUIUID, GID: webUIGID, Groups: []uint32{ikedAPIGID}}, ExtraFiles: files}
 }
 
 // hostdArgs are hostd's flags on the appliance. -console-baud is the speed

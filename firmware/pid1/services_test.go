@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/flashgate/flashgate/firmware/supervisor"
+	"github.com/flashgate/flashgate/internal/paths"
+	"golang.org/x/sys/unix"
 )
 
 func TestServiceTableGivesConfigdTheBoard(t *testing.T) {
@@ -17,9 +19,9 @@ func TestServiceTableGivesConfigdTheBoard(t *testing.T) {
 		board string
 		want  []string
 	}{
-		{"alix2d13", []string{"configd", "-web-group", "443", "-board", "alix2d13"}},
-		{"unknown", []string{"configd", "-web-group", "443", "-board", "unknown"}},
-		{"", []string{"configd", "-web-group", "443"}},
+		{"alix2d13", []string{"configd", "-web-group", "443", "-read-group", "501", "-board", "alix2d13"}},
+		{"unknown", []string{"configd", "-web-group", "443", "-read-group", "501", "-board", "unknown"}},
+		{"", []string{"configd", "-web-group", "443", "-read-group", "501"}},
 	} {
 		var got []string
 		for _, s := range serviceTable("/bbin/flashgate", consoleSpec{Device: "ttyS0", Baud: 38400, Board: tc.board}, webListeners{}) {
@@ -31,6 +33,39 @@ func TestServiceTableGivesConfigdTheBoard(t *testing.T) {
 			t.Errorf("board %q: configd args %q, want %q", tc.board, got, tc.want)
 		}
 	}
+}
+
+// iked parses the WAN's packets: it runs as its own user with the network
+// capabilities it needs and no other, reads the configuration through
+// configd's read-only socket (not the full one, which can change it), and
+// serves its API from its own directory.
+func TestServiceTableRunsIkedUnprivileged(t *testing.T) {
+	for _, s := range serviceTable("/bbin/flashgate", consoleSpec{}, webListeners{}) {
+		if s.Name != "iked" {
+			continue
+		}
+		if s.User == nil || s.User.UID == 0 || s.User.UID == webUIUID {
+			t.Fatalf("iked runs as %+v; want its own user", s.User)
+		}
+		caps := slices.Clone(s.User.Caps)
+		slices.Sort(caps)
+		if want := []uintptr{unix.CAP_NET_BIND_SERVICE, unix.CAP_NET_ADMIN, unix.CAP_NET_RAW}; !slices.Equal(caps, want) {
+			t.Errorf("iked keeps capabilities %v; want exactly %v", caps, want)
+		}
+		if i := slices.Index(s.Args, "-configd"); i < 0 || s.Args[i+1] != paths.ConfigdReadSocket {
+			t.Errorf("iked args %q; want -configd %s", s.Args, paths.ConfigdReadSocket)
+		}
+		if i := slices.Index(s.Args, "-socket"); i < 0 || filepath.Dir(s.Args[i+1]) != paths.IkedRunDir {
+			t.Errorf("iked args %q; want its socket in %s", s.Args, paths.IkedRunDir)
+		}
+		// Not the web UI's group: that one opens configd-web.sock, which
+		// changes the configuration.
+		if slices.Contains(s.User.Groups, webUIGID) || s.User.GID == webUIGID {
+			t.Errorf("iked is in the web UI's group %d: %+v", webUIGID, s.User)
+		}
+		return
+	}
+	t.Error("no iked in the service table")
 }
 
 // netd leaves /etc/resolv.conf alone unless told (so that a netd run by

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/flashgate/flashgate/firmware/supervisor"
+	"github.com/flashgate/flashgate/internal/paths"
+	"golang.org/x/sys/unix"
 )
 
 // SupervisorMain is `flashgate supervisor`: the same service table and API
@@ -49,6 +49,11 @@ func SupervisorMain(args []string) int {
 			logf("%v", err)
 		}
 		defer web.Close()
+	}
+	if *only == "all" || slices.Contains(strings.Split(*only, ","), "iked") {
+		if err := prepareIkedDir(paths.IkedRunDir); err != nil {
+			logf("%v", err)
+		}
 	}
 	table, err := selectServices(serviceTable(exe, spec, web), *only)
 	if err != nil {

@@ -18,7 +18,10 @@ import (
 	"github.com/flashgate/flashgate/upgrade/remote"
 )
 
-var webuiRow = regexp.MustCompile(`(?m)^webui +running +(\d+) `)
+var (
+	webuiRow = regexp.MustCompile(`(?m)^webui +running +(\d+) `)
+	ikedRow  = regexp.MustCompile(`(?m)^iked +running +(\d+) `)
+)
 
 // run types cmd in the expert shell and returns what it printed up to the
 // next prompt, without carriage returns.
@@ -62,16 +65,21 @@ func TestWebUIUnprivilegedInVM(t *testing.T) {
 	c.expect(time.Minute, "Expert shell (")
 	c.expect(time.Minute, "$ ")
 
-	var pid string
-	for try := 0; try < 30 && pid == ""; try++ {
-		if m := webuiRow.FindStringSubmatch(c.run("flashgate status")); m != nil {
+	var pid, ikedPID string
+	for try := 0; try < 30 && (pid == "" || ikedPID == ""); try++ {
+		st := c.run("flashgate status")
+		if m := webuiRow.FindStringSubmatch(st); m != nil {
 			pid = m[1]
-		} else {
+		}
+		if m := ikedRow.FindStringSubmatch(st); m != nil {
+			ikedPID = m[1]
+		}
+		if pid == "" || ikedPID == "" {
 			time.Sleep(2 * time.Second)
 		}
 	}
-	if pid == "" {
-		t.Fatal("flashgate status never showed the web UI running")
+	if pid == "" || ikedPID == "" {
+		t.Fatalf("flashgate status never showed the web UI (pid %q) and iked (pid %q) running", pid, ikedPID)
 	}
 	status := c.run("cat /proc/" + pid + "/status")
 	for _, want := range []string{"Uid:\t443\t443\t443\t443", "Gid:\t443\t443\t443\t443", "CapEff:\t0000000000000000", "CapPrm:\t0000000000000000"} {
@@ -80,8 +88,32 @@ func TestWebUIUnprivilegedInVM(t *testing.T) {
 		}
 	}
 
-	access := c.run("flashgate access 443:443")
-	for _, want := range []string{"as uid 443 gid 443:", "configd-web.sock       connects", "psk of tunnel hq: redacted",
+	// iked parses the WAN's packets: its own user, CAP_NET_BIND_SERVICE,
+	// CAP_NET_ADMIN and CAP_NET_RAW (bits 10, 12, 13) and nothing else.
+	ikedStatus := c.run("cat /proc/" + ikedPID + "/status")
+	for _, want := range []string{"Uid:\t501\t501\t501\t501", "Gid:\t501\t501\t501\t501", "Groups:\t502",
+		"CapEff:\t0000000000003400", "CapPrm:\t0000000000003400"} {
+		if !strings.Contains(ikedStatus, want) {
+			t.Errorf("/proc/%s/status of iked:\n%s\nwant %q", ikedPID, ikedStatus, want)
+		}
+	}
+	ikedAccess := c.run("flashgate access 501:501:502")
+	for _, want := range []string{"configd-read.sock      connects", "psk of tunnel hq: IN THE CLEAR", "candidate (the edits): refused",
+		"export with secrets in the clear: refused", "configd-web.sock       refused: permission denied",
+		"configd.sock           refused: permission denied", "supervisor.sock        refused: permission denied",
+		"config.db              refused: permission denied", "iked/iked.sock         connects"} {
+		if !strings.Contains(ikedAccess, want) {
+			t.Errorf("flashgate access 501:501:502 (iked's user) on the box:\n%s\nwant %q", ikedAccess, want)
+		}
+	}
+	// iked serves its API as its own user, and the console (root) and the
+	// web UI reach it.
+	if out := c.run("flashgate ipsec status"); !strings.Contains(out, "hq") {
+		t.Errorf("flashgate ipsec status on the box does not list the tunnel hq:\n%s", out)
+	}
+
+	access := c.run("flashgate access 443:443:502")
+	for _, want := range []string{"as uid 443 gid 443 groups [502]:", "configd-web.sock       connects", "psk of tunnel hq: redacted", "iked/iked.sock         connects", "configd-read.sock      refused: permission denied",
 		"export with secrets in the clear: refused", "configd.sock           refused: permission denied",
 		"supervisor.sock        refused: permission denied", "config.db              refused: permission denied"} {
 		if !strings.Contains(access, want) {

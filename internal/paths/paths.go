@@ -19,8 +19,17 @@ const (
 	ConfigdWebSocket = RunDir + "/configd-web.sock"
 	// NetdSocket is netd's status and reconcile API.
 	NetdSocket = RunDir + "/netd.sock"
-	// IkedSocket is iked's tunnel status, up and down API.
-	IkedSocket = RunDir + "/iked.sock"
+	// ConfigdReadSocket is configd's read-only API with secrets (the
+	// running configuration and its watch stream, PSKs and keys in it):
+	// root and iked's group (0660). iked runs as its own user and may not
+	// change the configuration.
+	ConfigdReadSocket = RunDir + "/configd-read.sock"
+	// IkedRunDir is iked's own directory (iked's user, the web UI's
+	// group, 0750): iked runs as its own user and cannot create files
+	// in RunDir, where it could otherwise shadow another service's socket.
+	IkedRunDir = RunDir + "/iked"
+	// IkedSocket is iked's tunnel status, up and down API (iked:443, 0660).
+	IkedSocket = IkedRunDir + "/iked.sock"
 	// SupervisorSocket is PID 1's supervisor API: every op, root only.
 	SupervisorSocket = RunDir + "/supervisor.sock"
 	// SupervisorWebSocket is the supervisor API's part the web UI may use

@@ -44,6 +44,8 @@ type Server struct {
 
 	// redact is set on the restricted API (see Restricted).
 	redact *redactor
+	// readOnly is set on the read-only API (see ReadOnly).
+	readOnly bool
 	// firmware is set by WithFirmware (firmware.go).
 	firmware  *firmwareState
 	verifySem chan struct{} // one argon2id at a time: each takes 19 MiB
@@ -105,7 +107,13 @@ func NewServer(store *config.Store, storage, note string, logf func(string, ...a
 	return s
 }
 
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.readOnly && !readOnlyRoute(r) {
+		s.fail(w, r, fmt.Errorf("%s %s: %w", r.Method, r.URL.Path, errReadOnly))
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -126,7 +134,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	resp := configdapi.ErrorResponse{Error: err.Error(), Code: configdapi.CodeBadRequest}
 	status := http.StatusBadRequest
 	switch {
-	case errors.Is(err, errRestricted):
+	case errors.Is(err, errRestricted), errors.Is(err, errReadOnly):
 		status, resp.Code = http.StatusForbidden, configdapi.CodeForbidden
 	case errors.Is(err, errWrongPassword):
 		status, resp.Code = http.StatusForbidden, configdapi.CodeWrongPassword

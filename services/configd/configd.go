@@ -47,6 +47,8 @@ func Main(args []string) int {
 	socket := fs.String("socket", configdapi.Socket, "unix socket of the local API")
 	webSocket := fs.String("web-socket", "next-to-socket", "unix socket of the restricted API for the web UI, which hands out no secrets (default: "+filepath.Base(configdapi.WebSocket)+" in -socket's directory; empty: none)")
 	webGroup := fs.Int("web-group", -1, "group of the restricted API's socket, whose members (the web UI's user) may use it besides root; -1: root only")
+	readSocket := fs.String("read-socket", "next-to-socket", "unix socket of the read-only API for iked: the running configuration with its secrets, its watch stream and the status, nothing that changes anything (default: "+filepath.Base(configdapi.ReadSocket)+" in -socket's directory; empty: none)")
+	readGroup := fs.Int("read-group", -1, "group of the read-only API's socket, whose members (iked's user) may use it besides root; -1: root only")
 	cfgDir := fs.String("cfg", DefaultCfgDir, "config partition mount point, remounted read-write only to commit; empty: never remount")
 	board := fs.String("board", "", "board whose ports the defaults of a fresh database or a factory reset name (boards.Lookup); empty or unknown: eth0 and eth1")
 	if err := fs.Parse(args); err != nil {
@@ -54,6 +56,9 @@ func Main(args []string) int {
 	}
 	if *webSocket == "next-to-socket" {
 		*webSocket = filepath.Join(filepath.Dir(*socket), filepath.Base(configdapi.WebSocket))
+	}
+	if *readSocket == "next-to-socket" {
+		*readSocket = filepath.Join(filepath.Dir(*socket), filepath.Base(configdapi.ReadSocket))
 	}
 	logger := log.New(os.Stderr, "", 0)
 	logf := logger.Printf
@@ -100,11 +105,23 @@ func Main(args []string) int {
 			return 1
 		}
 	}
+	var readLn net.Listener
+	if *readSocket != "" {
+		if readLn, err = localapi.Listen(*readSocket, webAccess(*readGroup)); err != nil {
+			ln.Close()
+			if webLn != nil {
+				webLn.Close()
+			}
+			logf("configd: %v", err)
+			return 1
+		}
+	}
 	store, err := config.Open(*dbPath, config.Options{Card: card, Logf: logf, Defaults: defaultsFor(*board, logf)})
 	if err != nil {
-		ln.Close()
-		if webLn != nil {
-			webLn.Close()
+		for _, l := range []net.Listener{ln, webLn, readLn} {
+			if l != nil {
+				l.Close()
+			}
 		}
 		logf("configd: %v", err)
 		return 1
@@ -129,7 +146,7 @@ func Main(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- srv.Serve(ln) }()
 	var webSrv *http.Server
 	if webLn != nil {
@@ -144,6 +161,15 @@ func Main(args []string) int {
 		webSrv.RegisterOnShutdown(webAPI.StopWatches)
 		go func() { errc <- webSrv.Serve(webLn) }()
 		logf("configd: serving the web UI's restricted API on %s", *webSocket)
+	}
+	var readSrv *http.Server
+	if readLn != nil {
+		readAPI := NewServer(store, storage, note, logf, WithFiles(files), ReadOnly())
+		readSrv = &http.Server{Handler: readAPI, ConnContext: connContext, ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog: log.New(io.Discard, "", 0)}
+		readSrv.RegisterOnShutdown(readAPI.StopWatches)
+		go func() { errc <- readSrv.Serve(readLn) }()
+		logf("configd: serving the read-only API on %s", *readSocket)
 	}
 	select {
 	case err := <-errc:
@@ -160,13 +186,18 @@ func Main(args []string) int {
 		webSrv.Shutdown(shutdown)
 		os.Remove(*webSocket)
 	}
+	if readSrv != nil {
+		readSrv.Shutdown(shutdown)
+		os.Remove(*readSocket)
+	}
 	logf("configd: stopped")
 	return 0
 }
 
-// webAccess is who may use the restricted API's socket: with gid >= 0
-// root and gid (0660), so that the web UI, which runs as its own user in
-// that group, can connect and nobody else but root can; else root only.
+// webAccess is who may use the restricted or the read-only API's socket:
+// with gid >= 0 root and gid (0660), so that the web UI or iked, which run
+// as their own users in that group, can connect and nobody else but root
+// can; else root only.
 func webAccess(gid int) localapi.Access {
 	if gid < 0 {
 		return localapi.RootOnly

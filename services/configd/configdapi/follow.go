@@ -19,6 +19,10 @@ const (
 	// WebSocket is the restricted API for the web UI: secrets redacted,
 	// the firmware routes.
 	WebSocket = paths.ConfigdWebSocket
+	// ReadSocket is the read-only API for iked, which runs as its own
+	// user: the running configuration (secrets included), the status and
+	// the watch stream; nothing that changes anything.
+	ReadSocket = paths.ConfigdReadSocket
 )
 
 // Source is what a service reads its configuration from: a *Client on

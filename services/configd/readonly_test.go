@@ -1,0 +1,108 @@
+package configd_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/services/configd"
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+)
+
+// serveReadOnly adds iked's read-only API over e's store.
+func serveReadOnly(t *testing.T, e *env) *env {
+	t.Helper()
+	sock := filepath.Join(filepath.Dir(e.socket), "read.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := configd.NewServer(e.store, "card", "", t.Logf, configd.ReadOnly())
+	srv := &http.Server{Handler: api}
+	go srv.Serve(ln)
+	t.Cleanup(func() { api.StopWatches(); srv.Close() })
+	return &env{store: e.store, socket: sock, c: configdapi.New(sock)}
+}
+
+// iked reads the running configuration with its PSKs and follows it
+// through the read-only socket, and can do nothing else there: a process
+// taken over through iked's packet parsing cannot change the
+// configuration, read drafts or stored files, or try passwords.
+func TestReadOnlyAPIReadsRunningAndChangesNothing(t *testing.T) {
+	full := serve(t)
+	ro := serveReadOnly(t, full)
+	ctx := context.Background()
+	etag := addTunnel(t, ctx, full.c, "")
+	if _, err := full.c.SetPassword(ctx, etag, "admin", "correct horse battery"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := full.c.Commit(ctx, configdapi.CommitRequest{Who: "t", Message: "tunnel"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := full.c.PutFile(ctx, "ssh_host_key", []byte("PRIVATE KEY")); err != nil {
+		t.Fatal(err)
+	}
+
+	running, rev, err := ro.c.Running(ctx)
+	if err != nil {
+		t.Fatalf("running configuration on the read-only socket: %v", err)
+	}
+	if len(running.Tunnels) == 0 {
+		t.Fatalf("running configuration (revision %d) has no tunnel", rev)
+	}
+	for name, tun := range running.Tunnels {
+		if tun.PSK.Reveal() != pskInTest {
+			t.Errorf("tunnel %v: PSK %q on the read-only socket, want the key itself (iked needs it)", name, tun.PSK.Reveal())
+		}
+	}
+	if code, body := ro.raw(t, "GET", "/v1/status", ""); code != http.StatusOK {
+		t.Errorf("GET /v1/status: %d %s", code, body)
+	}
+
+	for _, req := range []struct{ method, path, body string }{
+		{"GET", "/v1/candidate", ""},
+		{"PUT", "/v1/candidate", "{}"},
+		{"POST", "/v1/candidate/set", `{"path":"system.hostname","value":"owned"}`},
+		{"POST", "/v1/candidate/password", `{"user":"admin","password":"attacker-chosen-pw"}`},
+		{"POST", "/v1/commit", "{}"},
+		{"POST", "/v1/rollback", "{}"},
+		{"POST", "/v1/factory-reset", "{}"},
+		{"POST", "/v1/export", `{"secrets":"included"}`},
+		{"POST", "/v1/verify-password", `{"user":"admin","password":"guess"}`},
+		{"GET", "/v1/files/ssh_host_key", ""},
+		{"GET", "/v1/history/1", ""},
+		{"GET", "/v1//running/../candidate", ""},
+	} {
+		code, body := ro.raw(t, req.method, req.path, req.body)
+		if code != http.StatusForbidden {
+			t.Errorf("%s %s on the read-only socket: %d %s, want 403", req.method, req.path, code, body)
+		}
+		if strings.Contains(body, "PRIVATE KEY") {
+			t.Errorf("%s %s hands out a stored file", req.method, req.path)
+		}
+	}
+	if _, rev2, _ := full.c.Running(ctx); rev2 != rev {
+		t.Errorf("the running revision moved from %d to %d", rev, rev2)
+	}
+
+	// The watch stream: a commit made on the full socket arrives.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	changes := ro.c.Watch(wctx)
+	if first, ok := <-changes; !ok || first.Reason != "current" {
+		t.Fatalf("first watch event %+v (open %v), want current", first, ok)
+	}
+	if _, err := full.c.Set(ctx, "", "tunnels.branch.remote_address", "192.0.2.7"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := full.c.Commit(ctx, configdapi.CommitRequest{Who: "t", Message: "second"}); err != nil {
+		t.Fatal(err)
+	}
+	if ch, ok := <-changes; !ok || ch.Reason == "current" {
+		t.Errorf("after a commit the watch stream gave %+v (open %v), want the commit", ch, ok)
+	}
+}
