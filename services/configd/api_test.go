@@ -201,7 +201,7 @@ func TestAPIValidationErrorsCarryPaths(t *testing.T) {
 	}
 	_, err = e.c.Commit(ctx, configdapi.CommitRequest{Etag: etag, Who: "a"})
 	var ve config.ValidationErrors
-	if !errors.As(err, &ve) || ve[0].Path != "tunnels[branch].esp_proposals[0]" || !strings.Contains(ve[0].Message, "3des is insecure") {
+	if !errors.As(err, &ve) || ve[0].Path != "tunnels[branch].esp_proposals[0]" || !strings.Contains(ve[0].Message, "legacy_algorithms true") {
 		t.Fatalf("commit with 3des: %v", err)
 	}
 	// A bad value is refused at the edit, with its path.
