@@ -54,6 +54,8 @@ type formState struct {
 	// Ports, on a new interface's form, are the kernel names of the
 	// box's NICs that the configuration lacks: hints for the name.
 	Ports []string
+	// Config is the candidate the form is shown against (fields' Choices).
+	Config *config.Config
 }
 
 // fieldView is one field of one form, for the field template.
@@ -139,6 +141,11 @@ func (s *Server) renderForm(w http.ResponseWriter, r *http.Request, code int, fo
 	title := "New " + form.Kind.Singular
 	if !form.New {
 		title = strings.ToUpper(form.Kind.Singular[:1]) + form.Kind.Singular[1:] + " " + form.Name
+	}
+	if form.Config == nil {
+		if cand, err := s.candidate(r.Context()); err == nil {
+			form.Config = cand.Config
+		}
 	}
 	s.render(w, r, code, "element", title, form)
 }

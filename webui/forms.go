@@ -42,8 +42,11 @@ type field struct {
 	Placeholder string
 	Kind        fieldKind
 	Options     []string
-	Proposals   string // "ike" or "esp" for fProposals
-	Section     string // starts a new group of fields in the form
+	// Choices, when set, lists the options from the configuration (a
+	// select's options, a list's suggestions) instead of Options.
+	Choices   func(c *config.Config) []string
+	Proposals string // "ike" or "esp" for fProposals
+	Section   string // starts a new group of fields in the form
 	// Lines makes a list field one value per line only: its values
 	// contain commas (a static lease is MAC,ADDRESS,HOSTNAME).
 	Lines bool

@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -50,7 +51,7 @@ var templateFuncs = template.FuncMap{
 	"short":      func(d fmt.Stringer) string { return compactDuration(d.String()) },
 	"stateClass": stateClass,
 	"pct":        func(f float64) string { return fmt.Sprintf("%.0f%%", f) },
-	"field":      func(f field, form *formState) fieldView { return fieldView{f, form} },
+	"field":      fieldOf,
 	"kib":        func(n uint64) uint64 { return n * 1024 },
 	"del": func(base, name, csrf string) deleteButton {
 		return deleteButton{Base: base, Name: name, CSRF: csrf}
@@ -169,4 +170,21 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, to, msg string
 		s.sessions.setFlash(sessionID(r), flash{Text: msg, Error: isErr})
 	}
 	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+// fieldOf is the "field" template function: a field of a form, with the
+// choices its configuration offers.
+func fieldOf(f field, form *formState) fieldView {
+	if f.Choices != nil && form != nil && form.Config != nil {
+		choices := f.Choices(form.Config)
+		if f.Kind == fSelect {
+			f.Options = choices
+			if v := form.Values[f.Key]; len(v) == 1 && !slices.Contains(choices, v[0]) {
+				f.Options = append(f.Options, v[0]) // a name the store lost: shown, and validation says why
+			}
+		} else if len(choices) > 0 {
+			f.Help += " In the store: " + strings.Join(choices, ", ") + "."
+		}
+	}
+	return fieldView{f, form}
 }

@@ -231,6 +231,14 @@ func (s *Server) pageRoutes(r *mux.Router) {
 	page("/tunnels/{name}/down", "POST", s.tunnelActionPage("down"))
 	page("/firewall/rules/{name}/move", "POST", s.ruleMove)
 
+	page("/certificates", "GET", s.certificatesPage)
+	page("/certificates/ca", "POST", s.certCreateCA)
+	page("/certificates/issue", "POST", s.certIssue)
+	page("/certificates/import", "POST", s.certImport)
+	page("/certificates/{name}/revoke", "POST", s.certRevoke)
+	page("/certificates/{name}/delete", "POST", s.certDelete)
+	page("/certificates/{name}/{what:cert|crl}", "GET", s.certDownload)
+
 	page("/system", "GET", s.systemPage)
 	page("/system/settings", "POST", s.systemSettings)
 	page("/system/password", "POST", s.passwordChange)
