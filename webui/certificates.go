@@ -207,9 +207,14 @@ func (s *Server) certImport(w http.ResponseWriter, r *http.Request) {
 }
 
 // certDownload serves an entry's certificate (and chain) or a CA's CRL:
-// public material, no password needed.
-func (s *Server) certDownload(w http.ResponseWriter, r *http.Request) {
-	name, what := mux.Vars(r)["name"], mux.Vars(r)["what"]
+// public material, no password needed. A POST (a form's button) like
+// every action, so that the page routes stay pages.
+func (s *Server) certDownload(what string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { s.download(w, r, what) }
+}
+
+func (s *Server) download(w http.ResponseWriter, r *http.Request, what string) {
+	name := mux.Vars(r)["name"]
 	cand, err := s.candidate(r.Context())
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)

@@ -22,7 +22,7 @@ var kindTunnels = &kind{
 		{Key: "local_id", Label: "Local ID", Placeholder: "the local address", Help: "Empty: our address."},
 		{Key: "auth", Label: "Authenticate with", Kind: fSelect, Options: []string{config.AuthPSK, config.AuthCert},
 			Default: func(*config.Config, string) string { return config.AuthPSK },
-			Help: "psk: the pre-shared key below; cert: this box's certificate (Certificates page)."},
+			Help:    "psk: the pre-shared key below; cert: this box's certificate (Certificates page)."},
 		{Key: "remote_auth", Label: "Peer authenticates with", Kind: fSelect, Options: []string{"", config.AuthPSK, config.AuthCert},
 			Help: "Empty: the same as this box."},
 		{Key: "psk", Label: "Pre-shared key", Kind: fSecret,

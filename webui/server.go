@@ -237,7 +237,8 @@ func (s *Server) pageRoutes(r *mux.Router) {
 	page("/certificates/import", "POST", s.certImport)
 	page("/certificates/{name}/revoke", "POST", s.certRevoke)
 	page("/certificates/{name}/delete", "POST", s.certDelete)
-	page("/certificates/{name}/{what:cert|crl}", "GET", s.certDownload)
+	page("/certificates/{name}/cert", "POST", s.certDownload("cert"))
+	page("/certificates/{name}/crl", "POST", s.certDownload("crl"))
 
 	page("/system", "GET", s.systemPage)
 	page("/system/settings", "POST", s.systemSettings)

@@ -42,6 +42,7 @@ var weighedPages = []struct{ name, path string }{
 	{"interface_new", "/interfaces/new"},
 	{"interface_edit", "/interfaces/eth0/edit"},
 	{"system", "/system"},
+	{"certificates", "/certificates"},
 	{"logs", "/logs"},
 	{"logs_service", "/logs/configd"},
 	{"changes", "/changes"},
