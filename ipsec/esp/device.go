@@ -139,6 +139,9 @@ type saTable struct {
 	in   map[uint32]*SA
 	out  []*SA                // newest first: during a rekey outbound traffic uses the new SA
 	tuns map[uint32]*routeTUN // route tunnels' TUNs, by if_id
+	// byRemote indexes out by remote selector, so that a packet's SA is
+	// found without trying every one (outbound); nil: try every one.
+	byRemote *remoteIndex
 }
 
 // NewDevice creates the TUN interface, brings it up and starts the workers,
@@ -420,6 +423,7 @@ func (d *Device) publish() {
 	for _, pr := range prs {
 		t.out = append(t.out, pr.out)
 	}
+	t.byRemote = newRemoteIndex(t.out)
 	d.table.Store(t)
 }
 
@@ -524,6 +528,9 @@ func (t *saTable) outbound(pkt []byte, ifID uint32) *SA {
 		src, dst = netip.AddrFrom16([16]byte(pkt[8:24])), netip.AddrFrom16([16]byte(pkt[24:40]))
 	default:
 		return nil
+	}
+	if t.byRemote != nil {
+		return t.byRemote.find(t.out, src, dst, ifID)
 	}
 	for _, sa := range t.out {
 		if sa.IfID == ifID && !sa.dead.Load() && matchAny(sa.RemoteTS, dst) && matchAny(sa.LocalTS, src) {
