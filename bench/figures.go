@@ -244,6 +244,8 @@ func ikeFigures(res []Result, why string) []Figure {
 			"IKE_SA + CHILD_SA, PSK, ecp256, serial, initiator to responder of the same kind, data plane install included, netns", why),
 		pair(res, "ike.setup_rate_per_s", "BenchmarkIKESetupRate", "SAs/s", "SAs/s", "strongswan", "strongSwan", "ratio >= 1.5",
 			"200 setups at once per round (strongSwan: 8 parallel vici initiators), PSK, ecp256, netns", why),
+		pair(res, "ike.setup_ms_cert", "BenchmarkIKESetupCert", "ms", "ms/setup", "strongswan", "strongSwan", "ratio <= 1.0",
+			"IKE_SA + CHILD_SA with ECDSA P-256 certificates both ways (one CA, IDs in the SANs), ecp256, serial, initiator to responder of the same kind, data plane install included, netns", why),
 		pair(res, "ikev1.setup_ms", "BenchmarkIKEv1Setup", "ms", "ms/setup", "strongswan", "strongSwan IKEv1", "ratio <= 1.0",
 			"IKEv1 main mode + quick mode, PSK, aes128-sha1-modp2048, no PFS, serial, initiator to responder of the same kind, data plane install included, netns", why),
 	}

@@ -34,6 +34,11 @@ type CharonConn struct {
 	RekeyTime             time.Duration
 	IKERekeyTime          time.Duration
 	DPDDelay              time.Duration
+	// CertPEM, KeyPEM and CAPEM make the connection authenticate with a
+	// certificate both ways (auth = pubkey): ours with its key, and the
+	// CA the peer's must chain to. LocalID/RemoteID must be in the
+	// certificates.
+	CertPEM, KeyPEM, CAPEM string
 	// Version is the IKE version, 2 when 0. With 1 the PSK is also
 	// listed under both addresses: an IKEv1 main mode responder picks
 	// the key before it learns the peer's identity.
@@ -72,7 +77,7 @@ func StartCharon(t testing.TB, ns *NS, conns ...CharonConn) *Charon {
 	}
 	dir := t.TempDir()
 	c := &Charon{NS: ns, Dir: dir, Log: filepath.Join(dir, "charon.log"), Socket: filepath.Join(dir, "charon.vici")}
-	for _, d := range []string{"run", "swanctl/conf.d", "swanctl/x509", "swanctl/private"} {
+	for _, d := range []string{"run", "swanctl/conf.d", "swanctl/x509", "swanctl/x509ca", "swanctl/private"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -82,6 +87,16 @@ func StartCharon(t testing.TB, ns *NS, conns ...CharonConn) *Charon {
 	}
 	if err := writeTemplate(filepath.Join(dir, "swanctl/swanctl.conf"), swanctlConf, conns); err != nil {
 		t.Fatal(err)
+	}
+	for _, c := range conns {
+		if c.CertPEM == "" {
+			continue
+		}
+		for sub, pem := range map[string]string{"x509": c.CertPEM, "private": c.KeyPEM, "x509ca": c.CAPEM} {
+			if err := os.WriteFile(filepath.Join(dir, "swanctl", sub, c.Name+".pem"), []byte(pem), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	c.env = append(os.Environ(),
 		"STRONGSWAN_CONF="+filepath.Join(dir, "strongswan.conf"),
@@ -340,7 +355,7 @@ func lastLines(s string, n int) string {
 // parallel IKE_SAs (benchmarks).
 const strongswanConf = `charon {
 	load_modular = no
-	load = random nonce openssl aes sha1 sha2 hmac gcm chapoly curve25519 gmp x509 pubkey pkcs1 pem kdf kernel-libipsec kernel-netlink socket-default vici
+	load = random nonce openssl aes sha1 sha2 hmac gcm chapoly curve25519 gmp x509 pubkey pkcs1 pkcs8 pem kdf kernel-libipsec kernel-netlink socket-default vici
 	threads = 32
 	reuse_ikesa = no
 	dos_protection = no
@@ -382,11 +397,12 @@ const swanctlConf = `connections {
 		dpd_delay = {{secs .DPDDelay}}
 {{- end}}
 		local {
-			auth = psk
+			auth = {{if .CertPEM}}pubkey
+			certs = {{.Name}}.pem{{else}}psk{{end}}
 			id = {{.LocalID}}
 		}
 		remote {
-			auth = psk
+			auth = {{if .CertPEM}}pubkey{{else}}psk{{end}}
 			id = {{.RemoteID}}
 		}
 		children {
