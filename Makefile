@@ -12,7 +12,7 @@ export PATH := $(PATH):/usr/local/go/bin:/usr/sbin:/sbin
 
 FLASHGATE = $(GO) run ./cmd/flashgate
 
-.PHONY: all setup run image upgrade-image keygen upgrade flash test test-unit bench fuzz clean
+.PHONY: all setup run image upgrade-image keygen upgrade flash test check-tidy test-unit bench fuzz clean
 
 all: image
 
@@ -45,10 +45,15 @@ flash:
 	$(FLASHGATE) flash -image $(IMAGE) -dev $(DEV)
 
 ## test: everything: unit, fuzz seeds, namespace, VM and browser tests (as root)
-test: setup
+test: setup check-tidy
 	$(GO) vet ./...
 	$(FLASHGATE) kernels
 	FLASHGATE_VERSION=$(VERSION) $(GO) test -count=1 -timeout 60m -p 2 ./...
+
+## check-tidy: fail when go.mod or go.sum is not what `go mod tidy` makes, or gofmt would change a file
+check-tidy:
+	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run go mod tidy (go mod tidy -diff shows what changes)"; exit 1; }
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || echo .)); test -z "$$out" || { echo "gofmt would change these files (run gofmt -w):"; echo "$$out"; exit 1; }
 
 ## test-unit: the fast tests only (no qemu, no namespaces)
 test-unit:

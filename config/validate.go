@@ -59,6 +59,12 @@ func (v *validator) add(path, format string, args ...any) {
 // Validate checks c and returns every problem found as ValidationErrors, or
 // nil. It checks each field and then the whole: duplicate names,
 // references to interfaces that do not exist, overlapping tunnel subnets,
+// ValidName reports whether name may name an element of a named list (a
+// tunnel, a rule, an admin): 1 to 32 of A-Z a-z 0-9 _ -, not starting
+// with _ or -. Names become parts of config paths, so they have no dots.
+// (Interfaces' kernel names follow the stricter IFNAMSIZ rule.)
+func ValidName(name string) bool { return nameRE.MatchString(name) }
+
 // conflicting port forwards.
 func (c *Config) Validate() error {
 	v := &validator{c: c}

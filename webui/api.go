@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/flashgate/flashgate/internal/localapi"
+
 	"github.com/gorilla/mux"
 
 	"github.com/flashgate/flashgate/config"
@@ -26,46 +28,46 @@ func (s *Server) apiRoutes(r *mux.Router) {
 	s.upgradeRoutes(api)
 	api("/logout", "POST", s.apiLogout)
 	api("/dashboard", "GET", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, s.dashboard(r.Context()))
+		localapi.WriteJSON(w, http.StatusOK, s.dashboard(r.Context()))
 	})
 	api("/proposals", "GET", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, s.proposals)
+		localapi.WriteJSON(w, http.StatusOK, s.proposals)
 	})
 	api("/psk", "GET", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"psk": generatePSK()})
+		localapi.WriteJSON(w, http.StatusOK, map[string]string{"psk": generatePSK()})
 	})
 	api("/tunnels", "GET", func(w http.ResponseWriter, r *http.Request) {
 		rows, err := s.tunnelRows(r.Context())
 		if err != nil {
-			writeAPIError(w, http.StatusBadGateway, err.Error())
+			localapi.WriteError(w, http.StatusBadGateway, err.Error())
 			return
 		}
-		writeJSON(w, http.StatusOK, rows)
+		localapi.WriteJSON(w, http.StatusOK, rows)
 	})
 	api("/tunnels/{name}", "GET", func(w http.ResponseWriter, r *http.Request) {
 		d, ok := s.tunnelDetail(r.Context(), mux.Vars(r)["name"])
 		if !ok {
-			writeAPIError(w, http.StatusNotFound, "no such tunnel")
+			localapi.WriteError(w, http.StatusNotFound, "no such tunnel")
 			return
 		}
-		writeJSON(w, http.StatusOK, d)
+		localapi.WriteJSON(w, http.StatusOK, d)
 	})
 	for _, action := range []string{"up", "down"} {
 		api("/tunnels/{name}/"+action, "POST", func(w http.ResponseWriter, r *http.Request) {
 			if err := s.tunnelAction(r.Context(), mux.Vars(r)["name"], action); err != nil {
-				writeAPIError(w, http.StatusConflict, err.Error())
+				localapi.WriteError(w, http.StatusConflict, err.Error())
 				return
 			}
-			writeJSON(w, http.StatusAccepted, map[string]string{"result": action + " requested"})
+			localapi.WriteJSON(w, http.StatusAccepted, map[string]string{"result": action + " requested"})
 		})
 	}
 	api("/routes", "GET", func(w http.ResponseWriter, r *http.Request) {
 		routes, err := s.routeList(r.Context())
 		if err != nil {
-			writeAPIError(w, http.StatusBadGateway, err.Error())
+			localapi.WriteError(w, http.StatusBadGateway, err.Error())
 			return
 		}
-		writeJSON(w, http.StatusOK, routes)
+		localapi.WriteJSON(w, http.StatusOK, routes)
 	})
 	for _, k := range []*kind{kindTunnels, kindRules, kindForwards, kindMasquerade, kindExemptions, kindInterfaces, kindRoutes} {
 		api("/"+k.Name+"/{name}", "PUT", s.apiPutElement(k))
@@ -74,10 +76,10 @@ func (s *Server) apiRoutes(r *mux.Router) {
 	api("/firewall", "GET", func(w http.ResponseWriter, r *http.Request) {
 		cand, err := s.candidate(r.Context())
 		if err != nil {
-			writeAPIError(w, http.StatusBadGateway, err.Error())
+			localapi.WriteError(w, http.StatusBadGateway, err.Error())
 			return
 		}
-		writeJSON(w, http.StatusOK, cand.Config.Firewall)
+		localapi.WriteJSON(w, http.StatusOK, cand.Config.Firewall)
 	})
 	api("/rules/{name}/move", "POST", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
@@ -87,27 +89,27 @@ func (s *Server) apiRoutes(r *mux.Router) {
 			return
 		}
 		if err := s.moveRule(r, mux.Vars(r)["name"], req.Direction); err != nil {
-			writeAPIError(w, http.StatusUnprocessableEntity, err.Error())
+			localapi.WriteError(w, http.StatusUnprocessableEntity, err.Error())
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]string{"result": "moved"})
+		localapi.WriteJSON(w, http.StatusOK, map[string]string{"result": "moved"})
 	})
 	api("/interfaces", "GET", func(w http.ResponseWriter, r *http.Request) {
 		rows, other, err := s.interfaceRows(r)
 		if err != nil {
-			writeAPIError(w, http.StatusBadGateway, err.Error())
+			localapi.WriteError(w, http.StatusBadGateway, err.Error())
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"configured": rows, "other": other})
+		localapi.WriteJSON(w, http.StatusOK, map[string]any{"configured": rows, "other": other})
 	})
 	api("/system", "GET", func(w http.ResponseWriter, r *http.Request) {
 		cand, err := s.candidate(r.Context())
 		if err != nil {
-			writeAPIError(w, http.StatusBadGateway, err.Error())
+			localapi.WriteError(w, http.StatusBadGateway, err.Error())
 			return
 		}
 		vals, _ := kindSystem.values(cand.Config, "")
-		writeJSON(w, http.StatusOK, map[string]any{"settings": vals, "board": s.opts.Board,
+		localapi.WriteJSON(w, http.StatusOK, map[string]any{"settings": vals, "board": s.opts.Board,
 			"time": s.opts.Now().UTC(), "certificate_sha256": s.opts.Fingerprint})
 	})
 	api("/system", "PUT", s.apiPutElement(kindSystem))
@@ -122,11 +124,11 @@ func (s *Server) apiRoutes(r *mux.Router) {
 		user := sessionOf(r).User
 		msg, errs := s.changePassword(r.Context(), user, req.Current, req.New, req.New)
 		if errs != nil {
-			writeJSON(w, http.StatusUnprocessableEntity, APIError{Error: "password not changed", Fields: errs})
+			localapi.WriteJSON(w, http.StatusUnprocessableEntity, APIError{Error: "password not changed", Fields: errs})
 			return
 		}
 		s.sessions.deleteUser(user, sessionID(r))
-		writeJSON(w, http.StatusOK, map[string]string{"result": msg})
+		localapi.WriteJSON(w, http.StatusOK, map[string]string{"result": msg})
 	})
 	api("/system/backup", "POST", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
@@ -145,7 +147,7 @@ func (s *Server) apiRoutes(r *mux.Router) {
 		}
 		data, name, err := s.backup(r.Context(), cfg, req.Secrets, req.Passphrase, true)
 		if err != nil {
-			writeAPIError(w, http.StatusUnprocessableEntity, err.Error())
+			localapi.WriteError(w, http.StatusUnprocessableEntity, err.Error())
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -155,7 +157,7 @@ func (s *Server) apiRoutes(r *mux.Router) {
 	api("/system/restore", "POST", func(w http.ResponseWriter, r *http.Request) {
 		data, err := readUpload(r)
 		if err != nil {
-			writeAPIError(w, http.StatusUnprocessableEntity, "restore refused, nothing was changed: "+err.Error())
+			localapi.WriteError(w, http.StatusUnprocessableEntity, "restore refused, nothing was changed: "+err.Error())
 			return
 		}
 		cfg := s.reauthorized(w, r, "restore", r.FormValue("password"))
@@ -163,10 +165,10 @@ func (s *Server) apiRoutes(r *mux.Router) {
 			return
 		}
 		if err = s.restore(r.Context(), cfg, data, r.FormValue("passphrase")); err != nil {
-			writeAPIError(w, http.StatusUnprocessableEntity, "restore refused, nothing was changed: "+err.Error())
+			localapi.WriteError(w, http.StatusUnprocessableEntity, "restore refused, nothing was changed: "+err.Error())
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]string{"result": "the backup is the candidate; commit to apply it"})
+		localapi.WriteJSON(w, http.StatusOK, map[string]string{"result": "the backup is the candidate; commit to apply it"})
 	})
 	api("/system/factory-reset", "POST", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
@@ -177,7 +179,7 @@ func (s *Server) apiRoutes(r *mux.Router) {
 			return
 		}
 		if req.Confirm != "factory-reset" {
-			writeAPIError(w, http.StatusUnprocessableEntity, `send {"confirm":"factory-reset","password":"<your current password>"} to confirm`)
+			localapi.WriteError(w, http.StatusUnprocessableEntity, `send {"confirm":"factory-reset","password":"<your current password>"} to confirm`)
 			return
 		}
 		cfg := s.reauthorized(w, r, "factory reset", req.Password)
@@ -186,42 +188,42 @@ func (s *Server) apiRoutes(r *mux.Router) {
 		}
 		info, err := cfg.FactoryReset(r.Context(), sessionOf(r).User)
 		if err != nil {
-			writeAPIError(w, http.StatusBadGateway, err.Error())
+			localapi.WriteError(w, http.StatusBadGateway, err.Error())
 			return
 		}
 		s.sessions.delete(sessionID(r))
-		writeJSON(w, http.StatusOK, info)
+		localapi.WriteJSON(w, http.StatusOK, info)
 	})
 	api("/system/reboot", "POST", func(w http.ResponseWriter, r *http.Request) {
 		if err := s.doReboot(r.Context()); err != nil {
-			writeAPIError(w, http.StatusBadGateway, err.Error())
+			localapi.WriteError(w, http.StatusBadGateway, err.Error())
 			return
 		}
-		writeJSON(w, http.StatusAccepted, map[string]string{"result": "rebooting"})
+		localapi.WriteJSON(w, http.StatusAccepted, map[string]string{"result": "rebooting"})
 	})
 	api("/services", "GET", func(w http.ResponseWriter, r *http.Request) {
 		v := s.logsView(r.Context(), "")
 		if v.Error != "" {
-			writeAPIError(w, http.StatusBadGateway, v.Error)
+			localapi.WriteError(w, http.StatusBadGateway, v.Error)
 			return
 		}
-		writeJSON(w, http.StatusOK, v.Services)
+		localapi.WriteJSON(w, http.StatusOK, v.Services)
 	})
 	api("/logs/{service}", "GET", func(w http.ResponseWriter, r *http.Request) {
 		v := s.logsView(r.Context(), mux.Vars(r)["service"])
 		if v.Error != "" {
-			writeAPIError(w, http.StatusBadGateway, v.Error)
+			localapi.WriteError(w, http.StatusBadGateway, v.Error)
 			return
 		}
-		writeJSON(w, http.StatusOK, v)
+		localapi.WriteJSON(w, http.StatusOK, v)
 	})
 	api("/changes", "GET", func(w http.ResponseWriter, r *http.Request) {
 		c, err := s.changes(r.Context())
 		if err != nil {
-			writeAPIError(w, http.StatusBadGateway, err.Error())
+			localapi.WriteError(w, http.StatusBadGateway, err.Error())
 			return
 		}
-		writeJSON(w, http.StatusOK, c)
+		localapi.WriteJSON(w, http.StatusOK, c)
 	})
 	api("/commit", "POST", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
@@ -233,7 +235,7 @@ func (s *Server) apiRoutes(r *mux.Router) {
 		}
 		d, err := confirmWindow(req.ConfirmMinutes)
 		if err != nil {
-			writeAPIError(w, http.StatusUnprocessableEntity, err.Error())
+			localapi.WriteError(w, http.StatusUnprocessableEntity, err.Error())
 			return
 		}
 		info, err := s.opts.Config.Commit(r.Context(), commitRequest(sessionOf(r).User, req.Message, d))
@@ -241,21 +243,21 @@ func (s *Server) apiRoutes(r *mux.Router) {
 			writeConfigError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, info)
+		localapi.WriteJSON(w, http.StatusOK, info)
 	})
 	api("/confirm", "POST", func(w http.ResponseWriter, r *http.Request) {
 		if err := s.opts.Config.Confirm(r.Context()); err != nil {
 			writeConfigError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]string{"result": "confirmed"})
+		localapi.WriteJSON(w, http.StatusOK, map[string]string{"result": "confirmed"})
 	})
 	api("/discard", "POST", func(w http.ResponseWriter, r *http.Request) {
 		if _, err := s.opts.Config.Discard(r.Context()); err != nil {
 			writeConfigError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]string{"result": "discarded"})
+		localapi.WriteJSON(w, http.StatusOK, map[string]string{"result": "discarded"})
 	})
 	api("/history", "GET", func(w http.ResponseWriter, r *http.Request) {
 		h, err := s.opts.Config.History(r.Context())
@@ -263,7 +265,7 @@ func (s *Server) apiRoutes(r *mux.Router) {
 			writeConfigError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, h)
+		localapi.WriteJSON(w, http.StatusOK, h)
 	})
 	api("/rollback/{rev:[0-9]+}", "POST", func(w http.ResponseWriter, r *http.Request) {
 		rev, _ := strconv.ParseUint(mux.Vars(r)["rev"], 10, 64)
@@ -272,7 +274,7 @@ func (s *Server) apiRoutes(r *mux.Router) {
 			writeConfigError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, info)
+		localapi.WriteJSON(w, http.StatusOK, info)
 	})
 }
 
@@ -280,13 +282,13 @@ func (s *Server) apiRoutes(r *mux.Router) {
 // keeps plain HTML forms on other sites from reaching the API.
 func decodeAPI(w http.ResponseWriter, r *http.Request, v any) bool {
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
-		writeAPIError(w, http.StatusUnsupportedMediaType, "send the body as application/json")
+		localapi.WriteError(w, http.StatusUnsupportedMediaType, "send the body as application/json")
 		return false
 	}
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		writeAPIError(w, http.StatusBadRequest, "request body: "+err.Error())
+		localapi.WriteError(w, http.StatusBadRequest, "request body: "+err.Error())
 		return false
 	}
 	return true
@@ -300,13 +302,13 @@ func writeConfigError(w http.ResponseWriter, err error) {
 		for _, fe := range ve {
 			fields[fe.Path] = fe.Message
 		}
-		writeJSON(w, http.StatusUnprocessableEntity, APIError{Error: "the configuration is not valid", Fields: fields})
+		localapi.WriteJSON(w, http.StatusUnprocessableEntity, APIError{Error: "the configuration is not valid", Fields: fields})
 	case errors.Is(err, config.ErrNoChanges), errors.Is(err, config.ErrNothingPending), errors.Is(err, config.ErrCandidateChanged):
-		writeAPIError(w, http.StatusConflict, err.Error())
+		localapi.WriteError(w, http.StatusConflict, err.Error())
 	case errors.Is(err, config.ErrNoRevision):
-		writeAPIError(w, http.StatusNotFound, err.Error())
+		localapi.WriteError(w, http.StatusNotFound, err.Error())
 	default:
-		writeAPIError(w, http.StatusBadGateway, err.Error())
+		localapi.WriteError(w, http.StatusBadGateway, err.Error())
 	}
 }
 
@@ -369,7 +371,7 @@ func (s *Server) apiPutElement(k *kind) http.HandlerFunc {
 		}
 		vals, errs := apiValues(k, body)
 		if errs != nil {
-			writeJSON(w, http.StatusUnprocessableEntity, APIError{Error: "invalid fields", Fields: errs})
+			localapi.WriteJSON(w, http.StatusUnprocessableEntity, APIError{Error: "invalid fields", Fields: errs})
 			return
 		}
 		name := mux.Vars(r)["name"]
@@ -377,7 +379,7 @@ func (s *Server) apiPutElement(k *kind) http.HandlerFunc {
 		if !k.Single {
 			cand, err := s.candidate(r.Context())
 			if err != nil {
-				writeAPIError(w, http.StatusBadGateway, err.Error())
+				localapi.WriteError(w, http.StatusBadGateway, err.Error())
 				return
 			}
 			_, _, exists := lookupJSON(cand.Config, k.elementPath(name))
@@ -386,13 +388,13 @@ func (s *Server) apiPutElement(k *kind) http.HandlerFunc {
 		ferrs, err := s.saveElement(r.Context(), k, name, vals, creating, true)
 		switch {
 		case err != nil:
-			writeAPIError(w, http.StatusBadGateway, err.Error())
+			localapi.WriteError(w, http.StatusBadGateway, err.Error())
 		case ferrs != nil:
-			writeJSON(w, http.StatusUnprocessableEntity, APIError{Error: "not saved: the " + k.Singular + " is not valid", Fields: ferrs})
+			localapi.WriteJSON(w, http.StatusUnprocessableEntity, APIError{Error: "not saved: the " + k.Singular + " is not valid", Fields: ferrs})
 		case creating:
-			writeJSON(w, http.StatusCreated, map[string]string{"result": "created in the candidate; commit to apply"})
+			localapi.WriteJSON(w, http.StatusCreated, map[string]string{"result": "created in the candidate; commit to apply"})
 		default:
-			writeJSON(w, http.StatusOK, map[string]string{"result": "saved in the candidate; commit to apply"})
+			localapi.WriteJSON(w, http.StatusOK, map[string]string{"result": "saved in the candidate; commit to apply"})
 		}
 	}
 }
@@ -403,12 +405,12 @@ func (s *Server) apiDeleteElement(k *kind) http.HandlerFunc {
 		var inUse *inUseError
 		switch {
 		case errors.As(err, &inUse):
-			writeAPIError(w, http.StatusConflict, err.Error())
+			localapi.WriteError(w, http.StatusConflict, err.Error())
 			return
 		case err != nil:
-			writeAPIError(w, http.StatusNotFound, err.Error())
+			localapi.WriteError(w, http.StatusNotFound, err.Error())
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]string{"result": "deleted in the candidate; commit to apply"})
+		localapi.WriteJSON(w, http.StatusOK, map[string]string{"result": "deleted in the candidate; commit to apply"})
 	}
 }

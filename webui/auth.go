@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/localapi"
+
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/services/configd/configdapi"
 )
@@ -203,14 +205,14 @@ type SessionInfo struct {
 // foreign page cannot send one without a CORS preflight, which is refused.
 func (s *Server) apiLogin(w http.ResponseWriter, r *http.Request) {
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
-		writeAPIError(w, http.StatusUnsupportedMediaType, "send the credentials as application/json")
+		localapi.WriteError(w, http.StatusUnsupportedMediaType, "send the credentials as application/json")
 		return
 	}
 	var req LoginRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		writeAPIError(w, http.StatusBadRequest, "login body: "+err.Error())
+		localapi.WriteError(w, http.StatusBadRequest, "login body: "+err.Error())
 		return
 	}
 	res, wait, account, err := s.authenticate(r.Context(), clientIP(r), req.User, req.Password)
@@ -218,16 +220,16 @@ func (s *Server) apiLogin(w http.ResponseWriter, r *http.Request) {
 	case loginOK:
 		id, sess := s.sessions.create(req.User, account)
 		setCookie(w, sessionCookie, id, 0)
-		writeJSON(w, http.StatusOK, s.sessionInfo(sess))
+		localapi.WriteJSON(w, http.StatusOK, s.sessionInfo(sess))
 	case loginNoAdmin:
-		writeAPIError(w, http.StatusForbidden, "no admin password is set: set it on the serial console first")
+		localapi.WriteError(w, http.StatusForbidden, "no admin password is set: set it on the serial console first")
 	case loginLimited:
 		w.Header().Set("Retry-After", fmt.Sprint(int(wait.Seconds())+1))
-		writeAPIError(w, http.StatusTooManyRequests, "too many failed logins from your address; try again in "+roundWait(wait))
+		localapi.WriteError(w, http.StatusTooManyRequests, "too many failed logins from your address; try again in "+roundWait(wait))
 	case loginUnavailable:
-		writeAPIError(w, http.StatusServiceUnavailable, "configuration service: "+err.Error())
+		localapi.WriteError(w, http.StatusServiceUnavailable, "configuration service: "+err.Error())
 	default:
-		writeAPIError(w, http.StatusUnauthorized, wrongLogin)
+		localapi.WriteError(w, http.StatusUnauthorized, wrongLogin)
 	}
 }
 
@@ -237,7 +239,7 @@ func (s *Server) sessionInfo(sess *session) SessionInfo {
 }
 
 func (s *Server) apiSession(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.sessionInfo(sessionOf(r)))
+	localapi.WriteJSON(w, http.StatusOK, s.sessionInfo(sessionOf(r)))
 }
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
@@ -249,7 +251,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 func (s *Server) apiLogout(w http.ResponseWriter, r *http.Request) {
 	s.sessions.delete(sessionID(r))
 	setCookie(w, sessionCookie, "", -1)
-	writeJSON(w, http.StatusOK, map[string]string{"result": "logged out"})
+	localapi.WriteJSON(w, http.StatusOK, map[string]string{"result": "logged out"})
 }
 
 // safeNext accepts only local paths as the place to return to after
@@ -405,7 +407,7 @@ func (s *Server) reauthPassword(r *http.Request, what, password string) (string,
 func (s *Server) reauthorized(w http.ResponseWriter, r *http.Request, what, password string) *configdapi.Client {
 	cfg, msg, status := s.reauth(r, what, password)
 	if msg != "" {
-		writeAPIError(w, status, msg)
+		localapi.WriteError(w, status, msg)
 	}
 	return cfg
 }

@@ -3,10 +3,11 @@ package webui
 import (
 	"context"
 	"errors"
-	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 	"html/template"
 	"net/http"
 	"time"
+
+	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 
 	"github.com/gorilla/mux"
 

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -91,10 +90,6 @@ func (k *kind) elementPath(name string) string {
 	}
 	return k.Path + "." + name
 }
-
-// elementNameRE is config's name rule; checked here first because a name
-// becomes part of a config path (no dots).
-var elementNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$`)
 
 // lookupJSON finds the value at a config path in the JSON form of c, and
 // for named-list elements their index.
@@ -294,7 +289,7 @@ func (k *kind) apply(c *config.Config, name string, vals map[string][]string, cr
 	errs := formErrors{}
 	exists := true
 	if !k.Single {
-		if !elementNameRE.MatchString(name) {
+		if !config.ValidName(name) { // first: a name becomes part of a config path
 			errs.add("name", fmt.Sprintf("%q is not a valid name: letters, digits, - and _, at most 32 characters, starting with a letter or digit.", name))
 			return errs
 		}

@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"embed"
-	"encoding/json"
 	"fmt"
-	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 	"html/template"
 	"io/fs"
 	"log"
@@ -14,6 +12,9 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/flashgate/flashgate/internal/localapi"
+	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 
 	"github.com/gorilla/mux"
 
@@ -330,7 +331,7 @@ func (s *Server) requireSession(class routeClass) mux.MiddlewareFunc {
 					http.Redirect(w, r, "/login?next="+urlQueryEscape(next), http.StatusSeeOther)
 					return
 				}
-				writeAPIError(w, http.StatusUnauthorized, "not logged in, or the session expired")
+				localapi.WriteError(w, http.StatusUnauthorized, "not logged in, or the session expired")
 				return
 			}
 			ctx := context.WithValue(r.Context(), sessionKey, authed{id: c.Value, sess: sess, addr: clientIP(r)})
@@ -379,7 +380,7 @@ func (s *Server) requireCSRF(class routeClass) mux.MiddlewareFunc {
 					http.Error(w, "the form expired or did not come from this page (CSRF token missing or wrong); reload the page and try again", http.StatusForbidden)
 					return
 				}
-				writeAPIError(w, http.StatusForbidden, "missing or wrong X-CSRF-Token header")
+				localapi.WriteError(w, http.StatusForbidden, "missing or wrong X-CSRF-Token header")
 				return
 			}
 			next.ServeHTTP(w, r)
@@ -421,18 +422,10 @@ func staticHandler(root fs.FS) http.Handler {
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, "/api/") {
-		writeAPIError(w, http.StatusNotFound, "no such API route")
+		localapi.WriteError(w, http.StatusNotFound, "no such API route")
 		return
 	}
 	http.Error(w, "page not found", http.StatusNotFound)
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(v)
 }
 
 // APIError is the body of every API error. Fields maps form field names to
@@ -440,8 +433,4 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 type APIError struct {
 	Error  string            `json:"error"`
 	Fields map[string]string `json:"fields,omitempty"`
-}
-
-func writeAPIError(w http.ResponseWriter, code int, msg string) {
-	writeJSON(w, code, APIError{Error: msg})
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/localapi"
+
 	"github.com/flashgate/flashgate/services/configd/configdapi"
 
 	"github.com/flashgate/flashgate/firmware/bootslot"
@@ -95,7 +97,7 @@ func (s *Server) firmwareNotes(ctx context.Context) []string {
 
 func (s *Server) upgradeRoutes(api func(path, method string, h http.HandlerFunc)) {
 	api("/upgrade", "GET", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, s.upgradeView(r.Context()))
+		localapi.WriteJSON(w, http.StatusOK, s.upgradeView(r.Context()))
 	})
 	api("/upgrade/inspect", "POST", s.upgradeInspect)
 	api("/upgrade", "POST", s.upgradeUpload)
@@ -130,18 +132,18 @@ func upgradeStatus(err error) int {
 func (s *Server) upgradeInspect(w http.ResponseWriter, r *http.Request) {
 	fw := s.opts.Upgrade.Firmware
 	if fw == nil {
-		writeAPIError(w, http.StatusNotImplemented, "this box has no boot partition with A/B slots")
+		localapi.WriteError(w, http.StatusNotImplemented, "this box has no boot partition with A/B slots")
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
 	if err != nil {
-		writeAPIError(w, http.StatusRequestEntityTooLarge, "send only the file's first bytes (64 KiB at most): "+err.Error())
+		localapi.WriteError(w, http.StatusRequestEntityTooLarge, "send only the file's first bytes (64 KiB at most): "+err.Error())
 		return
 	}
 	size := int64(-1)
 	if v := r.URL.Query().Get("size"); v != "" {
 		if size, err = strconv.ParseInt(v, 10, 64); err != nil {
-			writeAPIError(w, http.StatusBadRequest, "size: not a number")
+			localapi.WriteError(w, http.StatusBadRequest, "size: not a number")
 			return
 		}
 	}
@@ -150,27 +152,27 @@ func (s *Server) upgradeInspect(w http.ResponseWriter, r *http.Request) {
 		if plan.Error == "" {
 			plan.Error = err.Error()
 		}
-		writeJSON(w, upgradeStatus(err), plan)
+		localapi.WriteJSON(w, upgradeStatus(err), plan)
 		return
 	}
-	writeJSON(w, http.StatusOK, plan)
+	localapi.WriteJSON(w, http.StatusOK, plan)
 }
 
 func (s *Server) upgradeUpload(w http.ResponseWriter, r *http.Request) {
 	fw := s.opts.Upgrade.Firmware
 	if fw == nil {
-		writeAPIError(w, http.StatusNotImplemented, "this box has no boot partition with A/B slots")
+		localapi.WriteError(w, http.StatusNotImplemented, "this box has no boot partition with A/B slots")
 		return
 	}
 	if r.ContentLength < 0 {
-		writeAPIError(w, http.StatusLengthRequired, "send the file with a Content-Length: the box checks it against the manifest before writing")
+		localapi.WriteError(w, http.StatusLengthRequired, "send the file with a Content-Length: the box checks it against the manifest before writing")
 		return
 	}
 	// The current password is in reauthHeader (the body is the file);
 	// configd checks it again.
 	password, msg, status := s.reauthPassword(r, "firmware upgrade", "")
 	if msg != "" {
-		writeAPIError(w, status, msg)
+		localapi.WriteError(w, status, msg)
 		return
 	}
 	fw = fw.WithPassword(sessionOf(r).User, password)
@@ -188,7 +190,7 @@ func (s *Server) upgradeUpload(w http.ResponseWriter, r *http.Request) {
 			plan.Error = err.Error()
 		}
 		s.opts.Logf("upgrade: %v", err)
-		writeJSON(w, upgradeStatus(err), plan)
+		localapi.WriteJSON(w, upgradeStatus(err), plan)
 		return
 	}
 	s.opts.Logf("upgrade: %s (signer %s) written to slot %s by configd; test boot armed", plan.Version, plan.Signer, plan.Target)
@@ -204,5 +206,5 @@ func (s *Server) upgradeUpload(w http.ResponseWriter, r *http.Request) {
 			}
 		}()
 	}
-	writeJSON(w, http.StatusOK, plan)
+	localapi.WriteJSON(w, http.StatusOK, plan)
 }

@@ -15,12 +15,12 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/services/configd/configdapi"
+	"github.com/flashgate/flashgate/services/configd/configdtest"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/firmware/supervisor"
-	"github.com/flashgate/flashgate/services/configd"
 )
 
 // The tests drive the CLI the way an admin does: through a pseudo
@@ -71,24 +71,8 @@ type configdEnv struct {
 func startConfigd(t *testing.T) *configdEnv {
 	t.Helper()
 	dir := shortDir(t)
-	store, err := config.Open(filepath.Join(dir, "config.db"), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(dir, "configd.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := configd.NewServer(store, "card", "", func(string, ...any) {})
-	srv := &http.Server{Handler: api}
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		api.StopWatches()
-		srv.Close()
-		store.Close()
-	})
-	return &configdEnv{store: store, socket: sock, client: configdapi.New(sock), dir: dir}
+	cd := configdtest.Start(t, configdtest.Options{Dir: dir, Storage: "card"})
+	return &configdEnv{store: cd.Store, socket: cd.Socket, client: cd.Client, dir: dir}
 }
 
 // serveJSON serves fixed JSON answers by path on a unix socket: a

@@ -10,6 +10,8 @@ import (
 	"net"
 	"os"
 	"time"
+
+	"github.com/flashgate/flashgate/internal/localsock"
 )
 
 // Client talks to the supervisor API on its unix socket. Each call is one
@@ -35,8 +37,7 @@ func (c *Client) call(ctx context.Context, req request, out any) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", c.path)
+	conn, err := localsock.Dial(ctx, c.path)
 	if err != nil {
 		return fmt.Errorf("supervisor API: %w", err)
 	}

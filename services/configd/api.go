@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/localapi"
+
 	"github.com/flashgate/flashgate/services/configd/configdapi"
 
 	"golang.org/x/sys/unix"
@@ -115,12 +117,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
-}
-
 func writeText(w http.ResponseWriter, text string) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	io.WriteString(w, text)
@@ -163,7 +159,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if status >= 500 {
 		s.logf("configd: %s %s: %v", r.Method, r.URL.Path, err)
 	}
-	writeJSON(w, status, resp)
+	localapi.WriteJSON(w, status, resp)
 }
 
 // internalError marks failures that are configd's or the card's, not the
@@ -215,7 +211,7 @@ func wantText(r *http.Request) bool { return r.URL.Query().Get("format") == "tex
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	_, rev := s.store.Running()
-	writeJSON(w, http.StatusOK, configdapi.Status{Revision: rev, Pending: s.store.Pending(), Schema: config.SchemaVersion,
+	localapi.WriteJSON(w, http.StatusOK, configdapi.Status{Revision: rev, Pending: s.store.Pending(), Schema: config.SchemaVersion,
 		Database: s.store.Path(), Storage: s.storage, Recovered: s.store.Recovered(), Note: s.note})
 }
 
@@ -226,7 +222,7 @@ func (s *Server) running(w http.ResponseWriter, r *http.Request) {
 		writeText(w, c.Text())
 		return
 	}
-	writeJSON(w, http.StatusOK, configdapi.RunningResponse{Revision: rev, Config: s.outConfig(c)})
+	localapi.WriteJSON(w, http.StatusOK, configdapi.RunningResponse{Revision: rev, Config: s.outConfig(c)})
 }
 
 func (s *Server) candidate(w http.ResponseWriter, r *http.Request) {
@@ -242,7 +238,7 @@ func (s *Server) candidate(w http.ResponseWriter, r *http.Request) {
 	if errors.As(c.Validate(), &ve) {
 		resp.Errors = ve
 	}
-	writeJSON(w, http.StatusOK, resp)
+	localapi.WriteJSON(w, http.StatusOK, resp)
 }
 
 func (s *Server) edited(w http.ResponseWriter, r *http.Request, tag string, err error) {
@@ -251,7 +247,7 @@ func (s *Server) edited(w http.ResponseWriter, r *http.Request, tag string, err 
 		return
 	}
 	w.Header().Set("ETag", `"`+tag+`"`)
-	writeJSON(w, http.StatusOK, configdapi.EtagResponse{Etag: tag})
+	localapi.WriteJSON(w, http.StatusOK, configdapi.EtagResponse{Etag: tag})
 }
 
 func (s *Server) replaceCandidate(w http.ResponseWriter, r *http.Request) {
@@ -356,7 +352,7 @@ func (s *Server) validate(w http.ResponseWriter, r *http.Request) {
 	if errors.As(c.Validate(), &ve) {
 		errs = ve
 	}
-	writeJSON(w, http.StatusOK, struct {
+	localapi.WriteJSON(w, http.StatusOK, struct {
 		Errors []config.FieldError `json:"errors"`
 	}{errs})
 }
@@ -405,7 +401,7 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 	for _, d := range config.Diff(a, b) {
 		resp.Lines = append(resp.Lines, configdapi.DiffLine{Op: string(d.Op), Line: d.Line.String()})
 	}
-	writeJSON(w, http.StatusOK, resp)
+	localapi.WriteJSON(w, http.StatusOK, resp)
 }
 
 // who names the committer: what the caller says, or the peer's uid and pid
@@ -440,7 +436,7 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, storeErr(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, info)
+	localapi.WriteJSON(w, http.StatusOK, info)
 }
 
 func (s *Server) confirm(w http.ResponseWriter, r *http.Request) {
@@ -448,7 +444,7 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, storeErr(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, struct{}{})
+	localapi.WriteJSON(w, http.StatusOK, struct{}{})
 }
 
 func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
@@ -462,7 +458,7 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, storeErr(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, info)
+	localapi.WriteJSON(w, http.StatusOK, info)
 }
 
 func (s *Server) history(w http.ResponseWriter, r *http.Request) {
@@ -471,7 +467,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &internalError{err})
 		return
 	}
-	writeJSON(w, http.StatusOK, h)
+	localapi.WriteJSON(w, http.StatusOK, h)
 }
 
 func (s *Server) revision(w http.ResponseWriter, r *http.Request) {
@@ -489,7 +485,7 @@ func (s *Server) revision(w http.ResponseWriter, r *http.Request) {
 		writeText(w, c.Text())
 		return
 	}
-	writeJSON(w, http.StatusOK, configdapi.RevisionResponse{Info: info, Config: s.outConfig(c)})
+	localapi.WriteJSON(w, http.StatusOK, configdapi.RevisionResponse{Info: info, Config: s.outConfig(c)})
 }
 
 func (s *Server) export(w http.ResponseWriter, r *http.Request) {
@@ -557,7 +553,7 @@ func (s *Server) factoryReset(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &internalError{fmt.Errorf("configuration reset, but %w", err)})
 		return
 	}
-	writeJSON(w, http.StatusOK, info)
+	localapi.WriteJSON(w, http.StatusOK, info)
 }
 
 // fileAllowed reports whether the restricted API may hand out or store
@@ -610,7 +606,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 	if s.storage == "ram" {
 		info.Note = "no config partition: the file is kept in RAM (" + s.files.Dir() + ") and lost on reboot"
 	}
-	writeJSON(w, http.StatusOK, info)
+	localapi.WriteJSON(w, http.StatusOK, info)
 }
 
 // watch streams one JSON object per line: first the current revision with

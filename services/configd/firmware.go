@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/flashgate/flashgate/internal/localapi"
+
 	"github.com/flashgate/flashgate/services/configd/configdapi"
 
 	"github.com/flashgate/flashgate/firmware/bootslot"
@@ -65,7 +67,7 @@ func (s *Server) firmwareRoutes() {
 		return
 	}
 	s.mux.HandleFunc("GET /v1/firmware", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, s.firmware.view())
+		localapi.WriteJSON(w, http.StatusOK, s.firmware.view())
 	})
 	s.mux.HandleFunc("POST /v1/firmware/check", s.firmwareCheck)
 	s.mux.HandleFunc("POST /v1/firmware", s.requirePassword(s.firmwareInstall))
@@ -146,29 +148,29 @@ func FirmwareStatus(err error) int {
 func (s *Server) firmwareCheck(w http.ResponseWriter, r *http.Request) {
 	src := s.firmware.src
 	if src.Open == nil {
-		writeJSON(w, http.StatusNotImplemented, configdapi.FirmwarePlan{Error: "this box has no boot partition with A/B slots"})
+		localapi.WriteJSON(w, http.StatusNotImplemented, configdapi.FirmwarePlan{Error: "this box has no boot partition with A/B slots"})
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
 	if err != nil {
-		writeJSON(w, http.StatusRequestEntityTooLarge, configdapi.FirmwarePlan{Error: "send only the file's first bytes (64 KiB at most): " + err.Error()})
+		localapi.WriteJSON(w, http.StatusRequestEntityTooLarge, configdapi.FirmwarePlan{Error: "send only the file's first bytes (64 KiB at most): " + err.Error()})
 		return
 	}
 	h, err := imagefile.ReadHeader(bytes.NewReader(body))
 	if err != nil {
-		writeJSON(w, FirmwareStatus(err), configdapi.FirmwarePlan{Error: err.Error()})
+		localapi.WriteJSON(w, FirmwareStatus(err), configdapi.FirmwarePlan{Error: err.Error()})
 		return
 	}
 	size := int64(-1)
 	if v := r.URL.Query().Get("size"); v != "" {
 		if size, err = strconv.ParseInt(v, 10, 64); err != nil {
-			writeJSON(w, http.StatusBadRequest, configdapi.FirmwarePlan{Error: "size: not a number"})
+			localapi.WriteJSON(w, http.StatusBadRequest, configdapi.FirmwarePlan{Error: "size: not a number"})
 			return
 		}
 	}
 	card, err := src.Open()
 	if err != nil {
-		writeJSON(w, http.StatusConflict, configdapi.FirmwarePlan{Error: err.Error()})
+		localapi.WriteJSON(w, http.StatusConflict, configdapi.FirmwarePlan{Error: err.Error()})
 		return
 	}
 	defer card.Close()
@@ -176,27 +178,27 @@ func (s *Server) firmwareCheck(w http.ResponseWriter, r *http.Request) {
 	plan := planOf(p, h)
 	if err != nil {
 		plan.Error = err.Error()
-		writeJSON(w, FirmwareStatus(err), plan)
+		localapi.WriteJSON(w, FirmwareStatus(err), plan)
 		return
 	}
-	writeJSON(w, http.StatusOK, plan)
+	localapi.WriteJSON(w, http.StatusOK, plan)
 }
 
 func (s *Server) firmwareInstall(w http.ResponseWriter, r *http.Request) {
 	f := s.firmware
 	src := f.src
 	if src.Open == nil {
-		writeJSON(w, http.StatusNotImplemented, configdapi.FirmwarePlan{Error: "this box has no boot partition with A/B slots"})
+		localapi.WriteJSON(w, http.StatusNotImplemented, configdapi.FirmwarePlan{Error: "this box has no boot partition with A/B slots"})
 		return
 	}
 	if r.ContentLength < 0 {
-		writeJSON(w, http.StatusLengthRequired, configdapi.FirmwarePlan{Error: "send the file with a Content-Length: it is checked against the manifest before anything is written"})
+		localapi.WriteJSON(w, http.StatusLengthRequired, configdapi.FirmwarePlan{Error: "send the file with a Content-Length: it is checked against the manifest before anything is written"})
 		return
 	}
 	f.mu.Lock()
 	if f.progress != nil {
 		f.mu.Unlock()
-		writeJSON(w, http.StatusConflict, configdapi.FirmwarePlan{Error: "another upload is being written"})
+		localapi.WriteJSON(w, http.StatusConflict, configdapi.FirmwarePlan{Error: "another upload is being written"})
 		return
 	}
 	f.progress = &upgrade.Progress{Stage: "check"}
@@ -208,7 +210,7 @@ func (s *Server) firmwareInstall(w http.ResponseWriter, r *http.Request) {
 	}()
 	card, err := src.Open()
 	if err != nil {
-		writeJSON(w, http.StatusConflict, configdapi.FirmwarePlan{Error: err.Error()})
+		localapi.WriteJSON(w, http.StatusConflict, configdapi.FirmwarePlan{Error: err.Error()})
 		return
 	}
 	defer card.Close()
@@ -233,11 +235,11 @@ func (s *Server) firmwareInstall(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		plan.Error = err.Error()
 		s.logf("configd: firmware upgrade refused or failed: %v", err)
-		writeJSON(w, FirmwareStatus(err), plan)
+		localapi.WriteJSON(w, FirmwareStatus(err), plan)
 		return
 	}
 	s.logf("configd: firmware %s (signer %s) written to slot %s; test boot armed", plan.Version, plan.Signer, plan.Target)
-	writeJSON(w, http.StatusOK, plan)
+	localapi.WriteJSON(w, http.StatusOK, plan)
 }
 
 // AddressedInterfaces are the interfaces with a global IPv4 address now:

@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/flashgate/flashgate/internal/localapi"
+
 	"github.com/flashgate/flashgate/services/configd/configdapi"
 
 	"github.com/flashgate/flashgate/config"
@@ -233,7 +235,7 @@ func (s *Server) verifyPassword(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, configdapi.VerifyPasswordResponse{OK: ok})
+	localapi.WriteJSON(w, http.StatusOK, configdapi.VerifyPasswordResponse{OK: ok})
 }
 
 // passwordOK checks a password against the running configuration's

@@ -3,8 +3,6 @@ package hostd
 import (
 	"bytes"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +18,7 @@ import (
 
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/firmware/supervisor"
-	"github.com/flashgate/flashgate/services/configd"
+	"github.com/flashgate/flashgate/services/configd/configdtest"
 )
 
 // mainEnv makes the test binary run hostd's Main with these arguments:
@@ -52,53 +50,17 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// testConfigd is a real configd API over a store in a temp dir, which
-// the test can stop and start again on the same socket and database.
-type testConfigd struct {
-	t     *testing.T
-	db    string
-	sock  string
-	store *config.Store
-	api   *configd.Server
-	srv   *http.Server
-}
-
-func (c *testConfigd) start() {
-	c.t.Helper()
-	store, err := config.Open(c.db, config.Options{})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	ln, err := net.Listen("unix", c.sock)
-	if err != nil {
-		store.Close()
-		c.t.Fatal(err)
-	}
-	c.store, c.api = store, configd.NewServer(store, "test", "", c.t.Logf)
-	c.srv = &http.Server{Handler: c.api}
-	go c.srv.Serve(ln)
-}
-
-func (c *testConfigd) stop() {
-	if c.srv == nil {
-		return
-	}
-	c.api.StopWatches()
-	c.srv.Close()
-	c.store.Close()
-	c.srv = nil
-}
-
-// commit changes the system section as edit says and commits it.
-func (c *testConfigd) commit(edit func(*config.System)) {
-	c.t.Helper()
-	cand, etag := c.store.Candidate()
+// commit changes the system section of cd's store as edit says and
+// commits it.
+func commit(t *testing.T, cd *configdtest.Server, edit func(*config.System)) {
+	t.Helper()
+	cand, etag := cd.Store.Candidate()
 	edit(&cand.System)
-	if _, err := c.store.ReplaceCandidate(etag, cand); err != nil {
-		c.t.Fatal(err)
+	if _, err := cd.Store.ReplaceCandidate(etag, cand); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := c.store.Commit("test", "hostd test"); err != nil {
-		c.t.Fatal(err)
+	if _, err := cd.Store.Commit("test", "hostd test"); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -143,10 +105,9 @@ func TestMainFollowsConfigd(t *testing.T) {
 	localtime := filepath.Join(dir, "localtime")
 	var hook consoleHook
 	_, supSock := serveSupervisor(t, supervisor.Config{ConsoleBaud: hook.set})
-	cd := &testConfigd{t: t, db: filepath.Join(dir, "config.db"), sock: filepath.Join(dir, "configd.sock")}
-	t.Cleanup(cd.stop)
+	sock := filepath.Join(dir, "configd.sock")
 
-	args := fmt.Sprintf("-configd %s -supervisor %s -localtime %s -hostname -console-baud 38400", cd.sock, supSock, localtime)
+	args := fmt.Sprintf("-configd %s -supervisor %s -localtime %s -hostname -console-baud 38400", sock, supSock, localtime)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), mainEnv+"="+args)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUTS}
@@ -181,10 +142,10 @@ func TestMainFollowsConfigd(t *testing.T) {
 
 	// hostd starts before configd, as it may at boot.
 	time.Sleep(300 * time.Millisecond)
-	cd.start()
-	until("hostd to reach configd", func() bool { return logged("hostd: following configd at "+cd.sock+", revision 1") == 1 })
+	cd := configdtest.Start(t, configdtest.Options{Dir: dir, Storage: "test"})
+	until("hostd to reach configd", func() bool { return logged("hostd: following configd at "+sock+", revision 1") == 1 })
 
-	cd.commit(func(s *config.System) { s.Hostname, s.Timezone, s.ConsoleBaud = "gw1", "Europe/Berlin", 115200 })
+	commit(t, cd, func(s *config.System) { s.Hostname, s.Timezone, s.ConsoleBaud = "gw1", "Europe/Berlin", 115200 })
 	until("the host name", func() bool { return hostname() == "gw1" })
 	until("the time zone", func() bool { return checkZone(localtime, "CEST", 7200) == nil })
 	until("the console speed", func() bool { return slices.Equal(hook.got(), []int{115200}) })
@@ -194,16 +155,15 @@ func TestMainFollowsConfigd(t *testing.T) {
 	}
 
 	// configd restarts: hostd follows it again and re-applies nothing.
-	cd.stop()
-	cd.start()
-	until("hostd to follow the restarted configd", func() bool { return logged("hostd: following configd at "+cd.sock+", revision 2") == 1 })
+	cd.Restart()
+	until("hostd to follow the restarted configd", func() bool { return logged("hostd: following configd at "+sock+", revision 2") == 1 })
 	// A commit of other system settings applies nothing either; a
 	// time zone commit after it is applied, so it has been seen.
-	cd.commit(func(s *config.System) { s.NTPServers = []string{"192.0.2.123"} })
+	commit(t, cd, func(s *config.System) { s.NTPServers = []string{"192.0.2.123"} })
 	if now, err := os.Stat(localtime); err != nil || !os.SameFile(zone, now) {
 		t.Errorf("%s was rewritten by the restart or an NTP commit (%v)", localtime, err)
 	}
-	cd.commit(func(s *config.System) { s.Timezone = "Asia/Kolkata" })
+	commit(t, cd, func(s *config.System) { s.Timezone = "Asia/Kolkata" })
 	until("the new time zone", func() bool { return checkZone(localtime, "IST", 19800) == nil })
 
 	if got := hook.got(); !slices.Equal(got, []int{115200}) {
