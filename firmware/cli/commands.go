@@ -40,6 +40,8 @@ func init() {
 		{name: "confirm", usage: "confirm", help: "keep a commit confirmed", run: runConfirm},
 		{name: "rollback", usage: "rollback REVISION", help: "run an earlier revision (show history)", run: runRollback, complete: completeRollback},
 		{name: "import", interactive: true, usage: "import [FILE]", help: "tunnels from an isakmpd.conf, swanctl.conf or ipsec.conf (pasted, or a file)", run: runImport},
+		{name: "cert", usage: "cert [list] | ca NAME CN [KEY] | issue CA NAME CN [ID...] | issue-peer CA NAME CN FILE [ID...] | revoke NAME | import NAME FILE [PASS] | export NAME[.crl] FILE",
+			help: "the certificate store: CAs, this box's and peers' certificates (docs/certificates.md)", run: runCert},
 		{name: "discard", usage: "discard", help: "drop the candidate's changes", run: runDiscard},
 		{name: "ping", usage: "ping HOST [COUNT]", help: "ICMP echo, at most 20 (^C stops)", run: runPing},
 		{name: "ipsec", usage: "ipsec up|down TUNNEL", help: "bring a tunnel up now, or tear it down", run: runIPsec, complete: completeIPsec},
