@@ -124,7 +124,7 @@ func TestCompletion(t *testing.T) {
 		{"se\t", prompt + "set "},
 		{"set tun\t", prompt + "set tunnels."},
 		{"set tunnels.\t", prompt + "set tunnels.branch."},
-		{"set tunnels.branch.remote_a\t", prompt + "set tunnels.branch.remote_address "},
+		{"set tunnels.branch.remote_ad\t", prompt + "set tunnels.branch.remote_address "},
 		{"set tunnels.branch.start_action i\t", prompt + "set tunnels.branch.start_action initiate "},
 		{"set tunnels.branch.enabled f\t", prompt + "set tunnels.branch.enabled false "},
 		{"set sys\t", prompt + "set system."},
@@ -159,11 +159,11 @@ func TestCompletion(t *testing.T) {
 	term.send("\x03\r")
 	term.expect(prompt)
 	// Paths are listed by their last element.
-	term.send("set tunnels.branch.l\t")
+	term.send("set tunnels.branch.lo\t")
 	term.expect(prompt + "set tunnels.branch.local_")
 	term.send("\t")
-	if got := term.expect("local_subnets\n"); !strings.Contains(got, "local_address") || strings.Contains(got, "tunnels.branch.local_id") {
-		t.Errorf("tunnels.branch.l<Tab> listed:\n%s\nwant local_address, local_id, local_subnets", got)
+	if got := term.expect("local_subnets\n"); !strings.Contains(got, "local_address") || !strings.Contains(got, "local_cert") || strings.Contains(got, "tunnels.branch.local_id") {
+		t.Errorf("tunnels.branch.lo<Tab> listed:\n%s\nwant local_address, local_cert, local_id, local_subnets", got)
 	}
 	term.expect(prompt + "set tunnels.branch.local_")
 	term.send("\x03\r")

@@ -20,12 +20,12 @@ func TestCompletePath(t *testing.T) {
 		partial string
 		want    []string
 	}{
-		{"", []string{"system.", "interfaces.", "routes.", "firewall.", "tunnels."}},
+		{"", []string{"system.", "interfaces.", "routes.", "firewall.", "tunnels.", "certificates."}},
 		{"tu", []string{"tunnels."}},
 		{"tunnels.", []string{"tunnels.branch.", "tunnels.bravo."}},
 		{"tunnels.bra", []string{"tunnels.branch.", "tunnels.bravo."}},
 		{"tunnels.branch.psk", []string{"tunnels.branch.psk"}},
-		{"tunnels.branch.remote_", []string{"tunnels.branch.remote_address", "tunnels.branch.remote_id", "tunnels.branch.remote_subnets"}},
+		{"tunnels.branch.remote_", []string{"tunnels.branch.remote_address", "tunnels.branch.remote_id", "tunnels.branch.remote_auth", "tunnels.branch.remote_subnets"}},
 		{"tunnels.branch.na", nil}, // the name is the path's key
 		{"interfaces.eth1.ad", []string{"interfaces.eth1.addressing", "interfaces.eth1.addresses"}},
 		{"interfaces.eth1.addresses.", []string{"interfaces.eth1.addresses.0"}},

@@ -23,7 +23,7 @@ func TestTranscript(t *testing.T) {
 		{"a-very-long-preshared-key", "PSK set in the candidate.", false},
 		{"set tunnels.branch.local_subnets 192.168.1.0/24", "", false},
 		{"set tunnels.branch.remote_subnets 10.2.0.0/16", "", false},
-		{"set tunnels.branch.mtu 1400", `unknown field "mtu"`, false},
+		{"set tunnels.branch.vlan 1400", `unknown field "vlan"`, false},
 		{"set tunnels.branch.dpd_interval often", "tunnels.branch.dpd_interval", false},
 		{"show diff", "+ set tunnels branch remote_address 192.0.2.1", false},
 		{`commit "branch office tunnel"`, "Committed revision 2.", false},
