@@ -97,6 +97,7 @@ type Device struct {
 
 	mu     sync.Mutex // serializes AddPair, DeletePair, SetInterfaces, Close
 	pairs  map[uint32]*pair
+	index  *remoteIndex         // the outbound SAs by remote selector (saTable.byRemote)
 	tuns   map[uint32]*routeTUN // route tunnels' TUNs by if_id
 	ifs    *tunnelif.Table
 	routes map[netip.Prefix]int
@@ -139,8 +140,9 @@ type saTable struct {
 	in   map[uint32]*SA
 	out  []*SA                // newest first: during a rekey outbound traffic uses the new SA
 	tuns map[uint32]*routeTUN // route tunnels' TUNs, by if_id
-	// byRemote indexes out by remote selector, so that a packet's SA is
-	// found without trying every one (outbound); nil: try every one.
+	// byRemote is the Device's index of the outbound SAs by remote
+	// selector (shared by every table, changed in place), so that a
+	// packet's SA is found without trying every one; nil: try every one.
 	byRemote *remoteIndex
 }
 
@@ -162,6 +164,7 @@ func NewDevice(cfg Config) (*Device, error) {
 	d := &Device{
 		cfg:     cfg,
 		pairs:   make(map[uint32]*pair),
+		index:   newRemoteIndex(),
 		tuns:    make(map[uint32]*routeTUN),
 		routes:  make(map[netip.Prefix]int),
 		expires: make(chan ipsec.Expire, 64),
@@ -312,6 +315,7 @@ func (d *Device) AddPair(in, out *ipsec.ChildSA) error {
 		pr := &pair{in: inSA, out: outSA, added: d.added}
 		pr.timers = d.lifetimeTimers(in)
 		d.pairs[in.SPI] = pr
+		d.index.add(outSA, d.added)
 		d.publish()
 		if err := d.ifs.PairAdded(out.IfID); err != nil {
 			return fmt.Errorf("AddPair %08x/%08x: %w", in.SPI, out.SPI, err)
@@ -338,6 +342,7 @@ func (d *Device) AddPair(in, out *ipsec.ChildSA) error {
 	pr := &pair{in: inSA, out: outSA, added: d.added}
 	pr.timers = d.lifetimeTimers(in)
 	d.pairs[in.SPI] = pr
+	d.index.add(outSA, d.added)
 	d.publish()
 	return nil
 }
@@ -383,6 +388,7 @@ func (d *Device) DeletePair(inboundSPI uint32) error {
 		return fmt.Errorf("DeletePair %08x: no such SA", inboundSPI)
 	}
 	delete(d.pairs, inboundSPI)
+	d.index.remove(pr.out)
 	d.publish()
 	for _, t := range pr.timers {
 		t.Stop()
@@ -423,7 +429,7 @@ func (d *Device) publish() {
 	for _, pr := range prs {
 		t.out = append(t.out, pr.out)
 	}
-	t.byRemote = newRemoteIndex(t.out)
+	t.byRemote = d.index
 	d.table.Store(t)
 }
 
@@ -530,7 +536,7 @@ func (t *saTable) outbound(pkt []byte, ifID uint32) *SA {
 		return nil
 	}
 	if t.byRemote != nil {
-		return t.byRemote.find(t.out, src, dst, ifID)
+		return t.byRemote.find(src, dst, ifID)
 	}
 	for _, sa := range t.out {
 		if sa.IfID == ifID && !sa.dead.Load() && matchAny(sa.RemoteTS, dst) && matchAny(sa.LocalTS, src) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"os"
 	"testing"
 )
 
@@ -14,14 +15,20 @@ import (
 func BenchmarkOutboundLookup(b *testing.B) {
 	for _, n := range []int{10, 100, 1000} {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
-			t := &saTable{}
-			for i := n - 1; i >= 0; i-- {
-				t.out = append(t.out, &SA{
+			t := &saTable{byRemote: newRemoteIndex()}
+			if os.Getenv("FLASHGATE_LINEAR_LOOKUP") == "1" {
+				t.byRemote = nil // the search before the index, for comparison
+			}
+			for i := range n {
+				sa := &SA{
 					LocalTS:  []netip.Prefix{netip.MustParsePrefix("10.98.0.0/24")},
 					RemoteTS: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(100 + i/256), byte(i % 256), 0}), 24)},
-				})
+				}
+				t.out = append([]*SA{sa}, t.out...) // newest first
+				if t.byRemote != nil {
+					t.byRemote.add(sa, uint64(i+1))
+				}
 			}
-			t.byRemote = newRemoteIndex(t.out)
 			pkt := make([]byte, 20)
 			pkt[0] = 0x45
 			copy(pkt[12:16], []byte{10, 98, 0, 1})
@@ -68,7 +75,20 @@ func TestRemoteIndexAsLinear(t *testing.T) {
 			}
 			out = append(out, sa)
 		}
-		x := newRemoteIndex(out)
+		// out is newest first, as the table holds it; pairs come and go.
+		x := newRemoteIndex()
+		for i := len(out) - 1; i >= 0; i-- {
+			x.add(out[i], uint64(len(out)-i))
+		}
+		for range min(r.IntN(5), len(out)-1) {
+			i := r.IntN(len(out))
+			x.remove(out[i])
+			out = append(out[:i:i], out[i+1:]...)
+		}
+		if len(out) > 0 && r.IntN(2) == 0 { // removed and indexed again: still in its place
+			x.remove(out[0])
+			x.add(out[0], uint64(1000+round))
+		}
 		for range 200 {
 			src, dst, ifID := addr(), addr(), uint32(r.IntN(2))
 			var want *SA
@@ -78,7 +98,7 @@ func TestRemoteIndexAsLinear(t *testing.T) {
 					break
 				}
 			}
-			if got := x.find(out, src, dst, ifID); got != want {
+			if got := x.find(src, dst, ifID); got != want {
 				t.Fatalf("round %d: %v -> %v (if_id %d): index found %p, linear search %p", round, src, dst, ifID, got, want)
 			}
 		}
