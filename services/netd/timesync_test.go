@@ -14,6 +14,7 @@ import (
 
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/services/configd/configdapi"
+	"github.com/flashgate/flashgate/services/configd/configdtest"
 )
 
 // ntpTestServer is an NTP server on loopback whose clock is this host's
@@ -291,22 +292,6 @@ func TestTimeSyncBacksOff(t *testing.T) {
 	}
 }
 
-// fakeNTPConfigd streams changes; Running answers with the servers of
-// the last change delivered.
-type fakeNTPConfigd struct {
-	mu      sync.Mutex
-	servers []string
-	changes chan config.Change
-}
-
-func (f *fakeNTPConfigd) Watch(ctx context.Context) <-chan config.Change { return f.changes }
-
-func (f *fakeNTPConfigd) Running(ctx context.Context) (*config.Config, uint64, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return &config.Config{System: config.System{NTPServers: f.servers}}, 1, nil
-}
-
 // TestTimeSyncFollowsConfig runs the sync loop as netd does: no servers
 // at first, then configd's change brings one, and the loop syncs at once
 // instead of at its next poll. netd follows configd on one stream: a
@@ -324,7 +309,7 @@ func TestTimeSyncFollowsConfig(t *testing.T) {
 	ts.Port = port
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	src := &fakeNTPConfigd{changes: make(chan config.Change, 2)}
+	src := configdtest.NewTwin(&config.Config{})
 	var mu sync.Mutex
 	var applied []uint64
 	set := func(cfg *config.Config, rev uint64, source string) error {
@@ -335,19 +320,27 @@ func TestTimeSyncFollowsConfig(t *testing.T) {
 	}
 	done := make(chan struct{}, 2)
 	go func() { ts.Run(ctx); done <- struct{}{} }()
-	go func() { configdapi.Follow(ctx, src, following(set, ts, &config.Config{})); done <- struct{}{} }()
+	first, _, _ := src.Running(ctx) // netd's firstConfig
+	go func() {
+		configdapi.Follow(ctx, src, following(set, ts, first))
+		done <- struct{}{}
+	}()
 
 	if st := ts.Status(); st.State != "off" {
 		t.Errorf("without servers the state is %q, want off", st.State)
 	}
-	src.mu.Lock()
-	src.servers = []string{"127.0.0.1"}
-	src.mu.Unlock()
-	src.changes <- config.Change{Reason: "commit", Revision: 2, Sections: []config.Section{config.SectionTunnels}} // the reconcilers'
+	// Follow has read the configuration for the watch's "current" notice.
+	for deadline := time.Now().Add(10 * time.Second); src.Reads() < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Follow did not read the running configuration after the current notice")
+		}
+	}
+	src.Set(&config.Config{System: config.System{NTPServers: []string{"127.0.0.1"}}})
+	src.Notify(config.Change{Reason: "commit", Revision: 2, Sections: []config.Section{config.SectionTunnels}}) // the reconcilers'
 	if st := ts.Status(); st.State != "off" {
 		t.Errorf("after a change of the tunnels the state is %q, want off", st.State)
 	}
-	src.changes <- config.Change{Reason: "commit", Revision: 3, Sections: []config.Section{config.SectionSystem}}
+	src.Notify(config.Change{Reason: "commit", Revision: 3, Sections: []config.Section{config.SectionSystem}})
 	deadline := time.Now().Add(10 * time.Second)
 	for ts.Status().State != "synchronized" {
 		if time.Now().After(deadline) {
@@ -363,7 +356,6 @@ func TestTimeSyncFollowsConfig(t *testing.T) {
 		t.Errorf("the reconcilers were given %d configurations, want 1 (the tunnels change's)", len(applied))
 	}
 	mu.Unlock()
-	close(src.changes)
 	cancel()
 	for range 2 {
 		select {

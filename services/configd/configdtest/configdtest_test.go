@@ -1,0 +1,99 @@
+package configdtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+)
+
+// follower records what configdapi.Follow applies.
+type follower struct {
+	mu    sync.Mutex
+	revs  []uint64
+	notes []string
+}
+
+func (f *follower) apply(ctx context.Context, cfg *config.Config, rev uint64, ch config.Change) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.revs = append(f.revs, rev)
+	return nil
+}
+
+func (f *follower) logf(format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.notes = append(f.notes, fmt.Sprintf(format, args...))
+}
+
+func (f *follower) applied() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return fmt.Sprint(f.revs)
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// Follow on the twin: the current configuration at start, then only the
+// commits of the followed section; a failed read is tried again without a
+// new commit.
+func TestTwinFollow(t *testing.T) {
+	tw := NewTwin(nil)
+	var f follower
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go configdapi.Follow(ctx, tw, configdapi.Following{
+		Sections: []config.Section{config.SectionTunnels}, Apply: f.apply, Logf: f.logf,
+		RetryFirst: time.Millisecond, RetryMax: 5 * time.Millisecond,
+	})
+	waitFor(t, "the current configuration", func() bool { return f.applied() == "[1]" })
+
+	cfg, _, _ := tw.Running(ctx)
+	cfg.System.Hostname = "gw1"
+	if ch := tw.Commit(cfg, "test"); fmt.Sprint(ch.Sections) != "[system]" || ch.Revision != 2 {
+		t.Errorf("commit of the host name = %+v, want revision 2 changing [system]", ch)
+	}
+	cfg = cfg.Clone()
+	cfg.Tunnels = append(cfg.Tunnels, config.Tunnel{Name: "hq"})
+	tw.Fail(errors.New("configd GET /v1/running: connection refused"))
+	tw.Commit(cfg, "test")
+	waitFor(t, "a failed read", func() bool { return tw.Reads() >= 3 })
+	tw.Fail(nil)
+	waitFor(t, "the tunnels commit, after the retry", func() bool { return f.applied() == "[1 3]" })
+}
+
+// A real configd that restarts: the client's watch reconnects and Follow
+// applies the current configuration again.
+func TestServerRestart(t *testing.T) {
+	s := Start(t, Options{Web: true})
+	var f follower
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go configdapi.Follow(ctx, s.Client, configdapi.Following{Apply: f.apply, Logf: f.logf})
+	waitFor(t, "the first configuration", func() bool { return f.applied() == "[1]" })
+	if _, err := s.Client.Set(ctx, "", "system.hostname", "gw1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Client.Commit(ctx, configdapi.CommitRequest{Who: "test", Message: "name"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the commit", func() bool { return f.applied() == "[1 2]" })
+	s.Restart()
+	waitFor(t, "the restarted configd's current configuration", func() bool { return f.applied() == "[1 2 2]" })
+	if st, err := s.WebClient.Status(ctx); err != nil || st.Revision != 2 {
+		t.Errorf("restricted API status = %+v, %v; want revision 2", st, err)
+	}
+}
