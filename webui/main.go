@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/atomicfile"
+
 	"github.com/flashgate/flashgate/internal/paths"
 	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 
@@ -104,7 +106,7 @@ func run(ctx context.Context, args []string) int {
 		logger.Printf("TLS certificate: %s", cert.Note)
 	}
 	logger.Printf("TLS certificate SHA-256 %s", cert.Fingerprint)
-	if err := writeFileAtomic(*fpFile, []byte(cert.Fingerprint+"\n"), 0o644); err != nil {
+	if err := atomicfile.WriteFile(*fpFile, []byte(cert.Fingerprint+"\n"), 0o644); err != nil {
 		logger.Printf("write fingerprint for the console: %v", err)
 	}
 

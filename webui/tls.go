@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/atomicfile"
+
 	"github.com/flashgate/flashgate/services/configd/configdapi"
 )
 
@@ -154,8 +156,8 @@ func LoadOrCreateCertificate(hostname string, now time.Time, dirs ...string) (*C
 		return nil, fmt.Errorf("new TLS certificate: %w", err)
 	}
 	for i, dir := range dirs {
-		if writeFileAtomic(filepath.Join(dir, keyFile), keyPEM, 0o600) == nil &&
-			writeFileAtomic(filepath.Join(dir, certFile), certPEM, 0o644) == nil {
+		if atomicfile.WriteFile(filepath.Join(dir, keyFile), keyPEM, 0o600) == nil &&
+			atomicfile.WriteFile(filepath.Join(dir, certFile), certPEM, 0o644) == nil {
 			return newCertificate(pair, dir, i == 0)
 		}
 		os.Remove(filepath.Join(dir, keyFile)) // never leave half a pair
@@ -218,33 +220,6 @@ func makeSelfSigned(hostname string, now time.Time) (certPEM, keyPEM []byte, err
 	defer clear(kder)
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), nil
-}
-
-// writeFileAtomic writes through a temporary file and a rename, so that a
-// power cut leaves the old file or the new one.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
 }
 
 // TLSConfig returns the server's TLS settings. Every knob is set explicitly:

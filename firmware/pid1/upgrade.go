@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/atomicfile"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/flashgate/flashgate/firmware/bootslot"
@@ -122,7 +124,7 @@ func (in *initProc) writeUpgradeStatus() {
 	if err == nil {
 		// World-readable: versions and slots, no secret; the web UI,
 		// which runs as its own user, shows it.
-		err = writeFileAtomicMode(bootslot.StatusPath, b, 0o644)
+		err = atomicfile.WriteFile(bootslot.StatusPath, b, 0o644)
 	}
 	if err != nil {
 		in.logf("upgrade: status: %v", err)
@@ -317,7 +319,7 @@ func snapshotConfig() error {
 		if err != nil {
 			return err
 		}
-		return writeFileAtomic(cfgPreUpgrade, b)
+		return atomicfile.WriteFile(cfgPreUpgrade, b, 0o600)
 	})
 }
 
@@ -337,7 +339,7 @@ func restoreConfig() error {
 			}
 			return syncDir(filepath.Dir(cfgDB))
 		}
-		return writeFileAtomic(cfgDB, b)
+		return atomicfile.WriteFile(cfgDB, b, 0o600)
 	})
 }
 
@@ -353,44 +355,6 @@ func withConfigWritable(f func() error) error {
 		err = fmt.Errorf("remount /cfg read-only: %w", rerr)
 	}
 	return err
-}
-
-// writeFileAtomic writes b to path through a temporary file, fsync and
-// rename, so that a cut leaves the old file or the new one.
-func writeFileAtomic(path string, b []byte) error {
-	return writeFileAtomicMode(path, b, 0o600)
-}
-
-// writeFileAtomicMode is writeFileAtomic with the file's mode.
-func writeFileAtomicMode(path string, b []byte, perm os.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
-	if err != nil {
-		return err
-	}
-	if err := f.Chmod(perm); err != nil { // whatever the umask did
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return syncDir(filepath.Dir(path))
 }
 
 func syncDir(dir string) error {

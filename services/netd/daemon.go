@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/atomicfile"
+
 	"github.com/flashgate/flashgate/services/netd/netdapi"
 
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
@@ -253,7 +255,7 @@ func (d *Daemon) syncResolvConfLocked(desired *Desired) {
 	if d.resolvWritten != nil && bytes.Equal(content, d.resolvWritten) {
 		return
 	}
-	if err := writeFileAtomic(d.ResolvConf, content, 0o644); err != nil {
+	if err := atomicfile.WriteFile(d.ResolvConf, content, 0o644); err != nil {
 		log.Printf("netd: DNS servers: %v", err)
 		return
 	}

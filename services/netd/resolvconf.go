@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -68,31 +66,4 @@ func resolvConf(leases []*netdapi.Lease) []byte {
 		fmt.Fprintf(&b, "nameserver %s\n", a)
 	}
 	return b.Bytes()
-}
-
-// writeFileAtomic replaces path with content in one rename, so that a
-// lookup running at that moment reads the old file or the new one, never
-// half of one. The temporary file lives in path's directory, because
-// rename does not cross file systems.
-func writeFileAtomic(path string, content []byte, perm os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(content)
-	if err == nil {
-		err = f.Chmod(perm) // CreateTemp makes it 0600; every program reads resolv.conf
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }

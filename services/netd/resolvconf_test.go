@@ -90,29 +90,6 @@ func TestLeaseSearchDomains(t *testing.T) {
 	}
 }
 
-func TestWriteFileAtomic(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "resolv.conf")
-	for _, content := range []string{"nameserver 192.0.2.53\n", "nameserver 192.0.2.54\n"} {
-		if err := writeFileAtomic(path, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		got, err := os.ReadFile(path)
-		if err != nil || string(got) != content {
-			t.Errorf("after writing %q: read %q, %v", content, got, err)
-		}
-		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
-			t.Errorf("mode %v (%v), want 0644: every program reads resolv.conf", fi.Mode(), err)
-		}
-	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
-		t.Errorf("temporary files left behind: %v", ents)
-	}
-	if err := writeFileAtomic(filepath.Join(dir, "missing", "resolv.conf"), nil, 0o644); err == nil {
-		t.Errorf("writing into a directory that does not exist succeeded")
-	}
-}
-
 // TestResolvConfFollowsLease runs the daemon on the lab's router against a
 // DHCP server on the WAN side offering DNS servers (option 6) with a short
 // lease: resolv.conf gets the first three, is rewritten when a renewal
