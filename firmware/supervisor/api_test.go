@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/waitfor"
+
 	"github.com/flashgate/flashgate/internal/localsock"
 )
 
@@ -52,7 +54,7 @@ func TestAPI(t *testing.T) {
 	})
 	c := serve(t, s)
 	ctx := context.Background()
-	waitFor(t, "services running", running(s, "svc", "dep"))
+	waitfor.Cond(t, 10*time.Second, "services running", running(s, "svc", "dep"))
 
 	list, err := c.Services(ctx)
 	if err != nil {
@@ -75,7 +77,7 @@ func TestAPI(t *testing.T) {
 		}
 	}
 
-	waitFor(t, "svc's output", func() bool {
+	waitfor.Cond(t, 10*time.Second, "svc's output", func() bool {
 		logs, err := c.Logs(ctx, "svc", 10)
 		return err == nil && len(logs.Lines) == 1 && logs.Lines[0].Text == "hello"
 	})
@@ -90,14 +92,14 @@ func TestAPI(t *testing.T) {
 	if err := c.Restart(ctx, "svc"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "svc restarted", func() bool {
+	waitfor.Cond(t, 10*time.Second, "svc restarted", func() bool {
 		st, err := c.Service(ctx, "svc")
 		return err == nil && st.State == StateRunning && st.PID != old && st.Restarts == 1
 	})
 	if err := c.Stop(ctx, "dep"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "dep stopped", func() bool { st, _ := c.Service(ctx, "dep"); return st.State == StateStopped })
+	waitfor.Cond(t, 10*time.Second, "dep stopped", func() bool { st, _ := c.Service(ctx, "dep"); return st.State == StateStopped })
 
 	for _, a := range []PowerAction{Reboot, PowerOff} {
 		if err := c.Power(ctx, a); err != nil {
@@ -367,7 +369,7 @@ func TestAPIConnectionLimit(t *testing.T) {
 	for _, conn := range stalled {
 		conn.Close()
 	}
-	waitFor(t, "the API to serve again", func() bool { _, err := c.System(ctx); return err == nil })
+	waitfor.Cond(t, 10*time.Second, "the API to serve again", func() bool { _, err := c.System(ctx); return err == nil })
 
 	// A burst larger than the limit is served: callers wait for a slot.
 	var wg sync.WaitGroup
@@ -439,7 +441,7 @@ func TestClientErrors(t *testing.T) {
 // UI needs: the service list, logs and reboot, not stop or restart.
 func TestServeWebAnswersOnlyTheWebOps(t *testing.T) {
 	s := start(t, Config{Services: []Service{sh("svc", "echo hi; sleep 60")}})
-	waitFor(t, "svc running", running(s, "svc"))
+	waitfor.Cond(t, 10*time.Second, "svc running", running(s, "svc"))
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	sock := filepath.Join(t.TempDir(), "supervisor-web.sock")

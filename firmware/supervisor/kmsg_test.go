@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/waitfor"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -82,7 +84,7 @@ func TestFollowKernelLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	newest := newestKernelRecord(t)
-	waitFor(t, fmt.Sprintf("the kernel's newest record %q (level %d) in the kernel ring", newest.Text, newest.Level), func() bool {
+	waitfor.Cond(t, 10*time.Second, fmt.Sprintf("the kernel's newest record %q (level %d) in the kernel ring", newest.Text, newest.Level), func() bool {
 		lines, _, _ := s.Logs("kernel", 0)
 		for _, l := range lines {
 			if l.Text == newest.Text && l.Level == newest.Level && l.Stream == "kernel" {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flashgate/flashgate/internal/waitfor"
 )
 
 // TestRestartWithArgs runs a service that prints its argument, changes
@@ -22,13 +24,13 @@ func TestRestartWithArgs(t *testing.T) {
 			return slices.ContainsFunc(lines, func(l Line) bool { return l.Stream == "stdout" && l.Text == want })
 		}
 	}
-	waitFor(t, "getty says speed 9600", said("speed 9600"))
+	waitfor.Cond(t, 10*time.Second, "getty says speed 9600", said("speed 9600"))
 	oldPID := state(s, "getty").PID
 
 	if err := s.RestartWithArgs("getty", echo("115200")); err != nil {
 		t.Fatalf("RestartWithArgs: %v", err)
 	}
-	waitFor(t, "getty says speed 115200", said("speed 115200"))
+	waitfor.Cond(t, 10*time.Second, "getty says speed 115200", said("speed 115200"))
 	st := state(s, "getty")
 	if st.PID == oldPID || st.State != StateRunning || st.Restarts != 1 {
 		t.Errorf("after RestartWithArgs: %s pid %d (old %d), restarts %d; want running in a new process, 1 restart", st.State, st.PID, oldPID, st.Restarts)
@@ -54,7 +56,7 @@ func TestRestartWithArgs(t *testing.T) {
 	if err := s.Stop("getty"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "getty stopped", func() bool { return state(s, "getty").State == StateStopped })
+	waitfor.Cond(t, 10*time.Second, "getty stopped", func() bool { return state(s, "getty").State == StateStopped })
 	if err := s.RestartWithArgs("getty", echo("38400")); err != nil {
 		t.Fatalf("RestartWithArgs while stopped: %v", err)
 	}
@@ -65,7 +67,7 @@ func TestRestartWithArgs(t *testing.T) {
 	if err := s.Restart("getty"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "getty says speed 38400", said("speed 38400"))
+	waitfor.Cond(t, 10*time.Second, "getty says speed 38400", said("speed 38400"))
 
 	if err := s.RestartWithArgs("nosuch", nil); err == nil || !strings.Contains(err.Error(), `unknown service "nosuch"`) {
 		t.Errorf("RestartWithArgs(nosuch) = %v, want unknown service", err)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/waitfor"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -49,18 +51,6 @@ func start(t *testing.T, cfg Config) *Supervisor {
 		<-done
 	})
 	return s
-}
-
-// waitFor polls cond until it holds, failing the test with what after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func state(s *Supervisor, name string) ServiceStatus {
@@ -164,7 +154,7 @@ func TestStartOrderAndDependencies(t *testing.T) {
 			sh("app", "exec sleep 1000", "web", "cache"),
 		},
 	})
-	waitFor(t, "cache running", running(s, "cache"))
+	waitfor.Cond(t, 10*time.Second, "cache running", running(s, "cache"))
 	for _, n := range []string{"web", "app"} {
 		if st := state(s, n); st.State != StateWaiting {
 			t.Errorf("%s is %s before db could start; want waiting", n, st.State)
@@ -173,7 +163,7 @@ func TestStartOrderAndDependencies(t *testing.T) {
 	if err := os.Symlink("/bin/sh", db); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "all services running", running(s, "db", "web", "cache", "app"))
+	waitfor.Cond(t, 10*time.Second, "all services running", running(s, "db", "web", "cache", "app"))
 	msgs := supervisorLog(s)
 	dbFail := indexOf(msgs, "db: cannot start")
 	cache := indexOf(msgs, "cache: started")
@@ -197,7 +187,7 @@ func TestWaitingForBrokenDependency(t *testing.T) {
 			sh("console", "exec sleep 1000"),
 		},
 	})
-	waitFor(t, "console running", running(s, "console"))
+	waitfor.Cond(t, 10*time.Second, "console running", running(s, "console"))
 	cd := state(s, "configd")
 	if cd.State != StateBackoff || !strings.Contains(cd.LastExit, "no such file or directory") || cd.LastExitCode != -1 {
 		t.Errorf("configd: state %s, last exit %q (%d); want backoff after a missing binary", cd.State, cd.LastExit, cd.LastExitCode)
@@ -222,14 +212,14 @@ func TestConditionHoldsBackServicesUntilProvided(t *testing.T) {
 			sh("webui", "exec sleep 1000", "configd"),
 		},
 	})
-	waitFor(t, "configd and webui running", running(s, "configd", "webui"))
+	waitfor.Cond(t, 10*time.Second, "configd and webui running", running(s, "configd", "webui"))
 	if st := state(s, "netd"); st.State != StateWaiting || !slices.Equal(st.WaitingFor, []string{"modules"}) {
 		t.Fatalf("netd before the modules: %s waiting for %v; want waiting for [modules]", st.State, st.WaitingFor)
 	}
 	if err := s.Provide("modules"); err != nil {
 		t.Fatalf("Provide(modules): %v", err)
 	}
-	waitFor(t, "netd running once the modules are provided", running(s, "netd"))
+	waitfor.Cond(t, 10*time.Second, "netd running once the modules are provided", running(s, "netd"))
 	if err := s.Provide("modules"); err != nil {
 		t.Errorf("Provide(modules) a second time: %v, want nil", err)
 	}
@@ -243,7 +233,7 @@ func TestCrashLoopBacksOffExponentially(t *testing.T) {
 		Backoff:  Backoff{Base: 10 * time.Millisecond, Max: 40 * time.Millisecond, Healthy: time.Hour},
 		Services: []Service{sh("crash", "exit 1")},
 	})
-	waitFor(t, "5 restarts", func() bool { return state(s, "crash").Restarts >= 5 })
+	waitfor.Cond(t, 10*time.Second, "5 restarts", func() bool { return state(s, "crash").Restarts >= 5 })
 	var delays []string
 	for _, m := range supervisorLog(s) {
 		if _, after, ok := strings.Cut(m, "; restarting in "); ok && strings.HasPrefix(m, "crash: exit status 1") {
@@ -268,8 +258,8 @@ func TestCrashLoopDoesNotStarveOthers(t *testing.T) {
 			sh("late", "exec sleep 1000", "steady"),
 		},
 	})
-	waitFor(t, "steady and late running", running(s, "steady", "late"))
-	waitFor(t, "crash restarted 20 times", func() bool { return state(s, "crash").Restarts >= 20 })
+	waitfor.Cond(t, 10*time.Second, "steady and late running", running(s, "steady", "late"))
+	waitfor.Cond(t, 10*time.Second, "crash restarted 20 times", func() bool { return state(s, "crash").Restarts >= 20 })
 	for _, n := range []string{"steady", "late"} {
 		if st := state(s, n); st.Restarts != 0 || st.State != StateRunning {
 			t.Errorf("%s: %s with %d restarts; want running, never restarted", n, st.State, st.Restarts)
@@ -287,8 +277,8 @@ func TestMissingBinaryIsReportedNotFatal(t *testing.T) {
 		Backoff:  Backoff{Base: 5 * time.Millisecond, Max: 5 * time.Millisecond, Healthy: time.Hour},
 		Services: []Service{{Name: "ghost", Path: "/nonexistent/ghost"}, sh("ok", "exec sleep 1000")},
 	})
-	waitFor(t, "ok running", running(s, "ok"))
-	waitFor(t, "ghost tried twice", func() bool {
+	waitfor.Cond(t, 10*time.Second, "ok running", running(s, "ok"))
+	waitfor.Cond(t, 10*time.Second, "ghost tried twice", func() bool {
 		n := 0
 		for _, m := range supervisorLog(s) {
 			if strings.HasPrefix(m, "ghost: cannot start: exec /nonexistent/ghost: no such file or directory") {
@@ -310,9 +300,9 @@ func TestReapsOrphans(t *testing.T) {
 	s := start(t, Config{Services: []Service{
 		sh("forker", "sh -c 'sleep 0.05 & exit 0'; exec sleep 1000"),
 	}})
-	waitFor(t, "forker running", running(s, "forker"))
-	waitFor(t, "the orphan reaped", func() bool { return s.SystemStatus().OrphansReaped >= 1 })
-	waitFor(t, "no zombie children", func() bool { return len(zombieChildren(t)) == 0 })
+	waitfor.Cond(t, 10*time.Second, "forker running", running(s, "forker"))
+	waitfor.Cond(t, 10*time.Second, "the orphan reaped", func() bool { return s.SystemStatus().OrphansReaped >= 1 })
+	waitfor.Cond(t, 10*time.Second, "no zombie children", func() bool { return len(zombieChildren(t)) == 0 })
 }
 
 // zombieChildren lists our children in state Z.
@@ -351,8 +341,8 @@ func TestShutdownReverseOrderKillsStubbornService(t *testing.T) {
 		{Name: "stubborn", Path: "/bin/sh", Args: []string{"-c", "trap '' TERM; echo ready; exec sleep 1000"},
 			After: []string{"second"}, StopTimeout: 100 * time.Millisecond},
 	}})
-	waitFor(t, "all running", running(s, "first", "second", "stubborn"))
-	waitFor(t, "stubborn has set its trap", func() bool {
+	waitfor.Cond(t, 10*time.Second, "all running", running(s, "first", "second", "stubborn"))
+	waitfor.Cond(t, 10*time.Second, "stubborn has set its trap", func() bool {
 		l, _, _ := s.Logs("stubborn", 0)
 		return len(l) > 0 && l[0].Text == "ready"
 	})
@@ -388,19 +378,19 @@ func TestRestartAndStop(t *testing.T) {
 		Backoff:  Backoff{Base: time.Millisecond, Max: time.Millisecond, Healthy: time.Hour},
 		Services: []Service{sh("svc", "exec sleep 1000")},
 	})
-	waitFor(t, "svc running", running(s, "svc"))
+	waitfor.Cond(t, 10*time.Second, "svc running", running(s, "svc"))
 	oldPID := state(s, "svc").PID
 	if err := s.Restart("svc"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "svc restarted", func() bool { st := state(s, "svc"); return st.State == StateRunning && st.PID != oldPID })
+	waitfor.Cond(t, 10*time.Second, "svc restarted", func() bool { st := state(s, "svc"); return st.State == StateRunning && st.PID != oldPID })
 	if st := state(s, "svc"); st.Restarts != 1 || st.LastExit != "signal: terminated" {
 		t.Errorf("after Restart: restarts %d, last exit %q; want 1, signal: terminated", st.Restarts, st.LastExit)
 	}
 	if err := s.Stop("svc"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "svc stopped", func() bool { return state(s, "svc").State == StateStopped })
+	waitfor.Cond(t, 10*time.Second, "svc stopped", func() bool { return state(s, "svc").State == StateStopped })
 	time.Sleep(50 * time.Millisecond) // a wrongly scheduled restart (1 ms backoff) would have happened by now
 	if st := state(s, "svc"); st.State != StateStopped || st.PID != 0 {
 		t.Errorf("after Stop: %s pid %d; want stopped", st.State, st.PID)
@@ -419,8 +409,8 @@ func TestRestartPolicies(t *testing.T) {
 			{Name: "dirty", Path: "/bin/sh", Args: []string{"-c", "exit 2"}, Restart: RestartOnFailure},
 		},
 	})
-	waitFor(t, "dirty restarted", func() bool { return state(s, "dirty").Restarts >= 2 })
-	waitFor(t, "oneshot and clean stopped", func() bool {
+	waitfor.Cond(t, 10*time.Second, "dirty restarted", func() bool { return state(s, "dirty").Restarts >= 2 })
+	waitfor.Cond(t, 10*time.Second, "oneshot and clean stopped", func() bool {
 		return state(s, "oneshot").State == StateStopped && state(s, "clean").State == StateStopped
 	})
 	for _, n := range []string{"oneshot", "clean"} {
@@ -432,7 +422,7 @@ func TestRestartPolicies(t *testing.T) {
 
 func TestServiceOutputGoesToItsRing(t *testing.T) {
 	s := start(t, Config{Services: []Service{sh("talker", "echo to-out; echo to-err >&2; exec sleep 1000")}})
-	waitFor(t, "two lines", func() bool { l, _, _ := s.Logs("talker", 0); return len(l) >= 2 })
+	waitfor.Cond(t, 10*time.Second, "two lines", func() bool { l, _, _ := s.Logs("talker", 0); return len(l) >= 2 })
 	lines, _, _ := s.Logs("talker", 0)
 	got := map[string]string{}
 	for _, l := range lines {
@@ -469,7 +459,7 @@ func TestServiceUserAndExtraFiles(t *testing.T) {
 	s := start(t, Config{Services: []Service{svc}, Backoff: Backoff{Base: 10 * time.Millisecond, Max: 10 * time.Millisecond, Healthy: time.Minute}})
 	// The restarted run gets the same files.
 	read := func() string { b, _ := os.ReadFile(out.Name()); return string(b) }
-	waitFor(t, "a second run", func() bool { return strings.Count(read(), "started") >= 2 })
+	waitfor.Cond(t, 10*time.Second, "a second run", func() bool { return strings.Count(read(), "started") >= 2 })
 	s.Stop("unprivileged")
 	got := read()
 	for _, want := range []string{"Uid:\t64043\t64043\t64043\t64043", "Gid:\t64044\t64044\t64044\t64044",
@@ -498,7 +488,7 @@ func TestServiceUserKeepsOnlyNamedCapabilities(t *testing.T) {
 	svc.ExtraFiles = []*os.File{out}
 	start(t, Config{Services: []Service{svc}})
 	read := func() string { b, _ := os.ReadFile(out.Name()); return string(b) }
-	waitFor(t, "the service's report", func() bool { return strings.Contains(read(), "started") })
+	waitfor.Cond(t, 10*time.Second, "the service's report", func() bool { return strings.Contains(read(), "started") })
 	got := read()
 	// CAP_NET_BIND_SERVICE is bit 10, CAP_NET_ADMIN bit 12: 0x1400.
 	for _, want := range []string{"Uid:\t64043\t64043\t64043\t64043", "Groups:\t64045",

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/flashgate/flashgate/internal/waitfor"
 )
 
 func TestFormatSyslog(t *testing.T) {
@@ -71,7 +73,7 @@ func TestRemoteSyslogForwardsServiceOutput(t *testing.T) {
 		}
 	}
 	// The datagram can arrive before the sender has counted it.
-	waitFor(t, "one syslog line counted as sent", func() bool {
+	waitfor.Cond(t, 10*time.Second, "one syslog line counted as sent", func() bool {
 		st := s.SystemStatus().Syslog
 		return st != nil && st.Sent >= 1 && st.Network == "udp"
 	})
@@ -222,7 +224,7 @@ func TestSyslogTCPReconnectsAndDropsOldest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.close()
-	waitFor(t, "the forwarder to connect", f.connected.Load)
+	waitfor.Cond(t, 10*time.Second, "the forwarder to connect", f.connected.Load)
 	now := time.Now()
 	send := func(prefix string, n int) {
 		for i := range n {
@@ -241,10 +243,10 @@ func TestSyslogTCPReconnectsAndDropsOldest(t *testing.T) {
 
 	send("up", queueLines)
 	expect("while the server is up", "up", 0, queueLines)
-	waitFor(t, "the sent count", func() bool { return f.sent.Load() == queueLines })
+	waitfor.Cond(t, 10*time.Second, "the sent count", func() bool { return f.sent.Load() == queueLines })
 
 	srv.stop()
-	waitFor(t, "the forwarder to notice the server closed the connection", func() bool { return !f.connected.Load() })
+	waitfor.Cond(t, 10*time.Second, "the forwarder to notice the server closed the connection", func() bool { return !f.connected.Load() })
 	const away = 3 * queueLines
 	send("away", away)
 	if got, want := f.dropped.Load(), uint64(away-queueLines); got != want {
@@ -253,7 +255,7 @@ func TestSyslogTCPReconnectsAndDropsOldest(t *testing.T) {
 
 	srv.listen(srv.addr) // the same port: the server restarted
 	expect("after the server restarted", "away", away-queueLines, away)
-	waitFor(t, "the sent count after reconnecting", func() bool { return f.sent.Load() == queueLines+queueLines })
+	waitfor.Cond(t, 10*time.Second, "the sent count after reconnecting", func() bool { return f.sent.Load() == queueLines+queueLines })
 	select {
 	case m := <-srv.msgs:
 		t.Errorf("unexpected message after the queue was drained: %q", m)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flashgate/flashgate/internal/waitfor"
 )
 
 // A regular file stands in for /dev/watchdog: the protocol is what is
@@ -49,7 +51,7 @@ func TestSupervisionLoopPetsUntilStopped(t *testing.T) {
 	}
 	defer wd.Close()
 	s := start(t, Config{Watchdog: wd, PetInterval: 2 * time.Millisecond})
-	waitFor(t, "3 pets", func() bool { return s.SystemStatus().Watchdog.Pets >= 3 })
+	waitfor.Cond(t, 10*time.Second, "3 pets", func() bool { return s.SystemStatus().Watchdog.Pets >= 3 })
 	if err := s.StopPetting(); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/waitfor"
+
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/firmware/supervisor"
 )
@@ -162,15 +164,6 @@ func (l *lockedLog) String() string {
 	return strings.Join(l.lines, "\n")
 }
 
-func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(limit); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-	}
-}
-
 // TestFollowRetries: configd silent at start, then unable to read, then a
 // supervisor that refuses for a while. Each is said once, retried without
 // a new commit, and the settings arrive once both answer.
@@ -200,22 +193,22 @@ func TestFollowRetries(t *testing.T) {
 	}()
 	defer func() { cancel(); <-done }()
 
-	waitFor(t, "the waiting notice", 5*time.Second, func() bool { return log.count("has not answered") == 1 })
+	waitfor.Cond(t, 5*time.Second, "the waiting notice", func() bool { return log.count("has not answered") == 1 })
 	src.changes <- config.Change{Reason: "current", Sections: []config.Section{config.SectionSystem}}
 	reads := func(n int) func() bool {
 		return func() bool { src.mu.Lock(); defer src.mu.Unlock(); return src.reads >= n }
 	}
-	waitFor(t, "retried reads", 5*time.Second, reads(5))
+	waitfor.Cond(t, 5*time.Second, "retried reads", reads(5))
 
 	src.mu.Lock()
 	src.cfg, src.err = &config.Config{System: config.System{RemoteSyslog: config.RemoteSyslog{Host: "192.0.2.9"}}}, nil
 	src.mu.Unlock()
-	waitFor(t, "retried reads against a refusing supervisor", 5*time.Second, reads(10))
+	waitfor.Cond(t, 5*time.Second, "retried reads against a refusing supervisor", reads(10))
 	mu.Lock()
 	supDown = false
 	mu.Unlock()
 	applied := "remote syslog 192.0.2.9:514 over udp as flashgate"
-	waitFor(t, "remote syslog applied", 5*time.Second, func() bool { return log.count(applied) == 2 }) // the failure too
+	waitfor.Cond(t, 5*time.Second, "remote syslog applied", func() bool { return log.count(applied) == 2 }) // the failure too
 	n := func() int { src.mu.Lock(); defer src.mu.Unlock(); return src.reads }()
 	time.Sleep(100 * time.Millisecond)
 	if after := func() int { src.mu.Lock(); defer src.mu.Unlock(); return src.reads }(); after != n {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/waitfor"
+
 	"github.com/flashgate/flashgate/services/netd/netdapi"
 
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
@@ -64,7 +66,7 @@ func TestDaemon(t *testing.T) {
 	}
 
 	var lease netdapi.Lease
-	waitFor(t, 20*time.Second, "a WAN lease", func() bool {
+	waitfor.Cond(t, 20*time.Second, "a WAN lease", func() bool {
 		st := d.Status()
 		if len(st.Leases) == 1 {
 			lease = st.Leases[0]
@@ -151,16 +153,5 @@ func TestDaemon(t *testing.T) {
 	}
 	if addrs, _ := l.rt.Output("ip", "-4", "-o", "addr", "show", "dev", "wan0"); !strings.Contains(addrs, "10.99.0.128/24") {
 		t.Errorf("the WAN lost its lease address after a refused configuration: %s", addrs)
-	}
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s after %s", what, d)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }

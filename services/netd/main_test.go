@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/waitfor"
+
 	"github.com/flashgate/flashgate/services/netd/netdapi"
 
 	"github.com/google/nftables"
@@ -117,7 +119,7 @@ func TestMainInNamespace(t *testing.T) {
 		return json.NewDecoder(resp.Body).Decode(v)
 	}
 	var st netdapi.Status
-	waitFor(t, 15*time.Second, "status with an applied configuration from netd's socket", func() bool {
+	waitfor.Cond(t, 15*time.Second, "status with an applied configuration from netd's socket", func() bool {
 		return get("/v1/status", &st) == nil && !st.LastApply.At.IsZero()
 	})
 	if st.Board != "qemu" || !strings.Contains(st.ConfigSource, "defaults") || !st.LastApply.FirewallReplaced {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/waitfor"
+
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/services/configd/configdapi"
 )
@@ -38,15 +40,6 @@ func (f *follower) applied() string {
 	return fmt.Sprint(f.revs)
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 // Follow on the twin: the current configuration at start, then only the
 // commits of the followed section; a failed read is tried again without a
 // new commit.
@@ -59,7 +52,7 @@ func TestTwinFollow(t *testing.T) {
 		Sections: []config.Section{config.SectionTunnels}, Apply: f.apply, Logf: f.logf,
 		RetryFirst: time.Millisecond, RetryMax: 5 * time.Millisecond,
 	})
-	waitFor(t, "the current configuration", func() bool { return f.applied() == "[1]" })
+	waitfor.Cond(t, 10*time.Second, "the current configuration", func() bool { return f.applied() == "[1]" })
 
 	cfg, _, _ := tw.Running(ctx)
 	cfg.System.Hostname = "gw1"
@@ -70,9 +63,9 @@ func TestTwinFollow(t *testing.T) {
 	cfg.Tunnels = append(cfg.Tunnels, config.Tunnel{Name: "hq"})
 	tw.Fail(errors.New("configd GET /v1/running: connection refused"))
 	tw.Commit(cfg, "test")
-	waitFor(t, "a failed read", func() bool { return tw.Reads() >= 3 })
+	waitfor.Cond(t, 10*time.Second, "a failed read", func() bool { return tw.Reads() >= 3 })
 	tw.Fail(nil)
-	waitFor(t, "the tunnels commit, after the retry", func() bool { return f.applied() == "[1 3]" })
+	waitfor.Cond(t, 10*time.Second, "the tunnels commit, after the retry", func() bool { return f.applied() == "[1 3]" })
 }
 
 // A real configd that restarts: the client's watch reconnects and Follow
@@ -83,16 +76,16 @@ func TestServerRestart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go configdapi.Follow(ctx, s.Client, configdapi.Following{Apply: f.apply, Logf: f.logf})
-	waitFor(t, "the first configuration", func() bool { return f.applied() == "[1]" })
+	waitfor.Cond(t, 10*time.Second, "the first configuration", func() bool { return f.applied() == "[1]" })
 	if _, err := s.Client.Set(ctx, "", "system.hostname", "gw1"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Client.Commit(ctx, configdapi.CommitRequest{Who: "test", Message: "name"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the commit", func() bool { return f.applied() == "[1 2]" })
+	waitfor.Cond(t, 10*time.Second, "the commit", func() bool { return f.applied() == "[1 2]" })
 	s.Restart()
-	waitFor(t, "the restarted configd's current configuration", func() bool { return f.applied() == "[1 2 2]" })
+	waitfor.Cond(t, 10*time.Second, "the restarted configd's current configuration", func() bool { return f.applied() == "[1 2 2]" })
 	if st, err := s.WebClient.Status(ctx); err != nil || st.Revision != 2 {
 		t.Errorf("restricted API status = %+v, %v; want revision 2", st, err)
 	}
