@@ -49,6 +49,15 @@ type PlutoConn struct {
 	LocalTS, RemoteTS     []netip.Prefix // one connection per pair: Name, Name-2, ...
 	DPDDelay              time.Duration
 	IKELifetime, Lifetime time.Duration
+	// IKEv2 makes it an IKEv2 connection (ikev2=insist).
+	IKEv2 bool
+	// CertP12 (a PKCS#12 file and its CertPass) is imported into pluto's
+	// NSS database and authenticates the connection (AuthBy, e.g. ecdsa
+	// or rsasig); CertNick is the nickname NSS gave it (StartPluto fills
+	// it in). CAPEM is trusted for the peer's certificate.
+	CertP12            []byte
+	CertPass, CertNick string
+	CAPEM, AuthBy      string
 }
 
 // Pluto is a running libreswan pluto.
@@ -79,6 +88,31 @@ func StartPluto(t testing.TB, ns *NS, conns ...PlutoConn) *Pluto {
 	}
 	if out, err := exec.Command("certutil", "-N", "-d", "sql:"+filepath.Join(dir, "nss"), "--empty-password").CombinedOutput(); err != nil {
 		t.Fatalf("certutil: NSS database for pluto: %v: %s", err, out)
+	}
+	for i, c := range conns {
+		if c.CertP12 == nil {
+			continue
+		}
+		p12, ca := filepath.Join(dir, fmt.Sprintf("cert%d.p12", i)), filepath.Join(dir, fmt.Sprintf("ca%d.pem", i))
+		os.WriteFile(p12, c.CertP12, 0o600)
+		os.WriteFile(ca, []byte(c.CAPEM), 0o600)
+		if out, err := exec.Command("pk12util", "-i", p12, "-d", "sql:"+filepath.Join(dir, "nss"), "-W", c.CertPass, "-K", "").CombinedOutput(); err != nil {
+			t.Fatalf("pk12util: %v: %s", err, out)
+		}
+		if out, err := exec.Command("certutil", "-A", "-d", "sql:"+filepath.Join(dir, "nss"), "-n", fmt.Sprintf("ca%d", i), "-t", "CT,,", "-i", ca).CombinedOutput(); err != nil {
+			t.Fatalf("certutil -A: %v: %s", err, out)
+		}
+		// pk12util names the certificate after its subject and issuer:
+		// the one with a key (trust u,u,u) is the connection's.
+		out, _ := exec.Command("certutil", "-L", "-d", "sql:"+filepath.Join(dir, "nss")).CombinedOutput()
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[len(f)-1] == "u,u,u" {
+				conns[i].CertNick = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(line), "u,u,u"))
+			}
+		}
+		if conns[i].CertNick == "" {
+			t.Fatalf("pk12util imported no certificate with a key:\n%s", out)
+		}
 	}
 	if err := p.write(conns); err != nil {
 		t.Fatal(err)
@@ -197,8 +231,8 @@ func (c PlutoConn) pairIndex(name string) [2]int {
 	return [2]int{}
 }
 
-var plutoSecrets = template.Must(template.New("secrets").Parse(`{{range .}}@{{.LocalID}} @{{.RemoteID}} {{.LocalAddr}} {{.RemoteAddr}} : PSK "{{.PSK}}"
-{{end}}`))
+var plutoSecrets = template.Must(template.New("secrets").Parse(`{{range .}}{{if .PSK}}@{{.LocalID}} @{{.RemoteID}} {{.LocalAddr}} {{.RemoteAddr}} : PSK "{{.PSK}}"
+{{end}}{{end}}`))
 
 // plutoConf is ipsec.conf: one conn per selector pair ("left" is pluto).
 var plutoConf = template.Must(template.New("conf").Funcs(template.FuncMap{"secs": func(d time.Duration) int { return int(d.Seconds()) }}).Parse(`config setup
@@ -206,8 +240,11 @@ var plutoConf = template.Must(template.New("conf").Funcs(template.FuncMap{"secs"
 	ikev1-policy=accept
 {{range .}}
 conn {{.Name}}
-	ikev2=no
-	authby=secret
+	ikev2={{if .IKEv2}}insist{{else}}no{{end}}
+	authby={{if .AuthBy}}{{.AuthBy}}{{else}}secret{{end}}
+{{- if .Cert}}
+	leftcert="{{.Cert}}"
+{{- end}}
 	type=tunnel
 	encapsulation=yes
 	left={{.Left}}
@@ -235,7 +272,8 @@ conn {{.Name}}
 
 type plutoConnText struct {
 	Name, Left, LeftID, LeftTS, Right, RightID, RightTS, IKE, ESP string
-	PFS                                                           bool
+	PFS, IKEv2                                                    bool
+	AuthBy, Cert                                                  string
 	IKELifetime, Lifetime, DPDDelay                               time.Duration
 }
 
@@ -254,7 +292,7 @@ func (p *Pluto) write(conns []PlutoConn) error {
 			i := c.pairIndex(name)
 			texts = append(texts, plutoConnText{Name: name, Left: c.LocalAddr.String(), LeftID: c.LocalID, LeftTS: c.LocalTS[i[0]].String(),
 				Right: c.RemoteAddr.String(), RightID: c.RemoteID, RightTS: c.RemoteTS[i[1]].String(), IKE: c.IKE, ESP: c.ESP, PFS: c.PFS,
-				IKELifetime: c.IKELifetime, Lifetime: c.Lifetime, DPDDelay: c.DPDDelay})
+				IKELifetime: c.IKELifetime, Lifetime: c.Lifetime, DPDDelay: c.DPDDelay, IKEv2: c.IKEv2, AuthBy: c.AuthBy, Cert: c.CertNick})
 		}
 	}
 	cf, err := os.Create(filepath.Join(p.Dir, "ipsec.conf"))
