@@ -157,6 +157,9 @@ func (v *validator) tunnelAuth(path string, t *Tunnel) {
 			v.add(path+"."+f.field, "%q is not psk or cert", f.val)
 		}
 	}
+	if n := t.IKEFragmentSize; n != 0 && (n < 576 || n > 9000) {
+		v.add(path+".ike_fragment_size", "%d: 576 (IPv4's minimum) to 9000, or 0 for 1280", n)
+	}
 	local, remote := t.AuthMethods()
 	if local == AuthPSK || remote == AuthPSK {
 		switch n := len(t.PSK.Reveal()); {

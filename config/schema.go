@@ -268,6 +268,9 @@ type Tunnel struct {
 	// certificate must chain to.
 	LocalCert  string   `json:"local_cert,omitempty"`
 	TrustedCAs []string `json:"trusted_cas,omitempty"`
+	// IKEFragmentSize is the IP packet size IKE messages are fragmented
+	// to (RFC 7383) when larger and the peer supports it; 0 means 1280.
+	IKEFragmentSize int `json:"ike_fragment_size,omitempty"`
 	// Proposals in strongSwan syntax, most preferred first.
 	IKEProposals  []string `json:"ike_proposals"`
 	ESPProposals  []string `json:"esp_proposals"`

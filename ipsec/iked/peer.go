@@ -34,6 +34,7 @@ func peerConfig(t *config.Tunnel, forceEncap bool, sourceFor func(netip.Addr) (n
 		IKELifetime:   t.IKELifetime.Duration,
 		ChildLifetime: t.ChildLifetime.Duration,
 		DPDDelay:      t.DPDInterval.Duration,
+		FragmentSize:  t.IKEFragmentSize,
 	}
 	if local.IsValid() {
 		p.Local = netip.AddrPortFrom(local, 500)
