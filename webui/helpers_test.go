@@ -5,12 +5,10 @@ import (
 	"errors"
 	"html"
 	"io"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -18,6 +16,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/services/configd/configdapi"
+	"github.com/flashgate/flashgate/services/configd/configdtest"
 
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/services/configd"
@@ -62,37 +61,8 @@ func startConfigdSocket(t testing.TB) (*configdapi.Client, *config.Store, string
 // are returned first) and the full one the other services get (iked).
 func startConfigdAPIs(t testing.TB, webOpts ...configd.ServerOption) (web, full *configdapi.Client, store *config.Store, webSock string) {
 	t.Helper()
-	dir := t.TempDir()
-	store, err := config.Open(filepath.Join(dir, "config.db"), config.Options{Logf: t.Logf})
-	if err != nil {
-		t.Fatalf("open config store: %v", err)
-	}
-	files := configd.NewFileStore(filepath.Join(dir, "files"), nil, t.Logf)
-	var servers []*http.Server
-	serveAPI := func(name string, opts ...configd.ServerOption) string {
-		sock := filepath.Join(dir, name)
-		ln, err := net.Listen("unix", sock)
-		if err != nil {
-			t.Fatalf("configd socket: %v", err)
-		}
-		api := configd.NewServer(store, "ram", "test", t.Logf, append([]configd.ServerOption{configd.WithFiles(files)}, opts...)...)
-		srv := &http.Server{Handler: api, ReadHeaderTimeout: 5 * time.Second}
-		srv.RegisterOnShutdown(api.StopWatches)
-		go srv.Serve(ln)
-		servers = append(servers, srv)
-		return sock
-	}
-	webSock = serveAPI("configd-web.sock", append([]configd.ServerOption{configd.Restricted()}, webOpts...)...)
-	fullSock := serveAPI("configd.sock")
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		for _, srv := range servers {
-			srv.Shutdown(ctx)
-		}
-		store.Close()
-	})
-	return configdapi.New(webSock), configdapi.New(fullSock), store, webSock
+	cd := configdtest.Start(t, configdtest.Options{Web: true, WebOptions: webOpts, Note: "test"})
+	return cd.WebClient, cd.Client, cd.Store, cd.WebSocket
 }
 
 const (
