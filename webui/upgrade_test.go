@@ -6,18 +6,15 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
-	"math/rand"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/firmware/bootslot"
 	"github.com/flashgate/flashgate/firmware/upgrade"
-	"github.com/flashgate/flashgate/images"
+	"github.com/flashgate/flashgate/images/imagestest"
 	"github.com/flashgate/flashgate/services/configd"
 	"github.com/flashgate/flashgate/upgrade/imagefile"
 	"github.com/flashgate/flashgate/upgrade/remote"
@@ -28,37 +25,10 @@ import (
 // upgrade files.
 func upgradeCard(t *testing.T) (card string, key ed25519.PrivateKey, file func(version string, built int64, k ed25519.PrivateKey) string) {
 	t.Helper()
-	os.Setenv("PATH", os.Getenv("PATH")+":/usr/sbin:/sbin")
-	dir := t.TempDir()
-	key, _ = imagefile.GenerateKey()
-	mk := func(version string, built int64) imagefile.Slot {
-		s := imagefile.Slot{Version: version, Board: "qemu", Built: built,
-			Kernel: filepath.Join(dir, version+".k"), Initrd: filepath.Join(dir, version+".i")}
-		r := rand.New(rand.NewSource(built))
-		for _, p := range []string{s.Kernel, s.Initrd} {
-			b := make([]byte, 1<<20+r.Intn(1000))
-			r.Read(b)
-			os.WriteFile(p, b, 0o644)
-		}
-		return s
+	c := imagestest.NewCard(t, "")
+	return c.Path, c.Key, func(version string, built int64, k ed25519.PrivateKey) string {
+		return c.UpgradeFile(t, version, "qemu", built, k)
 	}
-	v1 := mk("v1", 1700000000)
-	card = filepath.Join(dir, "card.img")
-	os.MkdirAll(filepath.Join(dir, "work"), 0o755)
-	if _, _, err := images.MakeCard(context.Background(), images.CardSpec{
-		Board:   boards.Board{Name: "qemu", MinCardMB: 32, Console: boards.Console{Device: "ttyS0", Baud: 115200}},
-		Version: "v1", Epoch: time.Unix(v1.Built, 0), Kernel: v1.Kernel, Initrd: v1.Initrd, Key: key,
-		Image: card, UpgradeFile: filepath.Join(dir, "v1.fgup"), Work: filepath.Join(dir, "work")}); err != nil {
-		t.Fatal(err)
-	}
-	file = func(version string, built int64, k ed25519.PrivateKey) string {
-		p := filepath.Join(dir, version+".fgup")
-		if _, err := images.WriteUpgradeFile(p, mk(version, built), k); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	return card, key, file
 }
 
 // firmwareOn has configd write firmware to the card image (as it writes

@@ -3,19 +3,16 @@ package cli
 import (
 	"context"
 	"crypto/ed25519"
-	"math/rand"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/firmware/bootslot"
 	"github.com/flashgate/flashgate/firmware/upgrade"
-	"github.com/flashgate/flashgate/images"
+	"github.com/flashgate/flashgate/images/imagestest"
 	"github.com/flashgate/flashgate/upgrade/imagefile"
 )
 
@@ -24,39 +21,12 @@ import (
 // image laid out by the image builder, and then test-boots the other slot
 // by hand; a file from another board is refused with the reason.
 func TestUpgradeFromURL(t *testing.T) {
-	os.Setenv("PATH", os.Getenv("PATH")+":/usr/sbin:/sbin")
 	dir := t.TempDir()
-	key, _ := imagefile.GenerateKey()
-	slot := func(version, board string, built int64) imagefile.Slot {
-		s := imagefile.Slot{Version: version, Board: board, Built: built,
-			Kernel: filepath.Join(dir, version+".k"), Initrd: filepath.Join(dir, version+".i")}
-		r := rand.New(rand.NewSource(built))
-		for _, p := range []string{s.Kernel, s.Initrd} {
-			b := make([]byte, 512<<10)
-			r.Read(b)
-			os.WriteFile(p, b, 0o644)
-		}
-		return s
-	}
-	v1 := slot("v1", "qemu", 1700000000)
-	card := filepath.Join(dir, "card.img")
-	os.MkdirAll(filepath.Join(dir, "work"), 0o755)
-	if _, _, err := images.MakeCard(context.Background(), images.CardSpec{
-		Board:   boards.Board{Name: "qemu", MinCardMB: 32, Console: boards.Console{Device: "ttyS0", Baud: 115200}},
-		Version: "v1", Epoch: time.Unix(v1.Built, 0), Kernel: v1.Kernel, Initrd: v1.Initrd, Key: key,
-		Image: card, UpgradeFile: filepath.Join(dir, "v1.fgup"), Work: filepath.Join(dir, "work")}); err != nil {
-		t.Fatal(err)
-	}
+	fake := imagestest.NewCard(t, dir)
+	card, key := fake.Path, fake.Key
 	os.MkdirAll(filepath.Join(dir, "www"), 0o755)
-	for _, f := range []struct {
-		name string
-		s    imagefile.Slot
-		k    ed25519.PrivateKey
-	}{{"v2.fgup", slot("v2", "qemu", 1700000100), key}, {"alix.fgup", slot("v2a", "alix2d13", 1700000100), key}} {
-		if _, err := images.WriteUpgradeFile(filepath.Join(dir, "www", f.name), f.s, f.k); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fake.UpgradeFileAt(t, filepath.Join(dir, "www", "v2.fgup"), "v2", "qemu", 1700000100, key)
+	fake.UpgradeFileAt(t, filepath.Join(dir, "www", "alix.fgup"), "v2a", "alix2d13", 1700000100, key)
 	srv := httptest.NewServer(http.FileServer(http.Dir(filepath.Join(dir, "www"))))
 	defer srv.Close()
 

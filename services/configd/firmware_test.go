@@ -5,21 +5,18 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
-	"math/rand"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
+	"github.com/flashgate/flashgate/images/imagestest"
 	"github.com/flashgate/flashgate/services/configd/configdapi"
 
-	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/firmware/bootslot"
 	"github.com/flashgate/flashgate/firmware/upgrade"
-	"github.com/flashgate/flashgate/images"
 	"github.com/flashgate/flashgate/services/configd"
 	"github.com/flashgate/flashgate/upgrade/imagefile"
 )
@@ -29,35 +26,11 @@ import (
 // file signed by another key, or shorter than its manifest, writes
 // nothing; a good one is streamed into slot b and armed.
 func TestFirmwareIsCheckedAndWrittenByConfigd(t *testing.T) {
-	os.Setenv("PATH", os.Getenv("PATH")+":/usr/sbin:/sbin")
 	dir := shortDir(t)
-	key, _ := imagefile.GenerateKey()
-	slot := func(version string, built int64) imagefile.Slot {
-		s := imagefile.Slot{Version: version, Board: "qemu", Built: built,
-			Kernel: filepath.Join(dir, version+".k"), Initrd: filepath.Join(dir, version+".i")}
-		r := rand.New(rand.NewSource(built))
-		for _, p := range []string{s.Kernel, s.Initrd} {
-			b := make([]byte, 1<<20+r.Intn(1000))
-			r.Read(b)
-			os.WriteFile(p, b, 0o644)
-		}
-		return s
-	}
-	v1 := slot("v1", 1700000000)
-	card := filepath.Join(dir, "card.img")
-	os.MkdirAll(filepath.Join(dir, "work"), 0o755)
-	if _, _, err := images.MakeCard(context.Background(), images.CardSpec{
-		Board:   boards.Board{Name: "qemu", MinCardMB: 32, Console: boards.Console{Device: "ttyS0", Baud: 115200}},
-		Version: "v1", Epoch: time.Unix(v1.Built, 0), Kernel: v1.Kernel, Initrd: v1.Initrd, Key: key,
-		Image: card, UpgradeFile: filepath.Join(dir, "v1.fgup"), Work: filepath.Join(dir, "work")}); err != nil {
-		t.Fatal(err)
-	}
+	fake := imagestest.NewCard(t, dir)
+	card, key := fake.Path, fake.Key
 	file := func(version string, built int64, k ed25519.PrivateKey) []byte {
-		p := filepath.Join(dir, version+".fgup")
-		if _, err := images.WriteUpgradeFile(p, slot(version, built), k); err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile(p)
+		b, err := os.ReadFile(fake.UpgradeFile(t, version, "qemu", built, k))
 		if err != nil {
 			t.Fatal(err)
 		}
