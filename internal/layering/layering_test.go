@@ -47,8 +47,10 @@ type rule struct {
 
 var rules = []rule{
 	{
-		From: "*", To: servers, Except: []string{multiCall, "*test"},
-		Why: "only the multi-call binary (and the test fixtures, configdtest) links a daemon or a user interface; a client imports the service's contract package",
+		// The test fixtures that run a real daemon for other packages'
+		// tests (configdtest, ikedns) may link it too.
+		From: "*", To: servers, Except: []string{multiCall, "*test", module + "ipsec/iked/ikedns"},
+		Why: "only the multi-call binary (and the test fixtures) links a daemon or a user interface; a client imports the service's contract package",
 	},
 	{
 		From: "*api", To: append(slices.Clone(servers), "github.com/google/nftables"), Transitive: true,
