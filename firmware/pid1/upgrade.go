@@ -337,7 +337,7 @@ func restoreConfig() error {
 			if err := os.Remove(cfgDB); err != nil && !os.IsNotExist(err) {
 				return err
 			}
-			return syncDir(filepath.Dir(cfgDB))
+			return atomicfile.SyncDir(filepath.Dir(cfgDB))
 		}
 		return atomicfile.WriteFile(cfgDB, b, 0o600)
 	})
@@ -355,13 +355,4 @@ func withConfigWritable(f func() error) error {
 		err = fmt.Errorf("remount /cfg read-only: %w", rerr)
 	}
 	return err
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

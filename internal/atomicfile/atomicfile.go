@@ -41,11 +41,11 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 		os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return syncDir(dir)
+	return SyncDir(dir)
 }
 
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
+// SyncDir makes what was renamed or created in dir durable.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
