@@ -687,28 +687,39 @@ func (f *isaFile) readMainMode(name string, ref int, p1life int) ([]string, int)
 				return nil, p1life
 			}
 		case "transforms":
-			for _, x := range splitList(e.value) {
-				prop, secs, why := f.mainModeTransform(x, p1life)
-				if why != "" {
-					f.src.note(n, "%s: %s", x, why)
-					continue
-				}
-				if life < 0 {
-					life = secs
-				}
-				props = appendUnique(props, prop)
-			}
-			if len(props) == 0 {
-				f.src.note(n, "no transform flashgate can use, so this peer is not imported")
-			} else if len(f.src.lines[n-1].reasons) > 0 {
-				f.src.note(n, "imported as %s", strings.Join(props, ", "))
-			}
+			read := func(x string) (string, int, string) { return f.mainModeTransform(x, p1life) }
+			props, life = f.proposalsOn(n, e.value, read, props, life, "no transform flashgate can use, so this peer is not imported")
 		default:
 			f.src.note(n, "%s has no flashgate equivalent in a main mode configuration", e.tag)
 		}
 	}
 	if life < 0 {
 		life = p1life
+	}
+	return props, life
+}
+
+// proposalsOn reads the transforms or suites listed on line n (value)
+// with read, which returns a proposal, its lifetime, or why it cannot be
+// used. Each refused one is noted on the line, and when some were, what
+// was imported; with none usable, none. life is the first usable one's
+// lifetime (it stays as given, -1 for unset, until one is found).
+func (f *isaFile) proposalsOn(n int, value string, read func(string) (string, int, string), props []string, life int, none string) ([]string, int) {
+	for _, x := range splitList(value) {
+		prop, secs, why := read(x)
+		if why != "" {
+			f.src.note(n, "%s: %s", x, why)
+			continue
+		}
+		if life < 0 {
+			life = secs
+		}
+		props = appendUnique(props, prop)
+	}
+	if len(props) == 0 {
+		f.src.note(n, "%s", none)
+	} else if len(f.src.lines[n-1].reasons) > 0 {
+		f.src.note(n, "imported as %s", strings.Join(props, ", "))
 	}
 	return props, life
 }
@@ -943,22 +954,8 @@ func (f *isaFile) readQuickMode(name string, ref int, p2life int) ([]string, int
 				return nil, p2life
 			}
 		case "suites":
-			for _, x := range splitList(e.value) {
-				prop, secs, why := f.quickModeSuite(x, p2life)
-				if why != "" {
-					f.src.note(n, "%s: %s", x, why)
-					continue
-				}
-				if life < 0 {
-					life = secs
-				}
-				props = appendUnique(props, prop)
-			}
-			if len(props) == 0 {
-				f.src.note(n, "no suite flashgate can use, so connections with this configuration are not imported")
-			} else if len(f.src.lines[n-1].reasons) > 0 {
-				f.src.note(n, "imported as %s", strings.Join(props, ", "))
-			}
+			read := func(x string) (string, int, string) { return f.quickModeSuite(x, p2life) }
+			props, life = f.proposalsOn(n, e.value, read, props, life, "no suite flashgate can use, so connections with this configuration are not imported")
 		default:
 			f.src.note(n, "%s has no flashgate equivalent in a quick mode configuration", e.tag)
 		}

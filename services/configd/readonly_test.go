@@ -2,9 +2,7 @@ package configd_test
 
 import (
 	"context"
-	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,16 +14,7 @@ import (
 // serveReadOnly adds iked's read-only API over e's store.
 func serveReadOnly(t *testing.T, e *env) *env {
 	t.Helper()
-	sock := filepath.Join(filepath.Dir(e.socket), "read.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := configd.NewServer(e.store, "card", "", t.Logf, configd.ReadOnly())
-	srv := &http.Server{Handler: api}
-	go srv.Serve(ln)
-	t.Cleanup(func() { api.StopWatches(); srv.Close() })
-	return &env{store: e.store, socket: sock, c: configdapi.New(sock)}
+	return serveAnother(t, e, "read.sock", configd.ReadOnly())
 }
 
 // iked reads the running configuration with its PSKs and follows it

@@ -18,12 +18,19 @@ import (
 // serveRestricted adds the web UI's restricted API over e's store.
 func serveRestricted(t *testing.T, e *env) *env {
 	t.Helper()
-	sock := filepath.Join(filepath.Dir(e.socket), "web.sock")
+	return serveAnother(t, e, "web.sock", configd.Restricted())
+}
+
+// serveAnother serves a second API over e's store on socket name, next
+// to e's, made with opts (configd's restricted or read-only one).
+func serveAnother(t *testing.T, e *env, name string, opts ...configd.ServerOption) *env {
+	t.Helper()
+	sock := filepath.Join(filepath.Dir(e.socket), name)
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := configd.NewServer(e.store, "card", "", t.Logf, configd.Restricted())
+	api := configd.NewServer(e.store, "card", "", t.Logf, opts...)
 	srv := &http.Server{Handler: api}
 	go srv.Serve(ln)
 	t.Cleanup(func() { api.StopWatches(); srv.Close() })
