@@ -140,7 +140,8 @@ func tcpCopy(s *testnet.SiteToSite, size int64, timeout time.Duration) error {
 // the pattern at a bounded rate until Stop, for tests that change the
 // tunnel underneath it (rekeys).
 type tcpStream struct {
-	conn     net.Conn
+	conn     net.Conn // hostA's end, which sends
+	rconn    net.Conn // hostB's end, which receives
 	l        net.Listener
 	sent     atomic.Int64
 	received atomic.Int64
@@ -178,7 +179,7 @@ func startStream(s *testnet.SiteToSite, port uint16, rate int) (*tcpStream, erro
 		l.Close()
 		return nil, errors.New("hostB did not accept the stream")
 	}
-	st.conn = c
+	st.conn, st.rconn = c, rc
 	st.wg.Add(2)
 	go func() {
 		defer st.wg.Done()
@@ -220,7 +221,10 @@ func (st *tcpStream) Stop(timeout time.Duration) error {
 	select {
 	case <-done:
 	case <-time.After(timeout):
+		// Both ends: over a broken path the receiver would otherwise
+		// wait for TCP to give up.
 		st.conn.Close()
+		st.rconn.Close()
 		st.l.Close()
 		<-done
 		return fmt.Errorf("stream did not drain within %v: sent %d, received %d", timeout, st.sent.Load(), st.received.Load())
