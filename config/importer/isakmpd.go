@@ -880,13 +880,9 @@ func (f *isaFile) mainModeSection(s *isaSection, p1life int) (string, int, strin
 		return "", 0, fmt.Sprintf("[%s] needs ENCRYPTION_ALGORITHM and HASH_ALGORITHM", s.name)
 	}
 	if enc == "aes" {
-		switch keyLen {
-		case 0, 128:
-			enc = "aes128"
-		case 192, 256:
-			enc = "aes" + strconv.Itoa(keyLen)
-		default:
-			return "", 0, fmt.Sprintf("AES with a %d-bit key", keyLen)
+		var why string
+		if enc, why = aesKeyword(keyLen); why != "" {
+			return "", 0, why
 		}
 	}
 	if group == "" {
@@ -1122,13 +1118,9 @@ func (f *isaFile) quickModeSection(s *isaSection, p2life int) (string, int, stri
 		return "", 0, fmt.Sprintf("[%s] needs TRANSFORM_ID and AUTHENTICATION_ALGORITHM", xs.name)
 	}
 	if enc == "aes" {
-		switch keyLen {
-		case 0, 128:
-			enc = "aes128"
-		case 192, 256:
-			enc = "aes" + strconv.Itoa(keyLen)
-		default:
-			return "", 0, fmt.Sprintf("AES with a %d-bit key", keyLen)
+		var why string
+		if enc, why = aesKeyword(keyLen); why != "" {
+			return "", 0, why
 		}
 	}
 	prop := enc + "-" + integ
@@ -1140,4 +1132,16 @@ func (f *isaFile) quickModeSection(s *isaSection, p2life int) (string, int, stri
 		return "", 0, why
 	}
 	return prop, secs, ""
+}
+
+// aesKeyword is flashgate's name for AES with keyLen bits (0: isakmpd's
+// default, 128), or why there is none.
+func aesKeyword(keyLen int) (string, string) {
+	switch keyLen {
+	case 0, 128:
+		return "aes128", ""
+	case 192, 256:
+		return "aes" + strconv.Itoa(keyLen), ""
+	}
+	return "", fmt.Sprintf("AES with a %d-bit key", keyLen)
 }
