@@ -63,7 +63,8 @@ type Service struct {
 	// User, if set, runs the service as that numeric user and group,
 	// with only the supplementary groups and capabilities it names; a
 	// service started as a non-zero uid keeps no other capability. nil
-	// runs it as root, like PID 1.
+	// runs it as root, like PID 1. Either way it runs with no_new_privs
+	// (nonewprivs.go): no set-user-ID or file-capability binary raises it.
 	User *User
 
 	// ExtraFiles are handed to every run of the service as descriptors 3,

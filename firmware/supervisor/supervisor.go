@@ -293,7 +293,7 @@ func (s *Supervisor) forkLocked(p *proc) (int, error) {
 		sys.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: groups}
 		sys.AmbientCaps = u.Caps
 	}
-	pid, err := syscall.ForkExec(p.spec.Path, argv, &syscall.ProcAttr{
+	pid, err := forkExecNoNewPrivs(p.spec.Path, argv, &syscall.ProcAttr{
 		Dir:   "/",
 		Env:   env,
 		Files: files,

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -483,7 +485,7 @@ func TestServiceUserKeepsOnlyNamedCapabilities(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	svc := sh("netadmin", `grep -E '^(Uid|Groups|CapEff|CapPrm|CapAmb):' /proc/self/status >&3; echo started >&3; sleep 60`)
+	svc := sh("netadmin", `grep -E '^(Uid|Groups|CapEff|CapPrm|CapAmb|NoNewPrivs):' /proc/self/status >&3; echo started >&3; sleep 60`)
 	svc.User = &User{UID: 64043, GID: 64044, Groups: []uint32{64045}, Caps: []uintptr{unix.CAP_NET_ADMIN, unix.CAP_NET_BIND_SERVICE}}
 	svc.ExtraFiles = []*os.File{out}
 	start(t, Config{Services: []Service{svc}})
@@ -492,10 +494,67 @@ func TestServiceUserKeepsOnlyNamedCapabilities(t *testing.T) {
 	got := read()
 	// CAP_NET_BIND_SERVICE is bit 10, CAP_NET_ADMIN bit 12: 0x1400.
 	for _, want := range []string{"Uid:\t64043\t64043\t64043\t64043", "Groups:\t64045",
-		"CapEff:\t0000000000001400", "CapPrm:\t0000000000001400", "CapAmb:\t0000000000001400"} {
+		"CapEff:\t0000000000001400", "CapPrm:\t0000000000001400", "CapAmb:\t0000000000001400", "NoNewPrivs:\t1"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the service wrote %q; want %q in it", got, want)
 		}
+	}
+}
+
+// Every service runs with no_new_privs, root's too: a set-user-ID root
+// binary that a service as its own user finds (or an attacker in it
+// plants) runs with the service's user, not root's. The same binary run
+// outside the supervisor does make its caller root, so the test would
+// see the difference.
+func TestServicesRunWithNoNewPrivs(t *testing.T) {
+	dir := t.TempDir()
+	// The service's user must reach the binary: the test's directories
+	// are 0700.
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setuidID := filepath.Join(dir, "id")
+	b, err := os.ReadFile("/usr/bin/id")
+	if err != nil {
+		t.Skipf("no /usr/bin/id to make a set-user-ID copy of: %v", err)
+	}
+	if err := os.WriteFile(setuidID, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(setuidID, 0o4755|os.ModeSetuid); err != nil {
+		t.Fatal(err)
+	}
+	// Without the supervisor, the copy does raise a user to root (the
+	// file system honours set-user-ID): what the flag has to stop.
+	probe := exec.Command(setuidID, "-u")
+	probe.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 64043, Gid: 64044, Groups: []uint32{}}}
+	if out, err := probe.Output(); err != nil || strings.TrimSpace(string(out)) != "0" {
+		t.Skipf("a set-user-ID root binary in %s does not make uid 64043 root here (%q, %v): nothing to check", dir, out, err)
+	}
+
+	out, err := os.Create(filepath.Join(dir, "report"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	user := sh("user", `grep '^NoNewPrivs:' /proc/self/status >&3; echo "euid $(`+setuidID+` -u)" >&3; echo user-done >&3; sleep 60`)
+	user.User = &User{UID: 64043, GID: 64044}
+	user.ExtraFiles = []*os.File{out}
+	root := sh("root", `grep '^NoNewPrivs:' /proc/self/status >&3; echo root-done >&3; sleep 60`, "user")
+	root.ExtraFiles = []*os.File{out}
+	start(t, Config{Services: []Service{user, root}})
+	read := func() string { b, _ := os.ReadFile(out.Name()); return string(b) }
+	waitfor.Cond(t, 10*time.Second, "both services' reports", func() bool {
+		return strings.Contains(read(), "user-done") && strings.Contains(read(), "root-done")
+	})
+	got := read()
+	if n := strings.Count(got, "NoNewPrivs:\t1"); n != 2 {
+		t.Errorf("the services wrote %q; want NoNewPrivs 1 from both", got)
+	}
+	if !strings.Contains(got, "euid 64043") {
+		t.Errorf("the services wrote %q; want the set-user-ID root binary to run as 64043 (euid 64043)", got)
 	}
 }
 
