@@ -257,9 +257,16 @@ func routeFigures(res []Result, why string) []Figure {
 	const b = "BenchmarkRouteTunnelTCP"
 	tcp := one(res, "esp.route.tcp_1stream_mbps", b, "route_Mbit/s", "Mbit/s", 1, "ratio >= 0.95",
 		"iperf3 10 s, 1 stream, host to host through a route tunnel (ipsec0 TUN, route to the far LAN, any-to-any selectors) "+
-			"between two ikeds, userspace ESP aes128gcm16, runs alternating with a policy tunnel on a twin topology, netns", why)
+			"between two ikeds, userspace ESP aes128gcm16, against a policy tunnel on a twin topology: rounds of one run each, "+
+			"the order swapped every round; value and peer value are the medians of each side's runs, the ratio the median "+
+			"of the rounds' ratios, netns", why)
 	if pv, ok := Find(res, b, "policy_Mbit/s"); ok {
 		tcp = tcp.Against("policy tunnel", pv)
+		// The rounds' own ratios: a run's neighbour in time is the
+		// fairest comparison on a shared machine.
+		if r, ok := Find(res, b, "route_ratio"); ok && tcp.Value != nil {
+			tcp.Ratio = &r
+		}
 	} else {
 		tcp.Peer = "policy tunnel"
 	}
