@@ -40,7 +40,7 @@ PASS
 
 func TestRouteFigures(t *testing.T) {
 	out := `pkg: github.com/flashgate/flashgate/bench
-BenchmarkRouteTunnelTCP-2   	       7	       1000 policy_Mbit/s	      970.0 route_Mbit/s	         0.9600 route_ratio	         0 ns/op
+BenchmarkRouteTunnelTCP-2   	      11	       1000 policy_Mbit/s	      970.0 route_Mbit/s	         0.9600 route_ratio	         3.100 route_cpu_ns/B	         3.200 policy_cpu_ns/B	         0 ns/op
 BenchmarkRouteFailover-2    	       3	         2.5 failover_s	         0 ns/op
 PASS
 `
@@ -56,6 +56,9 @@ PASS
 	if tcp.Value == nil || *tcp.Value != 970 || tcp.Peer != "policy tunnel" || tcp.PeerValue == nil || *tcp.PeerValue != 1000 ||
 		tcp.Ratio == nil || *tcp.Ratio != 0.96 {
 		t.Errorf("esp.route.tcp_1stream_mbps = %+v, want 970 against the policy tunnel's 1000, ratio 0.96 (the rounds' median, not 970/1000)", tcp)
+	}
+	if !strings.Contains(tcp.Notes, "route 3.10 ns, policy 3.20 ns") {
+		t.Errorf("esp.route.tcp_1stream_mbps notes %q lack the CPU per byte of both", tcp.Notes)
 	}
 	if f := figs["route.failover_s"]; f.Value == nil || *f.Value != 2.5 {
 		t.Errorf("route.failover_s = %+v, want 2.5", f)

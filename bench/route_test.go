@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/internal/testnet"
 	"github.com/flashgate/flashgate/ipsec"
@@ -31,8 +33,12 @@ func routeSide(t config.Tunnel, far netip.Prefix) *config.Config {
 // that neither always runs first; on this shared machine one run can be
 // half or twice the next whatever it carries, so the figure is the
 // median of the rounds' ratios route/policy (route_ratio), with the
-// medians of each side's runs (route_Mbit/s, policy_Mbit/s). Each round is
-// logged.
+// medians of each side's runs (route_Mbit/s, policy_Mbit/s). The runs are
+// short (routeRunTime) so that the two of a round see nearly the same
+// machine, and many. Beside them, the median CPU time the ikeds spent per
+// byte carried (route_cpu_ns/B, policy_cpu_ns/B): what each path costs,
+// which a busy machine changes far less than what it carries. Each round
+// is logged.
 func BenchmarkRouteTunnelTCP(b *testing.B) {
 	testnet.RequireTool(b, "iperf3", "iperf3")
 	p := tunnelPair{ike: "aes128gcm16-prfsha256-ecp256", esp: "aes128gcm16"}
@@ -54,16 +60,26 @@ func BenchmarkRouteTunnelTCP(b *testing.B) {
 			b.Fatalf("hostA cannot reach hostB: %v", err)
 		}
 	}
-	run := func(s *testnet.SiteToSite) float64 {
-		r, err := testnet.Iperf(s.HostB, s.HostA, s.HostBIP, 1, iperfTime)
+	// run is one iperf3 run through s, with the CPU time this process
+	// (both ikeds of both topologies; the idle one costs next to
+	// nothing) spent per byte carried: a cost that a busy machine
+	// changes far less than the throughput.
+	type result struct {
+		testnet.IperfResult
+		cpuNsPerByte float64
+	}
+	run := func(s *testnet.SiteToSite) result {
+		before := cpuTime(b)
+		r, err := testnet.Iperf(s.HostB, s.HostA, s.HostBIP, 1, routeRunTime)
 		if err != nil {
 			b.Fatal(err)
 		}
-		return r.Mbps
+		bytes := r.Mbps * 1e6 / 8 * r.DurationSecond
+		return result{r, float64(cpuTime(b)-before) / max(bytes, 1)}
 	}
-	var route, policy, ratios []float64
+	var route, policy, ratios, routeCPU, policyCPU []float64
 	for i := 0; i < b.N; i++ {
-		var r, p float64
+		var r, p result
 		if i%2 == 0 {
 			p = run(pol)
 			r = run(rt)
@@ -71,14 +87,30 @@ func BenchmarkRouteTunnelTCP(b *testing.B) {
 			r = run(rt)
 			p = run(pol)
 		}
-		route, policy, ratios = append(route, r), append(policy, p), append(ratios, r/p)
-		b.Logf("round %d (%s first): route %.0f Mbit/s, policy %.0f Mbit/s, ratio %.2f", i+1, []string{"policy", "route"}[i%2], r, p, r/p)
+		route, policy, ratios = append(route, r.Mbps), append(policy, p.Mbps), append(ratios, r.Mbps/p.Mbps)
+		routeCPU, policyCPU = append(routeCPU, r.cpuNsPerByte), append(policyCPU, p.cpuNsPerByte)
+		b.Logf("round %d (%s first): route %.0f Mbit/s (%d retransmits, iked %.2f ns CPU/byte), policy %.0f Mbit/s (%d retransmits, %.2f ns/byte), ratio %.2f",
+			i+1, []string{"policy", "route"}[i%2], r.Mbps, r.Retransmits, r.cpuNsPerByte, p.Mbps, p.Retransmits, p.cpuNsPerByte, r.Mbps/p.Mbps)
 	}
 	b.ReportMetric(median(route), "route_Mbit/s")
 	b.ReportMetric(median(policy), "policy_Mbit/s")
 	b.ReportMetric(median(ratios), "route_ratio")
+	b.ReportMetric(median(routeCPU), "route_cpu_ns/B")
+	b.ReportMetric(median(policyCPU), "policy_cpu_ns/B")
 	b.ReportMetric(0, "ns/op")
 }
+
+// cpuTime is the user and system CPU time of this process so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// routeRunTime is one iperf3 run of BenchmarkRouteTunnelTCP.
+const routeRunTime = 5 * time.Second
 
 // median of xs (the mean of the middle two when there are evenly many).
 func median(xs []float64) float64 {

@@ -52,9 +52,9 @@ var Suites = []Suite{
 	{Package: "./webui", Pattern: "TunnelList", Benchtime: "10x", Timeout: 5 * time.Minute},
 	{Package: "./ipsec/esp", Pattern: "(Encap|Decap)/(aes128gcm16|aes128-sha256|chacha20poly1305)/1400", Timeout: 5 * time.Minute},
 	{Package: "./bench", Pattern: "^BenchmarkTunnelTCP$", Benchtime: "1x", Timeout: 15 * time.Minute},
-	// Seven rounds of route against policy (median ratio), then three
+	// Eleven rounds of route against policy (median ratio), then three
 	// failovers.
-	{Package: "./bench", Pattern: "^BenchmarkRouteTunnelTCP$", Benchtime: "7x", Timeout: 10 * time.Minute},
+	{Package: "./bench", Pattern: "^BenchmarkRouteTunnelTCP$", Benchtime: "11x", Timeout: 10 * time.Minute},
 	{Package: "./bench", Pattern: "^BenchmarkRouteFailover$", Benchtime: "3x", Timeout: 10 * time.Minute},
 	{Package: "./bench", Pattern: "IKESetup$", Benchtime: "100x", Timeout: 5 * time.Minute},
 	{Package: "./bench", Pattern: "IKESetupRate", Benchtime: "5x", Timeout: 10 * time.Minute},
