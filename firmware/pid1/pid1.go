@@ -318,6 +318,12 @@ func (in *initProc) startSupervisor() {
 	if err := prepareIkedDir(paths.IkedRunDir); err != nil {
 		in.logf("%v", err)
 	}
+	if err := prepareNetdDir(paths.NetdRunDir); err != nil {
+		in.logf("%v", err)
+	}
+	if err := linkResolvConf(resolvConfLink, paths.NetdResolvConf); err != nil {
+		in.logf("%v; the box's own name lookups get no DNS servers", err)
+	}
 	web, err := openWebListeners(":443", ":80")
 	if err != nil {
 		in.logf("%v; the web UI tries itself, which it cannot as its own user", err)

@@ -51,6 +51,26 @@ const (
 	ikedAPIGID = 502
 )
 
+// netd's user and group. netd parses what the network sends it (DHCP
+// offers and acknowledgements on the WAN, DHCP requests from the LAN, NTP
+// replies), so it runs as its own user with only what it needs:
+//
+//   - CAP_NET_ADMIN (links, addresses, routes, the nftables firewall over
+//     netlink, and the forwarding sysctls under /proc/sys/net, which the
+//     kernel lets a network administrator write), CAP_NET_BIND_SERVICE (the
+//     DHCP servers' port 67), CAP_NET_RAW (the DHCP client's packet socket,
+//     the servers' SO_BINDTODEVICE, ARP announcements) and CAP_SYS_TIME
+//     (its NTP client sets the clock); no other capability of root's;
+//   - configd-redacted.sock (the running configuration without its
+//     secrets: netd needs no key), root:503, 0660;
+//   - its directory paths.NetdRunDir (503:503, 0755) for netd.sock (0600:
+//     root and netd) and resolv.conf (0644), which /etc/resolv.conf links
+//     to, since netd may not write /etc.
+const (
+	netdUID = 503
+	netdGID = 503
+)
+
 // webUIRunDir is the web UI's own directory in RAM.
 const webUIRunDir = paths.WebUIRunDir
 
@@ -115,6 +135,31 @@ func prepareIkedDir(dir string) error {
 	return ownedDir("iked's directory", dir, ikedUID, ikedAPIGID, 0o750)
 }
 
+// prepareNetdDir makes netd's own directory, where it creates its socket
+// and writes the resolver file everybody reads.
+func prepareNetdDir(dir string) error {
+	return ownedDir("netd's directory", dir, netdUID, netdGID, 0o755)
+}
+
+// linkResolvConf makes link (/etc/resolv.conf) a symbolic link to netd's
+// resolver file, replacing what was there: netd runs as its own user and
+// cannot write /etc, and every resolver on the box reads link.
+func linkResolvConf(link, target string) error {
+	if cur, err := os.Readlink(link); err == nil && cur == target {
+		return nil
+	}
+	tmp := link + ".flashgate-new"
+	os.Remove(tmp)
+	if err := os.Symlink(target, tmp); err != nil {
+		return fmt.Errorf("resolver link %s: %w", link, err)
+	}
+	if err := os.Rename(tmp, link); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("resolver link %s: %w", link, err)
+	}
+	return nil
+}
+
 // ownedDir makes dir (and its parents, root's) and gives it to uid:gid
 // with mode.
 func ownedDir(what, dir string, uid, gid int, mode os.FileMode) error {
@@ -170,13 +215,18 @@ const modulesLoaded = "modules"
 // not set.
 const localtimePath = "/etc/localtime"
 
+// resolvConfLink is where Go's resolver, musl and busybox read the DNS
+// servers: a symbolic link to netd's file (linkResolvConf).
+const resolvConfLink = "/etc/resolv.conf"
+
 func serviceTable(exe string, c consoleSpec, web webListeners) []supervisor.Service {
 	env := []string{"PATH=/bbin:/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/", godebug}
 	const configdSock = paths.ConfigdSocket
 	// configd writes the defaults of a first boot or a factory reset, which
 	// name the board's own ports; it falls back to eth0/eth1 (and says so)
 	// for a board it does not know.
-	configdArgs := []string{"configd", "-web-group", strconv.Itoa(webUIGID), "-read-group", strconv.Itoa(ikedGID)}
+	configdArgs := []string{"configd", "-web-group", strconv.Itoa(webUIGID), "-read-group", strconv.Itoa(ikedGID),
+		"-redacted-group", strconv.Itoa(netdGID)}
 	if c.Board != "" {
 		configdArgs = append(configdArgs, "-board", c.Board)
 	}
@@ -191,9 +241,13 @@ func serviceTable(exe string, c consoleSpec, web webListeners) []supervisor.Serv
 		// netd and iked follow configd's watch stream, and wait for it
 		// by themselves when it restarts.
 		// netd keeps the box's resolver with the WAN lease's DNS servers
-		// (netd.DefaultResolvConf; it leaves the file alone unless told).
-		{Name: "netd", Path: exe, Args: []string{"netd", "-configd", configdSock, "-resolv-conf", "/etc/resolv.conf"}, Env: env,
-			After: []string{"configd"}, Needs: []string{modulesLoaded}, Restart: supervisor.RestartAlways},
+		// in its own directory, which /etc/resolv.conf links to (it
+		// leaves any resolver file alone unless told).
+		{Name: "netd", Path: exe, Args: []string{"netd", "-configd", paths.ConfigdRedactedSocket,
+			"-socket", paths.NetdSocket, "-resolv-conf", paths.NetdResolvConf}, Env: env,
+			After: []string{"configd"}, Needs: []string{modulesLoaded}, Restart: supervisor.RestartAlways,
+			User: &supervisor.User{UID: netdUID, GID: netdGID,
+				Caps: []uintptr{unix.CAP_NET_ADMIN, unix.CAP_NET_BIND_SERVICE, unix.CAP_NET_RAW, unix.CAP_SYS_TIME}}},
 		{Name: "iked", Path: exe, Args: []string{"iked", "-configd", paths.ConfigdReadSocket,
 			"-socket", paths.IkedSocket, "-socket-group", strconv.Itoa(ikedAPIGID)}, Env: env,
 			After: []string{"configd"}, Needs: []string{modulesLoaded}, Restart: supervisor.RestartAlways,

@@ -19,9 +19,9 @@ func TestServiceTableGivesConfigdTheBoard(t *testing.T) {
 		board string
 		want  []string
 	}{
-		{"alix2d13", []string{"configd", "-web-group", "443", "-read-group", "501", "-board", "alix2d13"}},
-		{"unknown", []string{"configd", "-web-group", "443", "-read-group", "501", "-board", "unknown"}},
-		{"", []string{"configd", "-web-group", "443", "-read-group", "501"}},
+		{"alix2d13", []string{"configd", "-web-group", "443", "-read-group", "501", "-redacted-group", "503", "-board", "alix2d13"}},
+		{"unknown", []string{"configd", "-web-group", "443", "-read-group", "501", "-redacted-group", "503", "-board", "unknown"}},
+		{"", []string{"configd", "-web-group", "443", "-read-group", "501", "-redacted-group", "503"}},
 	} {
 		var got []string
 		for _, s := range serviceTable("/bbin/flashgate", consoleSpec{Device: "ttyS0", Baud: 38400, Board: tc.board}, webListeners{}) {
@@ -68,20 +68,73 @@ func TestServiceTableRunsIkedUnprivileged(t *testing.T) {
 	t.Error("no iked in the service table")
 }
 
-// netd leaves /etc/resolv.conf alone unless told (so that a netd run by
-// hand or by a test cannot rewrite a host's resolver): the appliance's
-// table must tell it, or the box never learns its DNS servers.
-func TestServiceTableGivesNetdTheResolver(t *testing.T) {
+// netd parses DHCP and NTP from the network: it runs as its own user with
+// the network capabilities and the clock's and no other, reads the
+// configuration without secrets, and keeps its socket and the resolver
+// file in its own directory. It leaves any resolver file alone unless told
+// (so that a netd run by hand or by a test cannot rewrite a host's
+// resolver): the appliance's table must tell it, or the box never learns
+// its DNS servers.
+func TestServiceTableRunsNetdUnprivileged(t *testing.T) {
 	for _, s := range serviceTable("/bbin/flashgate", consoleSpec{}, webListeners{}) {
 		if s.Name != "netd" {
 			continue
 		}
-		if i := slices.Index(s.Args, "-resolv-conf"); i < 0 || i+1 >= len(s.Args) || s.Args[i+1] != "/etc/resolv.conf" {
-			t.Errorf("netd args %q, want -resolv-conf /etc/resolv.conf", s.Args)
+		if s.User == nil || s.User.UID == 0 || s.User.UID == webUIUID || s.User.UID == ikedUID {
+			t.Fatalf("netd runs as %+v; want its own user", s.User)
+		}
+		caps := slices.Clone(s.User.Caps)
+		slices.Sort(caps)
+		if want := []uintptr{unix.CAP_NET_BIND_SERVICE, unix.CAP_NET_ADMIN, unix.CAP_NET_RAW, unix.CAP_SYS_TIME}; !slices.Equal(caps, want) {
+			t.Errorf("netd keeps capabilities %v; want exactly %v", caps, want)
+		}
+		if len(s.User.Groups) != 0 {
+			t.Errorf("netd is in the groups %v; want none", s.User.Groups)
+		}
+		for flag, want := range map[string]string{"-configd": paths.ConfigdRedactedSocket, "-socket": paths.NetdSocket,
+			"-resolv-conf": paths.NetdResolvConf} {
+			if i := slices.Index(s.Args, flag); i < 0 || i+1 >= len(s.Args) || s.Args[i+1] != want {
+				t.Errorf("netd args %q, want %s %s", s.Args, flag, want)
+			}
+		}
+		for _, p := range []string{paths.NetdSocket, paths.NetdResolvConf} {
+			if filepath.Dir(p) != paths.NetdRunDir {
+				t.Errorf("%s is not in netd's directory %s", p, paths.NetdRunDir)
+			}
 		}
 		return
 	}
 	t.Error("no netd in the service table")
+}
+
+// /etc/resolv.conf becomes a link to netd's file, whatever was there, and
+// making it again changes nothing.
+func TestLinkResolvConf(t *testing.T) {
+	dir := t.TempDir()
+	link, target := filepath.Join(dir, "resolv.conf"), filepath.Join(dir, "netd", "resolv.conf")
+	if err := os.WriteFile(link, []byte("nameserver 127.0.0.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := linkResolvConf(link, target); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.Readlink(link); err != nil || got != target {
+			t.Fatalf("%s links to %q (%v), want %s", link, got, err, target)
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(target, []byte("nameserver 10.0.2.3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(link); err != nil || string(b) != "nameserver 10.0.2.3\n" {
+		t.Errorf("reading through the link: %q (%v)", b, err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Errorf("%s holds %d entries after linking, want the link and netd's directory", dir, len(entries))
+	}
 }
 
 // hostd changes only what its flags name (so that a hostd started by a

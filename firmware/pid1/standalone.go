@@ -55,6 +55,13 @@ func SupervisorMain(args []string) int {
 			logf("%v", err)
 		}
 	}
+	// netd's directory, but not the host's /etc/resolv.conf: netd keeps
+	// its resolver file there, and the host keeps its own.
+	if *only == "all" || slices.Contains(strings.Split(*only, ","), "netd") {
+		if err := prepareNetdDir(paths.NetdRunDir); err != nil {
+			logf("%v", err)
+		}
+	}
 	table, err := selectServices(serviceTable(exe, spec, web), *only)
 	if err != nil {
 		logf("%v", err)

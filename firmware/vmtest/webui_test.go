@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 var (
 	webuiRow = regexp.MustCompile(`(?m)^webui +running +(\d+) `)
 	ikedRow  = regexp.MustCompile(`(?m)^iked +running +(\d+) `)
+	netdRow  = regexp.MustCompile(`(?m)^netd +running +(\d+) `)
 )
 
 // run types cmd in the expert shell and returns what it printed up to the
@@ -39,6 +41,11 @@ func (c *console) run(cmd string) string {
 // socket, where a tunnel's pre-shared key is redacted and a clear-text
 // export refused; configd's full socket, the supervisor's and the
 // database refuse it. A firmware upload through it still writes the card.
+// iked and netd, which parse what the network sends, run as their own
+// users with only the capabilities they need; every service runs with
+// no_new_privs; netd, unprivileged, still takes the WAN's DHCP lease
+// (qemu's user network) and writes its DNS server where /etc/resolv.conf
+// points, and the console still reaches its socket.
 func TestWebUIUnprivilegedInVM(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -65,8 +72,8 @@ func TestWebUIUnprivilegedInVM(t *testing.T) {
 	c.expect(time.Minute, "Expert shell (")
 	c.expect(time.Minute, "$ ")
 
-	var pid, ikedPID string
-	for try := 0; try < 30 && (pid == "" || ikedPID == ""); try++ {
+	var pid, ikedPID, netdPID string
+	for try := 0; try < 30 && (pid == "" || ikedPID == "" || netdPID == ""); try++ {
 		st := c.run("flashgate status")
 		if m := webuiRow.FindStringSubmatch(st); m != nil {
 			pid = m[1]
@@ -74,15 +81,19 @@ func TestWebUIUnprivilegedInVM(t *testing.T) {
 		if m := ikedRow.FindStringSubmatch(st); m != nil {
 			ikedPID = m[1]
 		}
-		if pid == "" || ikedPID == "" {
+		if m := netdRow.FindStringSubmatch(st); m != nil {
+			netdPID = m[1]
+		}
+		if pid == "" || ikedPID == "" || netdPID == "" {
 			time.Sleep(2 * time.Second)
 		}
 	}
-	if pid == "" || ikedPID == "" {
-		t.Fatalf("flashgate status never showed the web UI (pid %q) and iked (pid %q) running", pid, ikedPID)
+	if pid == "" || ikedPID == "" || netdPID == "" {
+		t.Fatalf("flashgate status never showed the web UI (pid %q), iked (pid %q) and netd (pid %q) running", pid, ikedPID, netdPID)
 	}
 	status := c.run("cat /proc/" + pid + "/status")
-	for _, want := range []string{"Uid:\t443\t443\t443\t443", "Gid:\t443\t443\t443\t443", "CapEff:\t0000000000000000", "CapPrm:\t0000000000000000"} {
+	for _, want := range []string{"Uid:\t443\t443\t443\t443", "Gid:\t443\t443\t443\t443", "CapEff:\t0000000000000000", "CapPrm:\t0000000000000000",
+		"NoNewPrivs:\t1"} {
 		if !strings.Contains(status, want) {
 			t.Errorf("/proc/%s/status of the web UI:\n%s\nwant %q", pid, status, want)
 		}
@@ -92,7 +103,7 @@ func TestWebUIUnprivilegedInVM(t *testing.T) {
 	// CAP_NET_ADMIN and CAP_NET_RAW (bits 10, 12, 13) and nothing else.
 	ikedStatus := c.run("cat /proc/" + ikedPID + "/status")
 	for _, want := range []string{"Uid:\t501\t501\t501\t501", "Gid:\t501\t501\t501\t501", "Groups:\t502",
-		"CapEff:\t0000000000003400", "CapPrm:\t0000000000003400"} {
+		"CapEff:\t0000000000003400", "CapPrm:\t0000000000003400", "NoNewPrivs:\t1"} {
 		if !strings.Contains(ikedStatus, want) {
 			t.Errorf("/proc/%s/status of iked:\n%s\nwant %q", ikedPID, ikedStatus, want)
 		}
@@ -106,6 +117,49 @@ func TestWebUIUnprivilegedInVM(t *testing.T) {
 			t.Errorf("flashgate access 501:501:502 (iked's user) on the box:\n%s\nwant %q", ikedAccess, want)
 		}
 	}
+	// netd parses DHCP and NTP: its own user, CAP_NET_BIND_SERVICE,
+	// CAP_NET_ADMIN, CAP_NET_RAW and CAP_SYS_TIME (bits 10, 12, 13, 25),
+	// no supplementary group, no_new_privs.
+	netdStatus := c.run("cat /proc/" + netdPID + "/status")
+	for _, want := range []string{"Uid:\t503\t503\t503\t503", "Gid:\t503\t503\t503\t503", "Groups:\t\n",
+		"CapEff:\t0000000002003400", "CapPrm:\t0000000002003400", "NoNewPrivs:\t1"} {
+		if !strings.Contains(netdStatus, want) {
+			t.Errorf("/proc/%s/status of netd:\n%s\nwant %q", netdPID, netdStatus, want)
+		}
+	}
+	// Its user reads the configuration without keys and can change
+	// nothing; its socket is its own.
+	netdAccess := c.run("flashgate access 503:503")
+	for _, want := range []string{fmt.Sprintf("%-22s connects", "configd-redacted.sock"), "psk of tunnel hq: redacted",
+		"candidate (the edits): refused", "export with secrets in the clear: refused",
+		fmt.Sprintf("%-22s connects", "netd/netd.sock"), fmt.Sprintf("%-22s refused: permission denied", "configd-read.sock"),
+		fmt.Sprintf("%-22s refused: permission denied", "configd-web.sock"), fmt.Sprintf("%-22s refused: permission denied", "configd.sock"),
+		fmt.Sprintf("%-22s refused: permission denied", "supervisor.sock"), fmt.Sprintf("%-22s refused: permission denied", "iked/iked.sock"),
+		fmt.Sprintf("%-22s refused: permission denied", "config.db")} {
+		if !strings.Contains(netdAccess, want) {
+			t.Errorf("flashgate access 503:503 (netd's user) on the box:\n%s\nwant %q", netdAccess, want)
+		}
+	}
+	if strings.Contains(netdAccess, "IN THE CLEAR") || strings.Contains(netdAccess, "vm-test-pre-shared-key") {
+		t.Errorf("netd's user got the key:\n%s", netdAccess)
+	}
+	// The WAN's DHCP lease from qemu's user network gives its DNS server
+	// (10.0.2.3), which netd writes in its own directory, where the box's
+	// resolver looks.
+	var resolv string
+	for try := 0; try < 30 && !strings.Contains(resolv, "nameserver 10.0.2.3"); try++ {
+		if try > 0 {
+			time.Sleep(2 * time.Second)
+		}
+		resolv = c.run("cat /etc/resolv.conf")
+	}
+	if !strings.Contains(resolv, "nameserver 10.0.2.3") {
+		t.Errorf("/etc/resolv.conf on the box:\n%s\nwant qemu's DNS server from netd's WAN lease", resolv)
+	}
+	if link := c.run("readlink /etc/resolv.conf"); !strings.Contains(link, "/run/flashgate/netd/resolv.conf") {
+		t.Errorf("readlink /etc/resolv.conf: %q, want netd's file", link)
+	}
+
 	// iked serves its API as its own user, and the console (root) and the
 	// web UI reach it.
 	if out := c.run("flashgate ipsec status"); !strings.Contains(out, "hq") {
@@ -113,7 +167,7 @@ func TestWebUIUnprivilegedInVM(t *testing.T) {
 	}
 
 	access := c.run("flashgate access 443:443:502")
-	for _, want := range []string{"as uid 443 gid 443 groups [502]:", "configd-web.sock       connects", "psk of tunnel hq: redacted", "iked/iked.sock         connects", "configd-read.sock      refused: permission denied",
+	for _, want := range []string{fmt.Sprintf("%-22s refused: permission denied", "netd/netd.sock"), "as uid 443 gid 443 groups [502]:", "configd-web.sock       connects", "psk of tunnel hq: redacted", "iked/iked.sock         connects", "configd-read.sock      refused: permission denied",
 		"export with secrets in the clear: refused", "configd.sock           refused: permission denied",
 		"supervisor.sock        refused: permission denied", "config.db              refused: permission denied"} {
 		if !strings.Contains(access, want) {
@@ -181,4 +235,12 @@ func TestWebUIUnprivilegedInVM(t *testing.T) {
 	if err := box.Get(ctx, "/api/v1/upgrade", &view); err != nil || len(view.Slots) != 2 || view.Slots[1].Manifest == nil || view.Slots[1].Manifest.Version != "vmtest" {
 		t.Errorf("slots after the upload: %+v, %v; want slot b holding vmtest", view, err)
 	}
+
+	// The console (root) reaches netd's socket in netd's directory, and
+	// netd shows the WAN lease it took as its own user.
+	c.typeLine("exit")
+	c.expect(time.Minute, "> ")
+	c.typeLine("show interfaces")
+	c.expect(time.Minute, "DHCP lease 10.0.2.15/24 via 10.0.2.2")
+	c.expect(time.Minute, "> ")
 }

@@ -17,8 +17,17 @@ const (
 	// ConfigdWebSocket is configd's restricted API for the web UI
 	// (root:443, 0660).
 	ConfigdWebSocket = RunDir + "/configd-web.sock"
-	// NetdSocket is netd's status and reconcile API.
-	NetdSocket = RunDir + "/netd.sock"
+	// NetdRunDir is netd's own directory (netd's user and group, 0755):
+	// netd runs as its own user and cannot create files in RunDir. Its
+	// resolver file is here too, world-readable.
+	NetdRunDir = RunDir + "/netd"
+	// NetdSocket is netd's status and reconcile API (netd's, 0600: root
+	// and netd).
+	NetdSocket = NetdRunDir + "/netd.sock"
+	// ConfigdRedactedSocket is configd's read-only API without secrets
+	// (the running configuration with every secret replaced by a mark, and
+	// its watch stream): root and netd's group (0660). netd needs no key.
+	ConfigdRedactedSocket = RunDir + "/configd-redacted.sock"
 	// ConfigdReadSocket is configd's read-only API with secrets (the
 	// running configuration and its watch stream, PSKs and keys in it):
 	// root and iked's group (0660). iked runs as its own user and may not
@@ -51,6 +60,9 @@ const (
 	// ConsoleAccountsDir is where the getty keeps the admin password hash
 	// when it cannot reach configd (RAM).
 	ConsoleAccountsDir = RunDir + "/accounts"
+	// NetdResolvConf is the resolver file netd keeps from the WAN's DHCP
+	// lease; /etc/resolv.conf is a symbolic link to it (PID 1 makes it).
+	NetdResolvConf = NetdRunDir + "/resolv.conf"
 	// UpgradeStatus is PID 1's record of the last upgrade's boot, world
 	// readable (firmware/bootslot).
 	UpgradeStatus = RunDir + "/upgrade.json"

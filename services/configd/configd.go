@@ -49,6 +49,8 @@ func Main(args []string) int {
 	webGroup := fs.Int("web-group", -1, "group of the restricted API's socket, whose members (the web UI's user) may use it besides root; -1: root only")
 	readSocket := fs.String("read-socket", "next-to-socket", "unix socket of the read-only API for iked: the running configuration with its secrets, its watch stream and the status, nothing that changes anything (default: "+filepath.Base(configdapi.ReadSocket)+" in -socket's directory; empty: none)")
 	readGroup := fs.Int("read-group", -1, "group of the read-only API's socket, whose members (iked's user) may use it besides root; -1: root only")
+	redactedSocket := fs.String("redacted-socket", "next-to-socket", "unix socket of the read-only API without secrets for netd: the running configuration with every secret redacted, its watch stream and the status (default: "+filepath.Base(configdapi.RedactedSocket)+" in -socket's directory; empty: none)")
+	redactedGroup := fs.Int("redacted-group", -1, "group of the redacted read-only API's socket, whose members (netd's user) may use it besides root; -1: root only")
 	cfgDir := fs.String("cfg", DefaultCfgDir, "config partition mount point, remounted read-write only to commit; empty: never remount")
 	board := fs.String("board", "", "board whose ports the defaults of a fresh database or a factory reset name (boards.Lookup); empty or unknown: eth0 and eth1")
 	if err := fs.Parse(args); err != nil {
@@ -59,6 +61,9 @@ func Main(args []string) int {
 	}
 	if *readSocket == "next-to-socket" {
 		*readSocket = filepath.Join(filepath.Dir(*socket), filepath.Base(configdapi.ReadSocket))
+	}
+	if *redactedSocket == "next-to-socket" {
+		*redactedSocket = filepath.Join(filepath.Dir(*socket), filepath.Base(configdapi.RedactedSocket))
 	}
 	logger := log.New(os.Stderr, "", 0)
 	logf := logger.Printf
@@ -105,24 +110,32 @@ func Main(args []string) int {
 			return 1
 		}
 	}
+	closeAll := func(ls ...net.Listener) {
+		for _, l := range ls {
+			if l != nil {
+				l.Close()
+			}
+		}
+	}
 	var readLn net.Listener
 	if *readSocket != "" {
 		if readLn, err = localapi.Listen(*readSocket, webAccess(*readGroup)); err != nil {
-			ln.Close()
-			if webLn != nil {
-				webLn.Close()
-			}
+			closeAll(ln, webLn)
+			logf("configd: %v", err)
+			return 1
+		}
+	}
+	var redactedLn net.Listener
+	if *redactedSocket != "" {
+		if redactedLn, err = localapi.Listen(*redactedSocket, webAccess(*redactedGroup)); err != nil {
+			closeAll(ln, webLn, readLn)
 			logf("configd: %v", err)
 			return 1
 		}
 	}
 	store, err := config.Open(*dbPath, config.Options{Card: card, Logf: logf, Defaults: defaultsFor(*board, logf)})
 	if err != nil {
-		for _, l := range []net.Listener{ln, webLn, readLn} {
-			if l != nil {
-				l.Close()
-			}
-		}
+		closeAll(ln, webLn, readLn, redactedLn)
 		logf("configd: %v", err)
 		return 1
 	}
@@ -146,7 +159,7 @@ func Main(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	go func() { errc <- srv.Serve(ln) }()
 	var webSrv *http.Server
 	if webLn != nil {
@@ -171,6 +184,17 @@ func Main(args []string) int {
 		go func() { errc <- readSrv.Serve(readLn) }()
 		logf("configd: serving the read-only API on %s", *readSocket)
 	}
+	var redactedSrv *http.Server
+	if redactedLn != nil {
+		// netd's: read-only, and with every secret redacted as on the
+		// web UI's socket (restricted.go).
+		redactedAPI := NewServer(store, storage, note, logf, WithFiles(files), ReadOnly(), Restricted())
+		redactedSrv = &http.Server{Handler: redactedAPI, ConnContext: connContext, ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog: log.New(io.Discard, "", 0)}
+		redactedSrv.RegisterOnShutdown(redactedAPI.StopWatches)
+		go func() { errc <- redactedSrv.Serve(redactedLn) }()
+		logf("configd: serving the read-only API without secrets on %s", *redactedSocket)
+	}
 	select {
 	case err := <-errc:
 		logf("configd: serve: %v", err)
@@ -190,12 +214,16 @@ func Main(args []string) int {
 		readSrv.Shutdown(shutdown)
 		os.Remove(*readSocket)
 	}
+	if redactedSrv != nil {
+		redactedSrv.Shutdown(shutdown)
+		os.Remove(*redactedSocket)
+	}
 	logf("configd: stopped")
 	return 0
 }
 
-// webAccess is who may use the restricted or the read-only API's socket:
-// with gid >= 0 root and gid (0660), so that the web UI or iked, which run
+// webAccess is who may use the restricted or a read-only API's socket:
+// with gid >= 0 root and gid (0660), so that the web UI, iked or netd, which run
 // as their own users in that group, can connect and nobody else but root
 // can; else root only.
 func webAccess(gid int) localapi.Access {

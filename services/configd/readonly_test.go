@@ -95,3 +95,79 @@ func TestReadOnlyAPIReadsRunningAndChangesNothing(t *testing.T) {
 		t.Errorf("after a commit the watch stream gave %+v (open %v), want the commit", ch, ok)
 	}
 }
+
+// netd reads the running configuration through the read-only socket
+// without secrets (ReadOnly and Restricted together): it gets the tunnels
+// (its firewall lets their peers in) but no key, no password hash, no
+// stored file, and it can change nothing. A process taken over through
+// netd's DHCP parsing learns no PSK to impersonate the box with.
+func TestRedactedReadOnlyAPIHandsOutNoSecretsAndChangesNothing(t *testing.T) {
+	full := serve(t)
+	red := serveAnother(t, full, "redacted.sock", configd.ReadOnly(), configd.Restricted())
+	ctx := context.Background()
+	etag := addTunnel(t, ctx, full.c, "")
+	if _, err := full.c.SetPassword(ctx, etag, "admin", "correct horse battery"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := full.c.Commit(ctx, configdapi.CommitRequest{Who: "t", Message: "tunnel"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := full.c.PutFile(ctx, "webui.key", []byte("WEB KEY")); err != nil {
+		t.Fatal(err)
+	}
+	clear, rev, _ := full.c.Running(ctx)
+	hash := clear.System.Admins[0].PasswordHash.Reveal()
+
+	running, rev2, err := red.c.Running(ctx)
+	if err != nil || rev2 != rev {
+		t.Fatalf("running configuration on the redacted socket: revision %d (%v), want %d", rev2, err, rev)
+	}
+	if len(running.Tunnels) != len(clear.Tunnels) || len(running.Tunnels) == 0 {
+		t.Fatalf("the redacted socket shows %d tunnels, want %d", len(running.Tunnels), len(clear.Tunnels))
+	}
+	for name, tun := range running.Tunnels {
+		if !configdapi.IsPSKMark(tun.PSK.Reveal()) {
+			t.Errorf("tunnel %v: PSK %q on the redacted socket, want a mark", name, tun.PSK.Reveal())
+		}
+	}
+	for _, path := range []string{"/v1/running", "/v1/running?format=text", "/v1/status"} {
+		code, body := red.raw(t, "GET", path, "")
+		if code != http.StatusOK {
+			t.Errorf("GET %s on the redacted socket: %d %s", path, code, body)
+		}
+		for _, secret := range []string{pskInTest, hash} {
+			if strings.Contains(body, secret) {
+				t.Errorf("GET %s on the redacted socket hands out %q", path, secret)
+			}
+		}
+	}
+	for _, req := range []struct{ method, path, body string }{
+		{"GET", "/v1/candidate", ""},
+		{"POST", "/v1/candidate/set", `{"path":"system.hostname","value":"owned"}`},
+		{"POST", "/v1/commit", "{}"},
+		{"POST", "/v1/export", `{"secrets":"none"}`},
+		{"POST", "/v1/verify-password", `{"user":"admin","password":"guess"}`},
+		{"GET", "/v1/files/webui.key", ""},
+		{"GET", "/v1/history/1", ""},
+	} {
+		if code, body := red.raw(t, req.method, req.path, req.body); code != http.StatusForbidden || strings.Contains(body, "WEB KEY") {
+			t.Errorf("%s %s on the redacted socket: %d %s, want 403", req.method, req.path, code, body)
+		}
+	}
+
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	changes := red.c.Watch(wctx)
+	if first, ok := <-changes; !ok || first.Reason != "current" {
+		t.Fatalf("first watch event %+v (open %v), want current", first, ok)
+	}
+	if _, err := full.c.Set(ctx, "", "tunnels.branch.remote_address", "192.0.2.7"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := full.c.Commit(ctx, configdapi.CommitRequest{Who: "t", Message: "second"}); err != nil {
+		t.Fatal(err)
+	}
+	if ch, ok := <-changes; !ok || ch.Reason == "current" {
+		t.Errorf("after a commit the watch stream gave %+v (open %v), want the commit", ch, ok)
+	}
+}

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,6 +21,7 @@ import (
 	"github.com/flashgate/flashgate/services/netd/netdapi"
 
 	"github.com/google/nftables"
+	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 	"golang.org/x/sys/unix"
 
 	"github.com/flashgate/flashgate/internal/testnet"
@@ -61,10 +64,22 @@ func hasCapability(t *testing.T, cap int) bool {
 	return false
 }
 
-// TestMainInNamespace runs Main as the appliance does, in a namespace of its own with
-// the qemu board's ports and no configd: it must apply the board's default
-// firewall, serve its API on the socket, and leave the firewall in place
-// when stopped.
+// The user netd runs as in TestMainInNamespace, as on the appliance
+// (firmware/pid1 gives it 503; a number no host account is likely to have
+// here).
+const (
+	testNetdUID = 64053
+	testNetdGID = 64054
+)
+
+// TestMainInNamespace runs Main as the appliance does, in a namespace of
+// its own with the qemu board's ports and no configd: as its own user with
+// only CAP_NET_ADMIN, CAP_NET_BIND_SERVICE and CAP_NET_RAW, no_new_privs,
+// and its socket and resolver file in a directory of its own. It must
+// take a DHCP lease on the WAN (and write the lease's DNS servers),
+// answer a LAN host's DHCP request on port 67, apply the board's default
+// firewall, turn forwarding on, serve its API on the socket, and leave
+// the firewall in place when stopped.
 func TestMainInNamespace(t *testing.T) {
 	if testing.Short() {
 		t.Skip("namespace test: not in -short mode")
@@ -72,20 +87,63 @@ func TestMainInNamespace(t *testing.T) {
 	testnet.RequireRoot(t)
 	p := testnet.Prefix()
 	ns, peer := testnet.NewNS(t, p+"-nd"), testnet.NewNS(t, p+"-pe")
-	testnet.Link(t, ns, "eth0", "", peer, "eth0", "")
+	testnet.Link(t, ns, "eth0", "", peer, "eth0", "10.77.0.1/24")
 	testnet.Link(t, ns, "eth1", "", peer, "eth1", "")
+
+	// The WAN's DHCP server, as an ISP's router: one address, a DNS server.
+	isp, err := NewScopeServer(DHCPScope{Link: "eth0", Address: netip.MustParsePrefix("10.77.0.1/24"),
+		First: netip.MustParseAddr("10.77.0.50"), Last: netip.MustParseAddr("10.77.0.50"), LeaseTime: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	isp.SetDNS([]netip.Addr{netip.MustParseAddr("10.77.0.53")})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ispDone := make(chan error, 1)
+	go func() { ispDone <- do(peer, func() error { return isp.Serve(ctx) }) }()
+	defer func() {
+		cancel()
+		select {
+		case <-ispDone:
+		case <-time.After(10 * time.Second):
+			t.Errorf("the WAN's DHCP server did not stop within 10 s")
+		}
+	}()
+
+	// netd's own directory, as PID 1 makes it, and the test binary where
+	// netd's user can run it (go test keeps it in a 0700 directory).
 	dir := t.TempDir()
-	sock := filepath.Join(dir, "netd.sock")
-	// Without CAP_SYS_TIME (setpriv drops it from the bounding set, so
-	// the test binary execs without it): the namespace has no route to an
-	// NTP server today, but the clock it would set is the host's.
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runDir := filepath.Join(dir, "netd")
+	if err := os.Mkdir(runDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(runDir, testNetdUID, testNetdGID); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "netd.test")
+	if b, err := os.ReadFile(os.Args[0]); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(exe, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(runDir, "netd.sock")
+	// Not CAP_SYS_TIME, which the appliance gives it: the clock it
+	// would set is the host's (the namespace has no route to an NTP
+	// server today, but TestMainProcess refuses to run with it).
 	testnet.RequireTool(t, "setpriv", "util-linux")
-	cmd := ns.Command("setpriv", "--bounding-set", "-sys_time", "--inh-caps", "-sys_time", "--",
-		os.Args[0], "-test.run=^TestMainProcess$")
+	const caps = "+net_admin,+net_bind_service,+net_raw"
+	cmd := ns.Command("setpriv", "--reuid", strconv.Itoa(testNetdUID), "--regid", strconv.Itoa(testNetdGID), "--clear-groups",
+		"--inh-caps", "-all,"+caps, "--ambient-caps", "-all,"+caps, "--bounding-set", "-all,"+caps, "--no-new-privs", "--",
+		exe, "-test.run=^TestMainProcess$")
 	// The namespace shares the host's file system: without -resolv-conf
 	// netd would rewrite the host's /etc/resolv.conf (it once did, and took
 	// the CI machine's DNS with it). Main's resolver file is checked below.
-	resolv := filepath.Join(dir, "resolv.conf")
+	resolv := filepath.Join(runDir, "resolv.conf")
 	hostResolv, hostResolvErr := os.ReadFile("/etc/resolv.conf")
 	cmd.Env = append(os.Environ(), "NETD_TEST_MAIN_ARGS=-socket "+sock+" -configd "+filepath.Join(dir, "none.sock")+" -configd-wait 200ms -board qemu -resolv-conf "+resolv)
 	out, err := os.Create(filepath.Join(dir, "netd.log"))
@@ -125,8 +183,52 @@ func TestMainInNamespace(t *testing.T) {
 	if st.Board != "qemu" || !strings.Contains(st.ConfigSource, "defaults") || !st.LastApply.FirewallReplaced {
 		t.Errorf("status: board %q, source %q, firewall replaced %v", st.Board, st.ConfigSource, st.LastApply.FirewallReplaced)
 	}
-	if b, err := os.ReadFile(resolv); err != nil || !strings.Contains(string(b), "no DHCP lease") {
-		t.Errorf("-resolv-conf %s: %q (%v), want netd's note that no WAN lease gives DNS servers", resolv, b, err)
+	// It runs as its user, with the three capabilities (bits 10, 12
+	// and 13) and no_new_privs.
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)); err != nil {
+		t.Error(err)
+	} else {
+		for _, want := range []string{fmt.Sprintf("Uid:\t%d\t%d\t%d\t%d", testNetdUID, testNetdUID, testNetdUID, testNetdUID),
+			"CapEff:\t0000000000003400", "CapPrm:\t0000000000003400", "NoNewPrivs:\t1"} {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("netd's /proc/PID/status:\n%s\nwant %q", b, want)
+			}
+		}
+	}
+
+	// The WAN lease, and its DNS server in the resolver file.
+	waitfor.Cond(t, 30*time.Second, "a WAN lease in netd's status", func() bool {
+		return get("/v1/status", &st) == nil && len(st.Leases) > 0
+	})
+	if l := st.Leases[0]; l.Link != "eth0" || l.Address != netip.MustParsePrefix("10.77.0.50/24") {
+		t.Errorf("WAN lease %+v, want 10.77.0.50/24 on eth0", l)
+	}
+	waitfor.Cond(t, 10*time.Second, "the lease's DNS server in "+resolv, func() bool {
+		b, err := os.ReadFile(resolv)
+		return err == nil && strings.Contains(string(b), "nameserver 10.77.0.53")
+	})
+	if fi, err := os.Stat(resolv); err != nil || fi.Mode().Perm() != 0o644 || fi.Sys().(*syscall.Stat_t).Uid != testNetdUID {
+		t.Errorf("%s: %v (%v), want netd's, 0644 (everybody's resolver reads it)", resolv, fi, err)
+	}
+	if fwd, err := ns.Output("cat", "/proc/sys/net/ipv4/ip_forward"); err != nil || strings.TrimSpace(fwd) != "1" {
+		t.Errorf("ip_forward in netd's namespace: %q (%v), want 1", fwd, err)
+	}
+
+	// A LAN host asks netd's DHCP server (port 67).
+	leases := make(chan *netdapi.Lease, 4)
+	lanClient := &DHCPClient{Link: "eth1", OnLease: func(l *netdapi.Lease) { leases <- l },
+		Open: func(link string) (c *nclient4.Client, err error) {
+			err = do(peer, func() (err error) { c, err = nclient4.New(link, nclient4.WithTimeout(2*time.Second)); return err })
+			return c, err
+		}}
+	go lanClient.Run(ctx)
+	select {
+	case got := <-leases:
+		if got == nil || !netip.MustParsePrefix("192.168.1.0/24").Contains(got.Address.Addr()) || got.Router != netip.MustParseAddr("192.168.1.1") {
+			t.Errorf("LAN lease %+v, want an address in 192.168.1.0/24 via 192.168.1.1", got)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the LAN host got no lease from netd's DHCP server in 30 s")
 	}
 	if b, err := os.ReadFile("/etc/resolv.conf"); hostResolvErr == nil && (err != nil || !bytes.Equal(b, hostResolv)) {
 		t.Errorf("the host's /etc/resolv.conf changed under the test: %q (%v)", b, err)

@@ -8,13 +8,16 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/flashgate/flashgate/internal/paths"
 	"github.com/flashgate/flashgate/services/netd/netdapi"
 )
 
-// DefaultResolvConf is the resolver configuration netd keeps: the box's own
-// name lookups (a syslog server by name, ping by name) use the DNS servers
-// of the WAN's DHCP lease.
-const DefaultResolvConf = "/etc/resolv.conf"
+// DefaultResolvConf is the resolver configuration netd keeps on the
+// appliance: the box's own name lookups (a syslog server by name, ping by
+// name) use the DNS servers of the WAN's DHCP lease. It is in netd's own
+// directory, since netd runs as its own user and may not write /etc;
+// /etc/resolv.conf is a symbolic link to it (PID 1 makes it).
+const DefaultResolvConf = paths.NetdResolvConf
 
 // The resolver's limits: glibc and musl read at most 3 nameserver lines
 // (MAXNS), and Go's resolver does the same; older resolvers read at most

@@ -23,6 +23,11 @@ const (
 	// user: the running configuration (secrets included), the status and
 	// the watch stream; nothing that changes anything.
 	ReadSocket = paths.ConfigdReadSocket
+	// RedactedSocket is the read-only API without secrets, for netd, which
+	// runs as its own user: the running configuration with every secret
+	// replaced by a mark (as the web UI gets it), the status and the watch
+	// stream.
+	RedactedSocket = paths.ConfigdRedactedSocket
 )
 
 // Source is what a service reads its configuration from: a *Client on
