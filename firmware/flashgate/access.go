@@ -28,8 +28,9 @@ import (
 // the configuration database, and, through every configd socket it
 // reaches, the tunnels' pre-shared keys, the candidate and a clear-text
 // export. `flashgate access 443:443` is what the web UI can reach,
-// `flashgate access 501:501:443` what iked can (docs/architecture.md, "Who
-// can reach what"). Only root can become another user.
+// `flashgate access 501:501:502` what iked can, `flashgate access 503:503`
+// what netd can (docs/architecture.md, "Who can reach what"). Only root
+// can become another user.
 func accessMain(args []string) int {
 	fs := flag.NewFlagSet("access", flag.ContinueOnError)
 	runDir := fs.String("run", paths.RunDir, "directory of the local API sockets")

@@ -45,7 +45,7 @@ var subcommands = map[string]struct {
 	"reboot":      {supervisor.PowerMain(supervisor.Reboot), "stop everything in order and reboot"},
 	"poweroff":    {supervisor.PowerMain(supervisor.PowerOff), "stop everything in order and power off"},
 	"watchdog":    {supervisor.WatchdogMain, "stop-petting: test hook, lets the watchdog reset the board"},
-	"access":      {accessMain, "UID:GID[:GROUPS]: what that user (443:443:502 is the web UI, 501:501:502 iked) can reach of the local APIs and secrets"},
+	"access":      {accessMain, "UID:GID[:GROUPS]: what that user (443:443:502 is the web UI, 501:501:502 iked, 503:503 netd) can reach of the local APIs and secrets"},
 }
 
 func main() {
