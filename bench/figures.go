@@ -350,12 +350,18 @@ func hubFigures(res []Result, why string) []Figure {
 		answered := pair(res, "ike.hub.answered_s.n"+n, bench, "s", "answered_s", "strongswan", "strongSwan", "",
 			"to every spoke's ICMP echo through its CHILD_SA answered by the hub (repeated once a second until answered)", why)
 		rss := pair(res, "ike.hub.rss_per_sa_bytes.n"+n, bench, "bytes", "rss_bytes/sa", "strongswan", "strongSwan", "<= 8 KiB",
-			"hub process RSS with every SA up minus before the first, per IKE_SA with one CHILD_SA (data plane state included; Go heap as the GC left it)", why)
+			"hub process RSS with every SA up minus before the first (with the "+n+" tunnels configured), per IKE_SA with one CHILD_SA "+
+				"(data plane state included; iked's Go heap as its GC left it, garbage of the setups not yet collected included)", why)
+		heap := one(res, "ike.hub.heap_per_sa_bytes.n"+n, bench+"/flashgate", "heap_bytes/sa", "bytes", 1, "",
+			"iked's live Go heap (HeapAlloc after a GC in the hub process, read right after the RSS) with every SA up minus before the first, "+
+				"per IKE_SA with one CHILD_SA: what the RSS figure holds beyond the collector's headroom", why)
+		configured := pair(res, "ike.hub.rss_configured_bytes.n"+n, bench, "bytes", "rss_configured_bytes", "strongswan", "strongSwan", "",
+			"hub process RSS with the "+n+" tunnels configured, before any SA (the baseline of rss_per_sa_bytes)", why)
 		status := one(res, "ike.hub.status_ms.n"+n, bench+"/flashgate", "status_ms", "ms", 1, "",
 			"iked's status API listing every tunnel (GET /v1/tunnels over its socket) with all "+n+" up", why)
 		page := one(res, "ike.hub.status_page_ms.n"+n, bench+"/flashgate", "status_page_ms", "ms", 1, "",
 			"iked's status API answering one page (GET /v1/tunnels?state=up&offset=N/2&limit=50) with all "+n+" up", why)
-		figs = append(figs, setup, answered, rss, status, page)
+		figs = append(figs, setup, answered, rss, heap, configured, status, page)
 	}
 	return figs
 }

@@ -6,10 +6,14 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,11 +30,71 @@ import (
 // read (the way the supervisor runs it on the box).
 const runIkedEnv = "FLASHGATE_BENCH_RUN_IKED"
 
+// ikedHeapEnv names the file where that iked writes its Go heap on
+// SIGUSR1 (ikedHeap), and FILE.pprof its heap profile: the benchmark's
+// view into the process whose RSS it measures.
+const ikedHeapEnv = "FLASHGATE_BENCH_IKED_HEAP"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(runIkedEnv) == "1" {
+		if file := os.Getenv(ikedHeapEnv); file != "" {
+			go writeHeapOnSignal(file)
+		}
 		os.Exit(iked.Main(os.Args[1:]))
 	}
 	os.Exit(m.Run())
+}
+
+// goHeap is what the iked process reports of its Go heap, after a GC.
+type goHeap struct {
+	HeapAlloc, HeapInuse, StackInuse uint64
+}
+
+// writeHeapOnSignal runs in the benchmark's iked: on each SIGUSR1 it
+// collects garbage, then writes the heap's figures to file (replaced in
+// one rename, so the benchmark never reads half of it) and its profile
+// to file.pprof.
+func writeHeapOnSignal(file string) {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGUSR1)
+	for range c {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		if w, err := os.Create(file + ".pprof"); err == nil {
+			pprof.Lookup("heap").WriteTo(w, 0)
+			w.Close()
+		}
+		b, _ := json.Marshal(goHeap{HeapAlloc: ms.HeapAlloc, HeapInuse: ms.HeapInuse, StackInuse: ms.StackInuse})
+		if os.WriteFile(file+".tmp", b, 0o600) == nil {
+			os.Rename(file+".tmp", file)
+		}
+	}
+}
+
+// ikedHeap asks the iked at pid for its Go heap (after a GC in it): the
+// live memory its RSS holds, without the garbage the collector had not
+// yet reclaimed.
+func ikedHeap(tb testing.TB, pid int, file string) goHeap {
+	tb.Helper()
+	os.Remove(file)
+	if err := syscall.Kill(pid, syscall.SIGUSR1); err != nil {
+		tb.Fatalf("ask iked for its heap: %v", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if b, err := os.ReadFile(file); err == nil {
+			var h goHeap
+			if err := json.Unmarshal(b, &h); err != nil {
+				tb.Fatalf("iked's heap figures: %v", err)
+			}
+			return h
+		}
+		if time.Now().After(deadline) {
+			tb.Fatal("iked wrote no heap figures within 30 s of SIGUSR1")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // hubNet is the head office and its branches:
@@ -134,7 +198,7 @@ func (h *hubNet) run(tb testing.TB, timeout time.Duration, atAllUp func()) *spok
 // startIkedProcess runs `flashgate iked` (this test binary in its place)
 // in ns with the tunnels, as the box's supervisor would, and waits for its
 // API to list them.
-func startIkedProcess(tb testing.TB, ns *testnet.NS, tunnels []config.Tunnel) (pid int, api *ikedapi.Client) {
+func startIkedProcess(tb testing.TB, ns *testnet.NS, tunnels []config.Tunnel, env ...string) (pid int, api *ikedapi.Client) {
 	tb.Helper()
 	dir := tb.TempDir()
 	c := config.Default()
@@ -155,7 +219,7 @@ func startIkedProcess(tb testing.TB, ns *testnet.NS, tunnels []config.Tunnel) (p
 		tb.Fatal(err)
 	}
 	cmd := ns.Command(os.Args[0], "-config", cfgFile, "-socket", sock, "-dataplane", "userspace")
-	cmd.Env = append(os.Environ(), runIkedEnv+"=1")
+	cmd.Env = append(append(os.Environ(), runIkedEnv+"=1"), env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("start iked: %v", err)
@@ -186,6 +250,28 @@ func startIkedProcess(tb testing.TB, ns *testnet.NS, tunnels []config.Tunnel) (p
 			tb.Fatalf("iked's API did not list the %d tunnels within 30 s", len(tunnels))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// logTunnelsNotUp logs iked's own account (state, reason, events) of the
+// tunnels that are not up, for a run whose spokes failed.
+func logTunnelsNotUp(tb testing.TB, api *ikedapi.Client) {
+	ts, err := api.Tunnels(context.Background())
+	if err != nil {
+		tb.Logf("iked's tunnels: %v", err)
+		return
+	}
+	shown := 0
+	for _, t := range ts {
+		if t.State == ipsec.StateUp || shown == 10 {
+			continue
+		}
+		shown++
+		var ev strings.Builder
+		for _, e := range t.Events {
+			fmt.Fprintf(&ev, "\n    %s %s", e.Time.Format("15:04:05.000"), e.Message)
+		}
+		tb.Logf("iked: tunnel %s %s %q, remote %s:%s", t.Name, t.State, t.Reason, t.RemoteAddr, ev.String())
 	}
 }
 
@@ -243,12 +329,23 @@ func BenchmarkHub(b *testing.B) {
 			defer m.report(b)
 			for range b.N {
 				h := newHubNet(b, n)
-				pid, api := startIkedProcess(b, h.hub, h.ikedTunnels())
+				// $FLASHGATE_HUB_PROFILE_DIR keeps iked's heap profiles
+				// (iked-heap-nN.json.pprof, with every SA up).
+				dir := os.Getenv("FLASHGATE_HUB_PROFILE_DIR")
+				if dir == "" {
+					dir = b.TempDir()
+				}
+				heapFile := filepath.Join(dir, fmt.Sprintf("iked-heap-n%d.json", n))
+				pid, api := startIkedProcess(b, h.hub, h.ikedTunnels(), ikedHeapEnv+"="+heapFile)
 				time.Sleep(time.Second) // let the start settle before the baseline
+				// RSS first: the heap figures make iked collect garbage.
 				before := rssBytes(b, pid)
+				heapBefore := ikedHeap(b, pid, heapFile)
 				var after, statusMS, pageMS float64
+				var heapAfter goHeap
 				res := h.run(b, timeout, func() {
 					after = rssBytes(b, pid)
+					heapAfter = ikedHeap(b, pid, heapFile)
 					start := time.Now()
 					ts, err := api.Tunnels(context.Background())
 					statusMS = float64(time.Since(start).Microseconds()) / 1000
@@ -268,7 +365,15 @@ func BenchmarkHub(b *testing.B) {
 						b.Errorf("status API, a page of 50 from the middle: %d rows of %d matched (%v)", len(page), matched, err)
 					}
 				})
+				if res.Err() != nil {
+					logTunnelsNotUp(b, api)
+				}
 				m.hub(b, res, n, before, after)
+				m.add("heap_bytes/sa", (float64(heapAfter.HeapAlloc)-float64(heapBefore.HeapAlloc))/float64(n))
+				m.add("heap_inuse_bytes/sa", (float64(heapAfter.HeapInuse+heapAfter.StackInuse)-float64(heapBefore.HeapInuse+heapBefore.StackInuse))/float64(n))
+				b.Logf("iked's Go heap after a GC: %.1f -> %.1f MiB live objects, %.1f -> %.1f MiB in spans and stacks (heap profile %s.pprof)",
+					float64(heapBefore.HeapAlloc)/(1<<20), float64(heapAfter.HeapAlloc)/(1<<20),
+					float64(heapBefore.HeapInuse+heapBefore.StackInuse)/(1<<20), float64(heapAfter.HeapInuse+heapAfter.StackInuse)/(1<<20), heapFile)
 				m.add("status_ms", statusMS)
 				m.add("status_page_ms", pageMS)
 			}
@@ -313,6 +418,7 @@ func (m medians) hub(b *testing.B, res *spokes.Result, n int, before, after floa
 	m.add("setup_s", res.AllUp.Seconds())
 	m.add("answered_s", res.AllAnswered.Seconds())
 	m.add("rss_bytes/sa", (after-before)/float64(n))
+	m.add("rss_configured_bytes", before)
 }
 
 // TestHubSmall is the hub benchmark's run at 20 spokes against iked, as a

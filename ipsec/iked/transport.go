@@ -57,10 +57,8 @@ const maxIKEDatagram = 65535
 // 4500 for ESP and hands IKE up.
 type udpTransport struct {
 	ikePort, nattPort uint16
-	sock500           *ipv4.PacketConn
 	udp500            *net.UDPConn
-	sock4500          *ipv4.PacketConn // nil when dev owns 4500
-	udp4500           *net.UDPConn
+	udp4500           *net.UDPConn // nil when dev owns 4500
 	dev               *esp.Device
 	closers           []func() error
 	wg                sync.WaitGroup
@@ -98,14 +96,14 @@ func reuseAddr(_, _ string, rc syscall.RawConn) error {
 	return serr
 }
 
-func listenUDP(addr netip.AddrPort, shared bool) (*ipv4.PacketConn, *net.UDPConn, error) {
+func listenUDP(addr netip.AddrPort, shared bool) (*net.UDPConn, error) {
 	lc := net.ListenConfig{}
 	if shared {
 		lc.Control = reuseAddr
 	}
 	pconn, err := lc.ListenPacket(context.Background(), "udp4", net.UDPAddrFromAddrPort(addr).String())
 	if err != nil {
-		return nil, nil, fmt.Errorf("listen on UDP %v: %w", addr, err)
+		return nil, fmt.Errorf("listen on UDP %v: %w", addr, err)
 	}
 	c := pconn.(*net.UDPConn)
 	// Best effort: the kernel caps it at net.core.rmem_max.
@@ -115,9 +113,9 @@ func listenUDP(addr netip.AddrPort, shared bool) (*ipv4.PacketConn, *net.UDPConn
 	// IKE SA: we may have several, and the socket is bound to all.
 	if err := pc.SetControlMessage(ipv4.FlagDst, true); err != nil {
 		c.Close()
-		return nil, nil, fmt.Errorf("UDP %v: IP_PKTINFO: %w", addr, err)
+		return nil, fmt.Errorf("UDP %v: IP_PKTINFO: %w", addr, err)
 	}
-	return pc, c, nil
+	return c, nil
 }
 
 // OpenTransport opens the IKE sockets in the caller's network namespace:
@@ -150,15 +148,15 @@ func newTransport(ikePort, nattPort uint16, dev *esp.Device, encapSocket bool) (
 		t.netns = ns
 		t.closers = append(t.closers, func() error { return unix.Close(ns) })
 	}
-	pc, c, err := listenUDP(netip.AddrPortFrom(netip.IPv4Unspecified(), ikePort), true)
+	c, err := listenUDP(netip.AddrPortFrom(netip.IPv4Unspecified(), ikePort), true)
 	if err != nil {
 		t.Close()
 		return nil, err
 	}
-	t.sock500, t.udp500 = pc, c
+	t.udp500 = c
 	t.closers = append(t.closers, c.Close)
 	if dev == nil {
-		pc, c, err := listenUDP(netip.AddrPortFrom(netip.IPv4Unspecified(), nattPort), false)
+		c, err := listenUDP(netip.AddrPortFrom(netip.IPv4Unspecified(), nattPort), false)
 		if err != nil {
 			t.Close()
 			return nil, err
@@ -170,7 +168,7 @@ func newTransport(ikePort, nattPort uint16, dev *esp.Device, encapSocket bool) (
 				return nil, err
 			}
 		}
-		t.sock4500, t.udp4500 = pc, c
+		t.udp4500 = c
 		t.closers = append(t.closers, c.Close)
 	}
 	return t, nil
@@ -192,16 +190,16 @@ func (t *udpTransport) Run(handle func(pkt []byte, local, remote netip.AddrPort)
 	t.workers = w
 	t.mu.Unlock()
 	t.wg.Add(1)
-	go t.read(t.sock500, t.ikePort, false, w.deliver)
-	if t.sock4500 != nil {
+	go t.read(t.udp500, t.ikePort, false, w.deliver)
+	if t.udp4500 != nil {
 		t.wg.Add(1)
-		go t.read(t.sock4500, t.nattPort, true, w.deliver)
+		go t.read(t.udp4500, t.nattPort, true, w.deliver)
 	}
 	t.mu.Lock()
 	t.handle = w.deliver
 	for _, c := range t.peers {
 		t.wg.Add(1)
-		go t.read(ipv4.NewPacketConn(c), t.ikePort, false, w.deliver)
+		go t.read(c, t.ikePort, false, w.deliver)
 	}
 	t.mu.Unlock()
 	if t.dev != nil {
@@ -304,41 +302,78 @@ func (w *ikeWorkers) index(remote netip.AddrPort) int {
 	return int(h % uint32(len(w.queues)))
 }
 
-// read delivers what pc receives to handle until pc closes.
-func (t *udpTransport) read(pc *ipv4.PacketConn, port uint16, natt bool, handle func(pkt []byte, local, remote netip.AddrPort)) {
+// read delivers what c receives to handle until c closes. It holds no
+// buffer while it waits: a hub has a reader per configured peer (SetPeers),
+// and a 64 KiB buffer each was 64 MiB of heap at 1000 tunnels, which also
+// let the garbage of as many IKE setups pile up before the collector ran.
+// A buffer from readBuffers is taken only once the socket is readable, for
+// the one datagram (handle copies what it keeps).
+func (t *udpTransport) read(c *net.UDPConn, port uint16, natt bool, handle func(pkt []byte, local, remote netip.AddrPort)) {
 	defer t.wg.Done()
-	buf := make([]byte, maxIKEDatagram)
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return
+	}
 	for {
-		n, cm, from, err := pc.ReadFrom(buf)
-		if err != nil {
+		var (
+			buf           *[maxIKEDatagram]byte
+			n             int
+			local, remote netip.AddrPort
+			rerr          error
+		)
+		err := rc.Read(func(fd uintptr) bool {
+			buf = readBuffers.Get().(*[maxIKEDatagram]byte)
+			var oob [64]byte
+			var oobn, flags int
+			var from unix.Sockaddr
+			n, oobn, flags, from, rerr = unix.Recvmsg(int(fd), buf[:], oob[:], unix.MSG_DONTWAIT)
+			if errors.Is(rerr, unix.EAGAIN) {
+				readBuffers.Put(buf)
+				buf = nil
+				return false // nothing yet: wait for the poller, without a buffer
+			}
+			if rerr == nil {
+				if flags&unix.MSG_TRUNC != 0 {
+					n = len(buf) // as ReadFrom: the kernel kept what fit
+				}
+				if sa, ok := from.(*unix.SockaddrInet4); ok {
+					remote = netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port))
+				}
+				var cm ipv4.ControlMessage
+				if cm.Parse(oob[:oobn]) == nil {
+					if a, ok := netip.AddrFromSlice(cm.Dst); ok {
+						local = netip.AddrPortFrom(a.Unmap(), port)
+					}
+				}
+			}
+			return true
+		})
+		if err != nil { // closed while waiting: f holds no buffer then
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
 			continue
 		}
-		ua, ok := from.(*net.UDPAddr)
-		if !ok {
+		if rerr != nil || !remote.IsValid() {
+			readBuffers.Put(buf)
 			continue
 		}
-		var local netip.AddrPort
-		if cm != nil {
-			if a, ok := netip.AddrFromSlice(cm.Dst); ok {
-				local = netip.AddrPortFrom(a.Unmap(), port)
-			}
-		}
-		remote := ua.AddrPort()
-		remote = netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())
 		pkt := buf[:n]
 		if natt {
 			kind, msg := ike.ClassifyNATT(pkt)
 			if kind != ike.NATTIKE {
+				readBuffers.Put(buf)
 				continue // keepalives; ESP is taken by the kernel before us
 			}
 			pkt = msg
 		}
 		handle(pkt, local, remote) // deliver copies what it keeps
+		readBuffers.Put(buf)
 	}
 }
+
+// readBuffers are the IKE sockets' receive buffers, shared by every reader.
+var readBuffers = sync.Pool{New: func() any { return new([maxIKEDatagram]byte) }}
 
 // SetPeers gives each configured peer's address a socket of its own on
 // the IKE port, connected to that address. The kernel delivers a
@@ -392,7 +427,7 @@ func (t *udpTransport) SetPeers(addrs []netip.AddrPort) error {
 		t.peers[a] = c
 		if t.handle != nil {
 			t.wg.Add(1)
-			go t.read(pc, t.ikePort, false, t.handle)
+			go t.read(c, t.ikePort, false, t.handle)
 		}
 	}
 	return errors.Join(errs...)
