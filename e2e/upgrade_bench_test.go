@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +22,7 @@ import (
 // state), still has the admin's setting, and both file systems are clean
 // by fsck.vfat -n and e2fsck -fn. Trials: $FLASHGATE_POWERCUT_TRIALS
 // (default 100, the target; each takes one to two minutes in software
-// emulation).
+// emulation; $FLASHGATE_POWERCUT_PARALLEL boxes run at once, default 2).
 //
 // Reported: upgrade.powercut.trials, .bricked, and upgrade.total_s (start
 // of the upload to the new version committed, from an uncut run).
@@ -79,13 +82,39 @@ func BenchmarkUpgradePowerCut(b *testing.B) {
 	l.stop()
 	b.Logf("upgrade.total_s %.1f (the slot was written and switched after %.1f s)", total.Seconds(), written.Seconds())
 
-	r := rand.New(rand.NewSource(time.Now().UnixNano()))
-	bricked := 0
-	b.ResetTimer()
-	for i := 0; i < trials; i++ {
-		if err := os.WriteFile(l.card, golden, 0o644); err != nil {
-			b.Fatal(err)
+	// Trials run on $FLASHGATE_POWERCUT_PARALLEL boxes at once (default:
+	// one per CPU, at most 2), each on its own copy of the card and its
+	// own web UI port: a trial is mostly a box booting in software
+	// emulation, one CPU each.
+	workers := min(runtime.NumCPU(), 2)
+	if v, err := strconv.Atoi(os.Getenv("FLASHGATE_POWERCUT_PARALLEL")); err == nil && v > 0 {
+		workers = v
+	}
+	workers = min(workers, trials)
+	labs := make([]*upgradeLab, workers)
+	for k := range labs {
+		w := *l
+		w.vm, w.logs = nil, nil
+		w.card = filepath.Join(l.dir, fmt.Sprintf("card-%d.img", k))
+		labs[k] = &w
+	}
+	b.Cleanup(func() {
+		for _, w := range labs {
+			w.stop()
 		}
+	})
+	seed := time.Now().UnixNano()
+	// A bricked card and its console log are kept for a post-mortem, out
+	// of the benchmark's temporary directory (removed when it ends).
+	keep := filepath.Join(os.TempDir(), fmt.Sprintf("flashgate-powercut-%d", seed))
+	progress(b, "%d trials on %d boxes at once, seed %d; uncut upgrade %.1f s (slot written after %.1f s)", trials, workers, seed, total.Seconds(), written.Seconds())
+	r := rand.New(rand.NewSource(seed))
+	type trial struct {
+		n   int
+		cut time.Duration
+	}
+	todo := make(chan trial, trials)
+	for i := 0; i < trials; i++ {
 		// Every other cut falls while the slot is written (a few
 		// seconds of the whole, which is mostly the reboot and the
 		// test boot), so both get their share.
@@ -93,15 +122,45 @@ func BenchmarkUpgradePowerCut(b *testing.B) {
 		if i%2 == 1 {
 			span = written + time.Second
 		}
-		cut := time.Duration(r.Int63n(int64(span)))
-		why := powerCutTrial(ctx, l, file, cut, v1, v2)
-		if why != "" {
-			bricked++
-			progress(b, "trial %d/%d, cut %.1f s into the upgrade: BRICKED: %s", i+1, trials, cut.Seconds(), why)
-			os.WriteFile(fmt.Sprintf("%s/bricked-%d.img", l.dir, i+1), mustRead(l.card), 0o644)
-		} else {
-			progress(b, "trial %d/%d, cut %.1f s into the upgrade: ok", i+1, trials, cut.Seconds())
-		}
+		todo <- trial{i + 1, time.Duration(r.Int63n(int64(span)))}
+	}
+	close(todo)
+	var mu sync.Mutex
+	bricked := 0
+	var setupErr error
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for _, w := range labs {
+		wg.Add(1)
+		go func(w *upgradeLab) {
+			defer wg.Done()
+			for t := range todo {
+				if err := os.WriteFile(w.card, golden, 0o644); err != nil {
+					mu.Lock()
+					setupErr = err
+					mu.Unlock()
+					return
+				}
+				why := powerCutTrial(ctx, w, file, t.cut, v1, v2)
+				if why != "" {
+					mu.Lock()
+					bricked++
+					mu.Unlock()
+					progress(b, "trial %d/%d, cut %.1f s into the upgrade: BRICKED: %s", t.n, trials, t.cut.Seconds(), why)
+					os.MkdirAll(keep, 0o755)
+					os.WriteFile(fmt.Sprintf("%s/bricked-%d.img", keep, t.n), mustRead(w.card), 0o644)
+					os.WriteFile(fmt.Sprintf("%s/bricked-%d.log", keep, t.n), w.logs, 0o644)
+					progress(b, "trial %d: its card and console log are in %s", t.n, keep)
+				} else {
+					progress(b, "trial %d/%d, cut %.1f s into the upgrade: ok", t.n, trials, t.cut.Seconds())
+				}
+				w.logs = nil
+			}
+		}(w)
+	}
+	wg.Wait()
+	if setupErr != nil {
+		b.Fatal(setupErr)
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(trials), "trials")
