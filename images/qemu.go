@@ -91,6 +91,10 @@ func (c QEMUConfig) Args() ([]string, error) {
 	}
 	args := []string{q.Binary,
 		"-M", q.Machine,
+		// Only the devices named here: no VGA card, parallel port or
+		// IDE CD-ROM, which none of the boards has. The phantom CD-ROM
+		// alone cost every boot its ATAPI probe on the second channel.
+		"-nodefaults",
 		"-m", strconv.Itoa(q.MemMB),
 		"-display", "none",
 		"-serial", serial,

@@ -23,6 +23,7 @@ func TestQEMUArgs(t *testing.T) {
 	for _, want := range []string{
 		"-cpu pentium2",
 		"-M pc",
+		"-nodefaults", // no phantom CD-ROM to probe at every boot
 		"-m 256",
 		"-serial mon:stdio",
 		"-drive file=/tmp/card.img,format=raw,if=ide,index=0,media=disk",
