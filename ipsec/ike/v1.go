@@ -84,9 +84,25 @@ type v1State struct {
 	dpdFirst time.Time
 	dpdNext  time.Time
 
-	// reauthOf is the ISAKMP SA this one replaces (phase 1 rekey).
+	// reauthOf is the ISAKMP SA this one replaces (our phase 1 rekey),
+	// until v1TakeOver marked it REKEYED.
 	reauthOf *IKESA
+	// takeOver: v1TakeOver found an older ISAKMP SA of the tunnel busy;
+	// each tick tries again.
+	takeOver bool
+	// retireAt is when a REKEYED ISAKMP SA deletes itself.
+	retireAt time.Time
 }
+
+// v1RetireDelay is how long an ISAKMP SA replaced by our phase 1 rekey
+// stays (REKEYED) before we delete it. The phase 2 SAs move to the new one
+// at once at our end, but strongSwan moves them at its end in a job of its
+// own after main mode (adopt_children_job) and ends every phase 2 SA still
+// under an ISAKMP SA that is deleted before that job ran: a DELETE sent
+// right after message 6 could overtake it on a busy machine, and we would
+// go on sending into SAs the peer no longer has. strongSwan itself deletes
+// the ISAKMP SA it replaced 10 s after that job.
+const v1RetireDelay = 10 * time.Second
 
 // v1Pending is a message of ours waiting for an answer, retransmitted.
 type v1Pending struct {
@@ -809,43 +825,69 @@ func (sa *IKESA) v1Established(initialContact bool) {
 	if initialContact {
 		sa.ep.dropOthers(sa)
 	} else {
-		sa.v1Adopt()
+		v.takeOver = !sa.v1TakeOver()
 	}
 	sa.emit(func() {
 		if sa.ep.cfg.Events.IKEUp != nil {
 			sa.ep.cfg.Events.IKEUp(sa)
 		}
 	})
-	if old := v.reauthOf; old != nil {
-		v.reauthOf = nil
-		if old.mu.TryLock() {
-			old.Close()
-			sa.events = append(sa.events, old.takeEvents()...)
-			old.mu.Unlock()
-		}
-	}
 }
 
-// v1Adopt moves the phase 2 SAs of the tunnel's other ISAKMP SAs with this
-// peer to sa. Lock order: the newer SA, then the older, with TryLock (an SA
-// busy elsewhere keeps its children; its own end hands them on).
-func (sa *IKESA) v1Adopt() {
+// v1TakeOver finishes a phase 1 rekey, ours or the peer's: sa, just
+// established, takes the phase 2 SAs of the tunnel's ISAKMP SAs with this
+// peer that were established before it (phase 2 SAs outlive the ISAKMP SA
+// that negotiated them), and those become REKEYED: no timers of their own
+// any more. The one our rekey replaces (reauthOf) is deleted v1RetireDelay
+// later; the peer deletes those it replaced, or they end with their
+// lifetime. Their locks come second here (the order elsewhere is older
+// first), so they are only tried: it reports false when one was busy, and
+// sa's tick calls it again.
+func (sa *IKESA) v1TakeOver() bool {
+	done := true
 	for _, o := range sa.ep.SAs() {
-		if o == sa || o.v1 == nil || o.cfg != sa.cfg || o.remote.Addr() != sa.remote.Addr() {
+		if o == sa || o.v1 == nil || o.cfg != sa.cfg {
 			continue
 		}
 		if !o.mu.TryLock() {
+			done = false
 			continue
 		}
-		if o.state != StateDead && len(o.children) > 0 {
-			sa.children = append(sa.children, o.children...)
-			o.children = nil
-			for id, q := range o.v1.quick {
-				q.abort(sa.ep)
-				delete(o.v1.quick, id)
+		if o.state != StateDead && o.remote.Addr() == sa.remote.Addr() && !o.established.After(sa.established) {
+			sa.v1Adopt(o)
+			if o.state == StateEstablished {
+				o.state = StateRekeyed
+				o.replacedBy = sa
+				o.rekeyAt = time.Time{}
+				o.v1.retireAt = o.expireAt
+				if o == sa.v1.reauthOf {
+					o.v1.retireAt = sa.ep.now().Add(v1RetireDelay)
+				}
 			}
 		}
 		o.mu.Unlock()
+	}
+	if done {
+		sa.v1.reauthOf = nil
+	}
+	return done
+}
+
+// v1Adopt moves o's phase 2 SAs to sa, with both locks held. A rekey of
+// one that o had in flight is abandoned with o's quick modes; sa's timers
+// start it again.
+func (sa *IKESA) v1Adopt(o *IKESA) {
+	if len(o.children) == 0 {
+		return
+	}
+	sa.children = append(sa.children, o.children...)
+	o.children = nil
+	for id, q := range o.v1.quick {
+		if c := q.replaces; c != nil && c.state == childRekeying {
+			c.state, c.rekeyAt = childInstalled, sa.ep.now()
+		}
+		q.abort(sa.ep)
+		delete(o.v1.quick, id)
 	}
 }
 
@@ -916,8 +958,18 @@ func (sa *IKESA) v1Tick(now time.Time) {
 		}
 		return
 	}
+	if sa.state == StateRekeyed {
+		// Replaced by a phase 1 rekey (v1TakeOver).
+		if !v.retireAt.IsZero() && !now.Before(v.retireAt) {
+			sa.v1Close()
+		}
+		return
+	}
 	if sa.state != StateEstablished {
 		return
+	}
+	if v.takeOver && sa.v1TakeOver() {
+		v.takeOver = false
 	}
 	for id, q := range v.quick {
 		if q.tick(sa, now) {
@@ -955,7 +1007,7 @@ func (sa *IKESA) v1Tick(now time.Time) {
 }
 
 // v1Reauth rekeys phase 1: a new main mode with the peer; once it is up it
-// takes the phase 2 SAs and this ISAKMP SA is deleted.
+// takes the phase 2 SAs and this ISAKMP SA is deleted v1RetireDelay later.
 func (sa *IKESA) v1Reauth() {
 	n, err := newV1InitiatorSA(sa.ep, sa.cfg)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -254,6 +255,121 @@ func TestV1Rekeys(t *testing.T) {
 			n.step(30*time.Second, 250*time.Millisecond)
 			checkPairs(t, a, b, 1)
 		})
+	}
+}
+
+// TestV1PhaseOneRekeyKeepsOldSA: after our phase 1 rekey the old ISAKMP SA
+// is REKEYED and deleted only v1RetireDelay later. strongSwan moves the
+// phase 2 SAs to the new ISAKMP SA in a job of its own after main mode
+// and ends those still under an ISAKMP SA deleted before that job ran;
+// our DELETE right after message 6 overtook that job on a busy machine
+// and left a TCP stream through the tunnel going nowhere
+// (TestIKEv1StrongSwan under make test).
+func TestV1PhaseOneRekeyKeepsOldSA(t *testing.T) {
+	ca, cb := v1Configs("aes128-sha1-modp2048", "aes128-sha1")
+	n, a, b := twoPeers(t, ca, cb)
+	a.ep.Initiate(ca)
+	n.run()
+	n.step(time.Second, 250*time.Millisecond)
+	oldA, oldB := a.established()[0], b.established()[0]
+	if err := oldA.RekeyIKE(); err != nil {
+		t.Fatal(err)
+	}
+	n.run()
+	checkPairs(t, a, b, 1)
+	newA, newB := a.established(), b.established()
+	if len(newA) != 1 || newA[0] == oldA || len(newB) != 1 || newB[0] == oldB {
+		t.Fatalf("after the phase 1 rekey: A has %d established ISAKMP SAs, B %d, want the new one each", len(newA), len(newB))
+	}
+	for _, x := range []struct {
+		name     string
+		old, new *IKESA
+	}{{"A", oldA, newA[0]}, {"B", oldB, newB[0]}} {
+		if st := x.old.State(); st != StateRekeyed {
+			t.Errorf("%s's old ISAKMP SA is %v right after the rekey, want REKEYED (not deleted yet)", x.name, st)
+		}
+		if len(x.new.Status().Children) != 1 || len(x.old.Status().Children) != 0 {
+			t.Errorf("%s: the new ISAKMP SA holds %d phase 2 SAs, the old one %d, want 1 and 0", x.name, len(x.new.Status().Children), len(x.old.Status().Children))
+		}
+	}
+	if !oldA.Replaced(newA[0]) {
+		t.Errorf("A's old ISAKMP SA does not name the new one as its successor")
+	}
+	n.step(v1RetireDelay-time.Second, 250*time.Millisecond)
+	if st := oldB.State(); st == StateDead {
+		t.Fatalf("B's old ISAKMP SA was deleted within %v of the phase 1 rekey", v1RetireDelay-time.Second)
+	}
+	n.step(2*time.Second, 250*time.Millisecond)
+	if len(a.ep.SAs()) != 1 || len(b.ep.SAs()) != 1 {
+		t.Fatalf("%v after the phase 1 rekey: A has %d ISAKMP SAs, B %d, want 1 each", v1RetireDelay+time.Second, len(a.ep.SAs()), len(b.ep.SAs()))
+	}
+	checkPairs(t, a, b, 1)
+	for _, p := range []*peer{a, b} {
+		if f := p.lastFailure(); f != nil {
+			t.Errorf("%s: %v", p.name, f)
+		}
+		if len(p.downs) != 0 {
+			t.Errorf("%s: phase 2 SAs went down across the phase 1 rekey: %v", p.name, p.downs)
+		}
+	}
+}
+
+// TestV1PhaseOneRekeyOldSABusy: the responder's old ISAKMP SA is busy
+// (another goroutine holds it: a timer, a status query) while the new one
+// finishes main mode, so the new one cannot take the phase 2 SAs over at
+// once. They must still end up under the new one, and live on when the
+// old one is deleted, instead of going down with it at our end only.
+func TestV1PhaseOneRekeyOldSABusy(t *testing.T) {
+	ca, cb := v1Configs("aes128-sha1-modp2048", "aes128-sha1")
+	n, a, b := twoPeers(t, ca, cb)
+	a.ep.Initiate(ca)
+	n.run()
+	n.step(time.Second, 250*time.Millisecond)
+	oldA, oldB := a.established()[0], b.established()[0]
+	// B's old SA is held from before message 5 until A sends anything
+	// after message 6 (or the exchange is over).
+	var release sync.Once
+	unlock := func() { release.Do(oldB.mu.Unlock) }
+	defer unlock()
+	sawMM6 := false
+	n.SetDrop(func(d iketest.Datagram) bool {
+		p := d.Pkt
+		if len(p) >= 4 && p[0]|p[1]|p[2]|p[3] == 0 {
+			p = p[4:]
+		}
+		fromB := d.From.Addr() == netip.MustParseAddr(addrB)
+		if fromB && len(p) >= HeaderLen && v1Exchange(p[18]) == v1MainMode && p[19]&v1FlagEncrypted != 0 {
+			sawMM6 = true
+		} else if sawMM6 && !fromB {
+			unlock()
+		}
+		return false
+	})
+	oldB.mu.Lock()
+	if err := oldA.RekeyIKE(); err != nil {
+		t.Fatal(err)
+	}
+	n.run()
+	unlock()
+	n.SetDrop(nil)
+	if !sawMM6 {
+		t.Fatal("main mode did not finish")
+	}
+	n.step(v1RetireDelay+2*time.Second, 250*time.Millisecond)
+	if len(a.ep.SAs()) != 1 || len(b.ep.SAs()) != 1 {
+		t.Fatalf("A has %d ISAKMP SAs, B %d, want the new one each", len(a.ep.SAs()), len(b.ep.SAs()))
+	}
+	checkPairs(t, a, b, 1)
+	for _, p := range []*peer{a, b} {
+		if sas := p.established(); len(sas) != 1 || len(sas[0].Status().Children) != 1 {
+			t.Errorf("%s: the new ISAKMP SA does not hold the phase 2 SA", p.name)
+		}
+		if f := p.lastFailure(); f != nil {
+			t.Errorf("%s: %v", p.name, f)
+		}
+		if len(p.downs) != 0 {
+			t.Errorf("%s: phase 2 SAs went down across the phase 1 rekey: %v", p.name, p.downs)
+		}
 	}
 }
 

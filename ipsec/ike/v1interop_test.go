@@ -210,8 +210,14 @@ func TestStrongSwanIKEv1(t *testing.T) {
 		if err := sa.RekeyIKE(); err != nil {
 			t.Fatal(err)
 		}
-		if !waitFor(10*time.Second, func() bool { s := l.ourSAs(); return len(s) == 1 && s[0] != sa && len(l.ep.SAs()) == 1 }) {
-			t.Fatalf("our phase 1 rekey failed: %d SAs, failures %v", len(l.ep.SAs()), l.failures)
+		// The old ISAKMP SA stays REKEYED for v1RetireDelay: charon
+		// moves the phase 2 SAs to the new one in a job after main mode
+		// and would end them with an old one deleted before that.
+		if !waitFor(10*time.Second, func() bool {
+			s := l.ourSAs()
+			return len(s) == 1 && s[0] != sa && len(s[0].Status().Children) > 0 && sa.State() == StateRekeyed
+		}) {
+			t.Fatalf("our phase 1 rekey failed: %d SAs, the old one %v, failures %v", len(l.ep.SAs()), sa.State(), l.failures)
 		}
 		if out, err := l.swanctl("--rekey", "--ike", "s2s", "--reauth"); err != nil {
 			t.Fatalf("charon phase 1 rekey: %v %s", err, out)

@@ -795,15 +795,22 @@ func (sa *IKESA) v1GotNotify(n v1NotifyPayload) {
 	sa.report(f)
 }
 
-// v1Replaced reports whether a newer established ISAKMP SA of the tunnel
-// with the same peer exists.
-func (sa *IKESA) v1Replaced() bool {
+// v1Successor returns a newer established ISAKMP SA of the tunnel with the
+// same peer (one that replaced sa by a phase 1 rekey), locked, or nil.
+// Called with sa.mu held: only SAs created after sa are locked (older
+// first).
+func (sa *IKESA) v1Successor() *IKESA {
 	for _, o := range sa.ep.SAs() {
-		if o != sa && o.v1 != nil && o.cfg == sa.cfg && o.remote.Addr() == sa.remote.Addr() && o.State() == StateEstablished && o.created.After(sa.created) {
-			return true
+		if o == sa || o.v1 == nil || o.cfg != sa.cfg || !o.created.After(sa.created) {
+			continue
 		}
+		o.mu.Lock()
+		if o.state == StateEstablished && o.remote.Addr() == sa.remote.Addr() {
+			return o
+		}
+		o.mu.Unlock()
 	}
-	return false
+	return nil
 }
 
 func (sa *IKESA) v1GotDelete(d v1DeletePayload) {
@@ -811,9 +818,12 @@ func (sa *IKESA) v1GotDelete(d v1DeletePayload) {
 	case v1ProtoISAKMP:
 		for _, s := range d.SPIs {
 			if len(s) == 16 && binary.BigEndian.Uint64(s) == sa.spiI && binary.BigEndian.Uint64(s[8:]) == sa.spiR {
-				if len(sa.children) == 0 && sa.v1Replaced() {
-					// The end of the peer's phase 1 rekey: the new ISAKMP
-					// SA took the phase 2 SAs.
+				if n := sa.v1Successor(); n != nil {
+					// The end of a phase 1 rekey: the phase 2 SAs live on
+					// under the new ISAKMP SA, which took them at its main
+					// mode, or takes them now if this one was busy then.
+					n.v1Adopt(sa)
+					n.mu.Unlock()
 					sa.die(nil)
 					return
 				}

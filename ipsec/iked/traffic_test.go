@@ -212,22 +212,50 @@ func startStream(s *testnet.SiteToSite, port uint16, rate int) (*tcpStream, erro
 	return st, nil
 }
 
-// Stop ends the stream, waits up to timeout for the receiver to have read
-// everything, and reports any loss or corruption.
-func (st *tcpStream) Stop(timeout time.Duration) error {
+// streamDrainLimit bounds how long Stop waits for a stream that keeps
+// making progress: on a machine busy with other tests a tunnel can be
+// slow without being broken.
+const streamDrainLimit = 2 * time.Minute
+
+// Stop ends the stream, waits for the receiver to have read everything,
+// and reports any loss or corruption. A stream that receives nothing for
+// stall has stalled (a broken path; TCP retransmits well within a few
+// seconds on a working one), and Stop fails at once; one that is merely
+// slow gets up to streamDrainLimit.
+func (st *tcpStream) Stop(stall time.Duration) error {
 	close(st.stop)
 	done := make(chan struct{})
 	go func() { st.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(timeout):
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	start := time.Now()
+	last, lastAt := st.received.Load(), start
+	for drained := false; !drained; {
+		var why string
+		select {
+		case <-done:
+			drained = true
+			continue
+		case now := <-tick.C:
+			if r := st.received.Load(); r != last {
+				last, lastAt = r, now
+			}
+			switch {
+			case now.Sub(lastAt) >= stall:
+				why = fmt.Sprintf("stream stalled: nothing received for %v", stall)
+			case now.Sub(start) >= streamDrainLimit:
+				why = fmt.Sprintf("stream did not drain within %v", streamDrainLimit)
+			default:
+				continue
+			}
+		}
 		// Both ends: over a broken path the receiver would otherwise
 		// wait for TCP to give up.
 		st.conn.Close()
 		st.rconn.Close()
 		st.l.Close()
 		<-done
-		return fmt.Errorf("stream did not drain within %v: sent %d, received %d", timeout, st.sent.Load(), st.received.Load())
+		return fmt.Errorf("%s: sent %d, received %d", why, st.sent.Load(), st.received.Load())
 	}
 	st.conn.Close()
 	st.l.Close()
