@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"regexp"
@@ -555,6 +556,7 @@ func (v *validator) tunnels() {
 		}
 	}
 	routeIfs := map[string]string{}
+	earlier := remoteOverlaps(v.c.Tunnels)
 	names(v, "tunnels", v.c.Tunnels, func(t *Tunnel) string { return t.Name }, nameRE, func(path string, t *Tunnel) {
 		switch t.Mode {
 		case "", ModePolicy, ModeRoute:
@@ -619,10 +621,9 @@ func (v *validator) tunnels() {
 				}
 			}
 			if t.Enabled {
-				for _, o := range remote {
-					if o.p.Overlaps(p.Prefix) {
-						v.add(rp, "%s overlaps %s (%s); traffic could not tell the tunnels apart", p, o.path, o.p)
-					}
+				for _, j := range earlier[len(remote)] {
+					o := remote[j]
+					v.add(rp, "%s overlaps %s (%s); traffic could not tell the tunnels apart", p, o.path, o.p)
 				}
 				for _, o := range local {
 					if within(p.Prefix, o.p) {
@@ -649,6 +650,62 @@ func (v *validator) tunnels() {
 			v.add(path+".data_plane", "%q is not auto, xfrm or userspace", t.DataPlane)
 		}
 	})
+}
+
+// remoteOverlaps looks at the remote subnets that tunnels checks against
+// each other: those of enabled policy tunnels that are well-formed
+// networks, numbered in configuration order. earlier[k] lists, in order,
+// the numbers of the ones before the k-th that overlap it. It sorts them
+// and walks them once, keeping the chain of networks that contain the
+// current one, instead of comparing every pair: a hub's thousand tunnels
+// made the pairwise check the largest part of a commit (issue 22).
+func remoteOverlaps(tunnels []Tunnel) (earlier [][]int) {
+	type entry struct {
+		k int
+		p netip.Prefix
+	}
+	var all []entry
+	for i := range tunnels {
+		t := &tunnels[i]
+		if !t.Enabled || t.IsRoute() {
+			continue
+		}
+		for _, p := range t.RemoteSubnets {
+			if p.check() == nil && p.IsValid() && p.Masked() == p.Prefix {
+				all = append(all, entry{len(all), p.Prefix})
+			}
+		}
+	}
+	earlier = make([][]int, len(all))
+	sorted := slices.Clone(all)
+	slices.SortFunc(sorted, func(a, b entry) int {
+		// By family and first address, the wider network first.
+		if c := a.p.Addr().Compare(b.p.Addr()); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.p.Bits(), b.p.Bits()); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.k, b.k)
+	})
+	// Two networks overlap when one contains the other. In this order,
+	// every network that contains e comes before it, and those still on
+	// the chain when e comes are exactly the ones containing e.
+	var chain []entry
+	for _, e := range sorted {
+		for len(chain) > 0 && !chain[len(chain)-1].p.Contains(e.p.Addr()) {
+			chain = chain[:len(chain)-1]
+		}
+		for _, o := range chain {
+			a, b := min(o.k, e.k), max(o.k, e.k)
+			earlier[b] = append(earlier[b], a)
+		}
+		chain = append(chain, e)
+	}
+	for _, l := range earlier {
+		slices.Sort(l)
+	}
+	return earlier
 }
 
 // within reports whether inner is contained in (or equal to) outer.

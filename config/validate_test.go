@@ -2,6 +2,9 @@ package config
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -271,6 +274,65 @@ func TestValidatePortForwardIn(t *testing.T) {
 			t.Errorf("port forward in %q: Validate() = %v, want firewall.port_forwards[web].in: %s", tc.in, err, tc.want)
 		case tc.want != "" && !slices.Contains(ve, FieldError{Path: "firewall.port_forwards[web].in", Message: tc.want}):
 			t.Errorf("port forward in %q: errors\n%v\nwant firewall.port_forwards[web].in: %s", tc.in, err, tc.want)
+		}
+	}
+}
+
+// TestRemoteOverlapsMatchesPairwise checks the sorted walk against the
+// comparison of every pair it replaced, on random networks that nest,
+// repeat and mix families, with disabled and route tunnels among them.
+func TestRemoteOverlapsMatchesPairwise(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 22))
+	for round := range 200 {
+		var tunnels []Tunnel
+		for i := range 1 + rng.IntN(40) {
+			tn := NewTunnel(fmt.Sprintf("t%d", i))
+			tn.Enabled = rng.IntN(8) != 0
+			if rng.IntN(10) == 0 {
+				tn.Mode = ModeRoute
+			}
+			for range rng.IntN(4) {
+				var p netip.Prefix
+				if rng.IntN(5) == 0 {
+					a := netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, byte(rng.IntN(4))})
+					p = netip.PrefixFrom(a, 32+rng.IntN(9)).Masked()
+				} else {
+					a := netip.AddrFrom4([4]byte{10, byte(rng.IntN(4)), byte(rng.IntN(4) * 64), 0})
+					p = netip.PrefixFrom(a, 6+rng.IntN(21)).Masked()
+				}
+				pf := Prefix{Prefix: p}
+				if rng.IntN(15) == 0 {
+					pf = MustPrefix("10.0.0.1/8") // host bits: not checked against others
+				}
+				tn.RemoteSubnets = append(tn.RemoteSubnets, pf)
+			}
+			tunnels = append(tunnels, tn)
+		}
+		var nets []netip.Prefix
+		for _, tn := range tunnels {
+			if !tn.Enabled || tn.IsRoute() {
+				continue
+			}
+			for _, p := range tn.RemoteSubnets {
+				if p.Masked() == p.Prefix {
+					nets = append(nets, p.Prefix)
+				}
+			}
+		}
+		got := remoteOverlaps(tunnels)
+		if len(got) != len(nets) {
+			t.Fatalf("round %d: %d entries for %d networks", round, len(got), len(nets))
+		}
+		for k, p := range nets {
+			var want []int
+			for j := range k {
+				if nets[j].Overlaps(p) {
+					want = append(want, j)
+				}
+			}
+			if !slices.Equal(got[k], want) {
+				t.Fatalf("round %d: network %d (%s) overlaps %v, the walk says %v (all: %v)", round, k, p, want, got[k], nets)
+			}
 		}
 	}
 }
