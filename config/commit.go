@@ -35,7 +35,13 @@ func (s *Store) checkEtagLocked(etag string) error {
 
 func (s *Store) replaceCandidateLocked(c *Config) string {
 	c.normalize()
-	s.candidate = c
+	return s.setCandidateLocked(c, encoded{})
+}
+
+// setCandidateLocked makes c, normalized, whose JSON is enc (or the zero
+// encoded when not known yet), the candidate.
+func (s *Store) setCandidateLocked(c *Config, enc encoded) string {
+	s.candidate, s.candidateEnc = c, enc
 	s.etagSeq++
 	return s.etagLocked()
 }
@@ -52,10 +58,17 @@ func (s *Store) EditCandidate(etag string, fn func(*Config) error) (string, erro
 	if err := fn(c); err != nil {
 		return "", err
 	}
-	if err := checkSize(c); err != nil {
+	c.normalize()
+	// Encoded once here for the size check, and kept: the commit stores
+	// this document.
+	enc, err := encodeConfig(c)
+	if err != nil {
 		return "", err
 	}
-	return s.replaceCandidateLocked(c), nil
+	if len(enc.doc) > MaxDocumentSize {
+		return "", sizeError(len(enc.doc))
+	}
+	return s.setCandidateLocked(c, enc), nil
 }
 
 // ReplaceCandidate makes c the candidate.
@@ -135,10 +148,21 @@ func (s *Store) CommitWith(o CommitOptions) (RevisionInfo, error) {
 	if err := s.candidate.Validate(); err != nil {
 		return RevisionInfo{}, err
 	}
-	if err := checkSize(s.candidate); err != nil {
+	enc := s.candidateEnc
+	if enc.sections == nil {
+		var err error
+		if enc, err = encodeConfig(s.candidate); err != nil {
+			return RevisionInfo{}, err
+		}
+	}
+	if len(enc.doc) > MaxDocumentSize {
+		return RevisionInfo{}, sizeError(len(enc.doc))
+	}
+	running, err := s.runningEncodedLocked()
+	if err != nil {
 		return RevisionInfo{}, err
 	}
-	sections := ChangedSections(s.running, s.candidate)
+	sections := changedSections(running, enc)
 	if len(sections) == 0 {
 		return RevisionInfo{}, ErrNoChanges
 	}
@@ -152,12 +176,29 @@ func (s *Store) CommitWith(o CommitOptions) (RevisionInfo, error) {
 			pending.RollbackTo = s.pending.RollbackTo
 		}
 	}
-	return s.applyLocked(s.candidate.Clone(), reason, o.Who, o.Message, sections, pending)
+	// The candidate itself becomes the running configuration: neither is
+	// ever changed in place (an edit changes a copy and installs it), so
+	// they can share it until the next edit.
+	return s.applyLocked(s.candidate, enc, reason, o.Who, o.Message, sections, pending, s.runningRev)
 }
 
-// applyLocked writes cfg as the next revision and makes it running, with
-// pending as the new commit-confirmed state (nil clears it).
-func (s *Store) applyLocked(cfg *Config, reason, who, message string, sections []Section, pending *Pending) (RevisionInfo, error) {
+// runningEncodedLocked is the running configuration's JSON, encoded once
+// per running configuration.
+func (s *Store) runningEncodedLocked() (encoded, error) {
+	if s.runningEnc.sections == nil {
+		enc, err := encodeConfig(s.running)
+		if err != nil {
+			return encoded{}, err
+		}
+		s.runningEnc = enc
+	}
+	return s.runningEnc, nil
+}
+
+// applyLocked writes cfg, whose JSON is enc, as the next revision and makes
+// it running, with pending as the new commit-confirmed state (nil clears
+// it). shares are revisions whose parts it may share (writeRevision).
+func (s *Store) applyLocked(cfg *Config, enc encoded, reason, who, message string, sections []Section, pending *Pending, shares ...uint64) (RevisionInfo, error) {
 	if who == "" {
 		who = "unknown"
 	}
@@ -178,15 +219,21 @@ func (s *Store) applyLocked(cfg *Config, reason, who, message string, sections [
 		} else if err := meta.Delete(keyPending); err != nil {
 			return err
 		}
-		return s.writeRevision(tx, meta, info, cfg)
+		return s.writeRevision(tx, meta, info, enc.doc, shares...)
 	})
 	if err != nil {
 		return RevisionInfo{}, fmt.Errorf("commit: %w", err)
 	}
-	s.running, s.runningRev = cfg, info.Revision
+	s.setRunningLocked(cfg, info.Revision, enc)
 	s.setPendingLocked(pending)
 	s.notifyLocked(Change{Revision: info.Revision, Sections: sections, Reason: reason, Who: who, Message: message, When: info.When})
 	return info, nil
+}
+
+// setRunningLocked makes cfg, whose JSON is enc (or unknown yet, the zero
+// encoded), the running configuration as revision rev.
+func (s *Store) setRunningLocked(cfg *Config, rev uint64, enc encoded) {
+	s.running, s.runningRev, s.runningEnc = cfg, rev, enc
 }
 
 func (s *Store) setPendingLocked(p *Pending) {
@@ -283,8 +330,16 @@ func (s *Store) rollbackLocked(rev uint64, who, reason, message string) (Revisio
 			return RevisionInfo{}, fmt.Errorf("rollback to revision %d: that configuration no longer validates:\n%w", rev, err)
 		}
 	}
-	sections := ChangedSections(s.running, cfg)
-	info, err := s.applyLocked(cfg, reason, who, message, sections, nil)
+	enc, err := encodeConfig(cfg)
+	if err != nil {
+		return RevisionInfo{}, fmt.Errorf("rollback: %w", err)
+	}
+	running, err := s.runningEncodedLocked()
+	if err != nil {
+		return RevisionInfo{}, fmt.Errorf("rollback: %w", err)
+	}
+	sections := changedSections(running, enc)
+	info, err := s.applyLocked(cfg, enc, reason, who, message, sections, nil, s.runningRev, rev)
 	if err != nil {
 		return RevisionInfo{}, err
 	}
@@ -357,7 +412,7 @@ func (s *Store) factoryReset(who string, keepSettings bool) (RevisionInfo, error
 	if err := s.eraseAndWriteFresh(info, cfg); err != nil {
 		return RevisionInfo{}, fmt.Errorf("factory reset: %w", err)
 	}
-	s.running, s.runningRev = cfg, info.Revision
+	s.setRunningLocked(cfg, info.Revision, encoded{})
 	s.setPendingLocked(nil)
 	s.replaceCandidateLocked(cfg.Clone())
 	s.notifyLocked(Change{Revision: info.Revision, Sections: sections, Reason: "factory-reset", Who: who, Message: info.Message, When: info.When})

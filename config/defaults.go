@@ -134,13 +134,12 @@ func (c *Config) Clone() *Config {
 }
 
 // copySlices replaces every slice reachable from v by a copy.
+// (The leaf types, Prefix, Addr, Secret and the like, hold none.)
 func copySlices(v reflect.Value) {
 	switch v.Kind() {
 	case reflect.Struct:
-		for i := 0; i < v.NumField(); i++ {
-			if v.Type().Field(i).IsExported() {
-				copySlices(v.Field(i))
-			}
+		for _, i := range walkOf(v.Type()).fields {
+			copySlices(v.Field(i))
 		}
 	case reflect.Slice:
 		if v.IsNil() {
@@ -149,7 +148,7 @@ func copySlices(v reflect.Value) {
 		n := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
 		reflect.Copy(n, v)
 		v.Set(n)
-		if k := v.Type().Elem().Kind(); k == reflect.Struct || k == reflect.Slice {
+		if walkOf(v.Type().Elem()).holdsSlices {
 			for i := 0; i < n.Len(); i++ {
 				copySlices(n.Index(i))
 			}

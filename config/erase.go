@@ -22,6 +22,10 @@ import (
 // reset would have), or the new one.
 func (s *Store) eraseAndWriteFresh(info RevisionInfo, cfg *Config) error {
 	fresh := s.path + ".fresh"
+	doc, err := encodeDocument(cfg)
+	if err != nil {
+		return err
+	}
 	return s.cardWrite(func() error {
 		if err := os.Remove(fresh); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("remove a stale %s: %w", fresh, err)
@@ -31,17 +35,11 @@ func (s *Store) eraseAndWriteFresh(info RevisionInfo, cfg *Config) error {
 			return fmt.Errorf("create %s: %w", fresh, err)
 		}
 		err = db.Update(func(tx *bolt.Tx) error {
-			meta, err := tx.CreateBucket(bucketMeta)
+			meta, err := createLayout(tx)
 			if err != nil {
 				return err
 			}
-			if _, err := tx.CreateBucket(bucketRevisions); err != nil {
-				return err
-			}
-			if err := meta.Put(keySchema, []byte(fmt.Sprint(SchemaVersion))); err != nil {
-				return err
-			}
-			return s.writeRevision(tx, meta, info, cfg)
+			return s.writeRevision(tx, meta, info, doc)
 		})
 		if cerr := db.Close(); err == nil && cerr != nil {
 			err = cerr

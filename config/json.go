@@ -106,20 +106,17 @@ func (c *Config) normalize() {
 func normalizeValue(v reflect.Value) {
 	switch v.Kind() {
 	case reflect.Struct:
-		if isLeaf(v.Type()) {
-			return
-		}
-		for i := 0; i < v.NumField(); i++ {
-			if v.Type().Field(i).IsExported() {
-				normalizeValue(v.Field(i))
-			}
+		for _, i := range walkOf(v.Type()).fields { // none in a leaf
+			normalizeValue(v.Field(i))
 		}
 	case reflect.Slice:
 		if v.IsNil() {
 			v.Set(reflect.MakeSlice(v.Type(), 0, 0))
 		}
-		for i := 0; i < v.Len(); i++ {
-			normalizeValue(v.Index(i))
+		if walkOf(v.Type().Elem()).holdsSlices {
+			for i := 0; i < v.Len(); i++ {
+				normalizeValue(v.Index(i))
+			}
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"encoding/json"
 	"fmt"
 	"unicode"
 )
@@ -92,17 +91,11 @@ func printable(s string) bool {
 	return true
 }
 
-// checkSize refuses a configuration whose document is over
+// sizeError refuses a configuration whose document is over
 // MaxDocumentSize: the store could write it, but would refuse to read it
 // back (decodeRecord), and at the next start configd would set the whole
-// database aside and run the defaults, with no admin account.
-func checkSize(c *Config) error {
-	js, err := json.Marshal(c)
-	if err != nil {
-		return fmt.Errorf("encode the candidate: %w", err)
-	}
-	if len(js) > MaxDocumentSize {
-		return fmt.Errorf("the configuration would be %d bytes, more than the %d allowed", len(js), MaxDocumentSize)
-	}
-	return nil
+// database aside and run the defaults, with no admin account. Every edit
+// and every commit checks the size of the document it encodes.
+func sizeError(n int) error {
+	return fmt.Errorf("the configuration would be %d bytes, more than the %d allowed", n, MaxDocumentSize)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -18,19 +19,27 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 )
 
-// The database (schema 2) holds two buckets:
+// The database (format 3) holds three buckets:
 //
-//	flashgate   schema   "2"
+//	flashgate   schema   "3": the database format (dbFormat)
 //	            running  revision number of the running config (8 bytes, big endian)
 //	            next     next revision number
 //	            pending  commit-confirmed state, JSON, absent when none
 //	revisions   <rev, 8 bytes big endian> -> record (see revision.go)
+//	parts       <rev, 8 bytes | n, 4 bytes> -> a part of a configuration document (see parts.go)
 //
-// The running config is the record of the running revision: a commit writes
-// one compressed record and two small keys, so a small change to a large
-// config writes a few pages. The candidate lives in memory only: the card is
-// written on commit and at no other time, and an edit that was never
-// committed does not survive a reboot (as on VyOS).
+// The running config is the record of the running revision. A commit
+// writes the parts of the document that no revision holds yet (for a small
+// change, one or two), one record listing the parts and two small keys, so
+// a small change to a large config writes a few pages. The candidate lives
+// in memory only: the card is written on commit and at no other time, and
+// an edit that was never committed does not survive a reboot (as on VyOS).
+//
+// Format 2, the previous firmware's, had no parts bucket and whole
+// documents in its records; Open turns it into format 3 by adding the
+// bucket (its records stay as they are and are still read). Up to format 2
+// the schema key held the config's SchemaVersion, which was the same
+// number; the two now count separately.
 var (
 	bucketMeta      = []byte("flashgate")
 	bucketRevisions = []byte("revisions")
@@ -39,6 +48,13 @@ var (
 	keyNext         = []byte("next")
 	keyPending      = []byte("pending")
 )
+
+// dbFormat is the database layout this firmware writes (the meta bucket's
+// schema key). Firmware that writes format 2 sets a format 3 database
+// aside as "not one this firmware reads" and starts from the defaults; an
+// upgrade's fallback to the old slot puts the pre-upgrade copy back first
+// (docs/upgrade.md).
+const dbFormat = 3
 
 // Errors a caller may want to tell apart.
 var (
@@ -102,17 +118,19 @@ type Store struct {
 	path string
 	opts Options
 
-	mu         sync.Mutex
-	closed     bool
-	running    *Config
-	runningRev uint64
-	candidate  *Config
-	etagBase   string
-	etagSeq    uint64
-	pending    *Pending
-	timer      Timer
-	recovered  string
-	subs       map[chan Change]struct{}
+	mu           sync.Mutex
+	closed       bool
+	running      *Config
+	runningRev   uint64
+	runningEnc   encoded // running's JSON, once a commit needed it
+	candidate    *Config
+	candidateEnc encoded // candidate's JSON, when an edit encoded it
+	etagBase     string
+	etagSeq      uint64
+	pending      *Pending
+	timer        Timer
+	recovered    string
+	subs         map[chan Change]struct{}
 }
 
 // Pending is a commit waiting for Confirm.
@@ -210,11 +228,12 @@ const (
 	stateCurrent dbState = iota
 	stateEmpty           // no file, or a bbolt file without buckets
 	stateV1              // schema 1 layout
+	stateV2              // format 2: no parts bucket
 	stateBad             // set it aside
 )
 
 func (s *Store) load() error {
-	state, why, err := s.inspect()
+	state, why, found, err := s.inspect()
 	if err != nil {
 		return err
 	}
@@ -235,11 +254,26 @@ func (s *Store) load() error {
 		if err := s.migrateV1(); err != nil {
 			return err
 		}
+	case stateV2:
+		if err := s.migrateV2(); err != nil {
+			return err
+		}
 	}
-	if err := s.readRunning(); err != nil {
+	if found != nil && (state == stateCurrent || state == stateV2) {
+		// inspect read the running configuration already (a migration
+		// to format 3 leaves the records as they are): decoding a large
+		// one is most of configd's start.
+		p, err := decodePending(found.pending)
+		if err != nil {
+			return err
+		}
+		s.setRunningLocked(found.cfg, found.rev, encoded{})
+		s.pending = p
+	} else if err := s.readRunning(); err != nil {
 		return err
 	}
-	s.candidate = s.running.Clone()
+	// Neither is ever changed in place: they can share one value.
+	s.candidate = s.running
 	if p := s.pending; p != nil {
 		if s.opts.Clock.Now().Before(p.Deadline) {
 			s.armPending()
@@ -276,31 +310,38 @@ func (s *Store) asideName() string {
 	}
 }
 
-// inspect opens the file read-only and classifies it. err is set only for
-// conditions that must not lead to setting the file aside (the lock is
-// held by someone else).
-func (s *Store) inspect() (state dbState, why string, err error) {
+// runningRead is what inspect read of a usable database.
+type runningRead struct {
+	cfg     *Config
+	rev     uint64
+	pending []byte // the pending key's value, decoded by load
+}
+
+// inspect opens the file read-only and classifies it, returning the running
+// configuration when it read it. err is set only for conditions that must
+// not lead to setting the file aside (the lock is held by someone else).
+func (s *Store) inspect() (state dbState, why string, found *runningRead, err error) {
 	fi, err := os.Stat(s.path)
 	if errors.Is(err, os.ErrNotExist) {
-		return stateEmpty, "", nil
+		return stateEmpty, "", nil, nil
 	}
 	if err == nil && fi.Size() == 0 {
 		// Power was cut while the file was being created: nothing to
 		// keep, so it is simply initialized.
 		if err := s.cardWrite(func() error { return os.Remove(s.path) }); err != nil {
-			return 0, "", fmt.Errorf("remove empty config database: %w", err)
+			return 0, "", nil, fmt.Errorf("remove empty config database: %w", err)
 		}
-		return stateEmpty, "", nil
+		return stateEmpty, "", nil, nil
 	}
 	db, err := bolt.Open(s.path, 0o600, s.boltOptions(true))
 	if err != nil {
 		if errors.Is(err, bolterrors.ErrTimeout) {
-			return 0, "", fmt.Errorf("open config database %s: locked by another process for %v", s.path, s.opts.LockTimeout)
+			return 0, "", nil, fmt.Errorf("open config database %s: locked by another process for %v", s.path, s.opts.LockTimeout)
 		}
 		if errors.Is(err, fs.ErrPermission) {
-			return 0, "", fmt.Errorf("open config database: %w", err) // the file may be fine: not ours to move
+			return 0, "", nil, fmt.Errorf("open config database: %w", err) // the file may be fine: not ours to move
 		}
-		return stateBad, describeBoltError(err), nil
+		return stateBad, describeBoltError(err), nil, nil
 	}
 	defer db.Close()
 	err = safeView(db, func(tx *bolt.Tx) error {
@@ -321,27 +362,37 @@ func (s *Store) inspect() (state dbState, why string, err error) {
 			}
 			return errors.New("not a flashgate config database (unknown buckets)")
 		}
+		state = stateCurrent
 		switch v := string(meta.Get(keySchema)); v {
-		case fmt.Sprint(SchemaVersion):
+		case fmt.Sprint(dbFormat):
+			if tx.Bucket(bucketParts) == nil {
+				return errors.New("no parts bucket")
+			}
+		case "2":
+			state = stateV2
 		case "":
 			return errors.New("not a flashgate config database (no schema version)")
 		default:
-			return fmt.Errorf("schema version %s is not one this firmware reads (it writes %d)", v, SchemaVersion)
+			return fmt.Errorf("schema version %s is not one this firmware reads (it writes %d)", v, dbFormat)
+		}
+		if tx.Bucket(bucketRevisions) == nil {
+			return errors.New("no revisions bucket")
 		}
 		rev := getUint(meta, keyRunning)
 		if rev == 0 {
 			return errors.New("no running revision recorded")
 		}
-		if _, _, err := readRecord(tx, rev); err != nil {
+		_, cfg, err := readRecord(tx, rev)
+		if err != nil {
 			return fmt.Errorf("running revision %d: %w", rev, err)
 		}
-		state = stateCurrent
+		found = &runningRead{cfg: cfg, rev: rev, pending: bytes.Clone(meta.Get(keyPending))}
 		return nil
 	})
 	if err != nil {
-		return stateBad, err.Error(), nil
+		return stateBad, err.Error(), nil, nil
 	}
-	return state, "", nil
+	return state, "", found, nil
 }
 
 func describeBoltError(err error) string {
@@ -429,35 +480,81 @@ func revKey(rev uint64) []byte {
 	return k[:]
 }
 
+// createLayout makes the buckets of an empty database and returns the meta
+// bucket.
+func createLayout(tx *bolt.Tx) (*bolt.Bucket, error) {
+	meta, err := tx.CreateBucket(bucketMeta)
+	if err != nil {
+		return nil, fmt.Errorf("create meta bucket: %w", err)
+	}
+	for _, name := range [][]byte{bucketRevisions, bucketParts} {
+		if _, err := tx.CreateBucket(name); err != nil {
+			return nil, fmt.Errorf("create %s bucket: %w", name, err)
+		}
+	}
+	if err := meta.Put(keySchema, []byte(fmt.Sprint(dbFormat))); err != nil {
+		return nil, err
+	}
+	return meta, nil
+}
+
 // initialize writes a fresh database holding the defaults as revision 1.
 func (s *Store) initialize() error {
 	cfg := s.opts.Defaults()
 	cfg.normalize()
+	doc, err := encodeDocument(cfg)
+	if err != nil {
+		return err
+	}
 	return s.update(func(tx *bolt.Tx) error {
-		meta, err := tx.CreateBucket(bucketMeta)
+		meta, err := createLayout(tx)
 		if err != nil {
-			return fmt.Errorf("create meta bucket: %w", err)
-		}
-		if _, err := tx.CreateBucket(bucketRevisions); err != nil {
-			return fmt.Errorf("create revisions bucket: %w", err)
-		}
-		if err := meta.Put(keySchema, []byte(fmt.Sprint(SchemaVersion))); err != nil {
 			return err
 		}
 		info := RevisionInfo{Revision: 1, Who: "flashgate", When: s.opts.Clock.Now().UTC(),
 			Message: "factory defaults", Sections: Sections, Reason: "factory-reset"}
-		return s.writeRevision(tx, meta, info, cfg)
+		return s.writeRevision(tx, meta, info, doc)
 	})
 }
 
-// writeRevision stores cfg as revision info.Revision, makes it running,
-// advances next and trims the history, inside tx.
-func (s *Store) writeRevision(tx *bolt.Tx, meta *bolt.Bucket, info RevisionInfo, cfg *Config) error {
-	rec, err := encodeRecord(info, cfg)
+// migrateV2 turns a format 2 database into format 3: its records stay
+// and are read as they are; new revisions store their documents in parts.
+func (s *Store) migrateV2() error {
+	s.opts.Logf("config: %s: database format 2 to %d (revisions from now on share the unchanged parts of their configurations)", s.path, dbFormat)
+	return s.update(func(tx *bolt.Tx) error {
+		if _, err := tx.CreateBucketIfNotExists(bucketParts); err != nil {
+			return fmt.Errorf("create parts bucket: %w", err)
+		}
+		return tx.Bucket(bucketMeta).Put(keySchema, []byte(fmt.Sprint(dbFormat)))
+	})
+}
+
+// encodeDocument is the JSON document a revision stores for c.
+func encodeDocument(c *Config) ([]byte, error) {
+	doc, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode the configuration: %w", err)
+	}
+	return doc, nil
+}
+
+// writeRevision stores doc, a configuration's JSON document, as revision
+// info.Revision, makes it running, advances next and trims the history,
+// inside tx. The parts of doc that revisions share with it (the running one,
+// the one a rollback restores) are not stored again.
+func (s *Store) writeRevision(tx *bolt.Tx, meta *bolt.Bucket, info RevisionInfo, doc []byte, shares ...uint64) error {
+	reuse := partSet{}
+	for _, rev := range shares {
+		addPartsOf(tx, reuse, rev)
+	}
+	rec, err := encodeRecord(tx, info, doc, reuse)
 	if err != nil {
 		return err
 	}
 	revs := tx.Bucket(bucketRevisions)
+	// Revision numbers only grow: full leaves split where they end instead
+	// of in the middle (half-empty pages the next records never fill).
+	revs.FillPercent = 0.9
 	if err := revs.Put(revKey(info.Revision), rec); err != nil {
 		return fmt.Errorf("store revision %d: %w", info.Revision, err)
 	}
@@ -490,7 +587,8 @@ func (s *Store) writeRevision(tx *bolt.Tx, meta *bolt.Bucket, info RevisionInfo,
 		}
 		n--
 	}
-	return nil
+	// The parts only the trimmed revisions listed go with them.
+	return collectParts(tx)
 }
 
 // trimBatch is how far the history may grow past HistoryLimit before the
@@ -498,7 +596,10 @@ func (s *Store) writeRevision(tx *bolt.Tx, meta *bolt.Bucket, info RevisionInfo,
 const trimBatch = 8
 
 func readPending(meta *bolt.Bucket) (*Pending, error) {
-	v := meta.Get(keyPending)
+	return decodePending(meta.Get(keyPending))
+}
+
+func decodePending(v []byte) (*Pending, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -522,7 +623,8 @@ func (s *Store) readRunning() error {
 		if err != nil {
 			return err
 		}
-		s.running, s.runningRev, s.pending = cfg, rev, p
+		s.setRunningLocked(cfg, rev, encoded{})
+		s.pending = p
 		return nil
 	})
 }

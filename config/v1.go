@@ -42,19 +42,17 @@ func (s *Store) migrateV1() error {
 		if err := tx.DeleteBucket(bucketV1); err != nil {
 			return err
 		}
-		meta, err := tx.CreateBucket(bucketMeta)
+		meta, err := createLayout(tx)
 		if err != nil {
 			return err
 		}
-		if _, err := tx.CreateBucket(bucketRevisions); err != nil {
-			return err
-		}
-		if err := meta.Put(keySchema, []byte(fmt.Sprint(SchemaVersion))); err != nil {
+		stored, err := encodeDocument(cfg)
+		if err != nil {
 			return err
 		}
 		info := RevisionInfo{Revision: 1, Who: "flashgate", When: s.opts.Clock.Now().UTC(),
 			Message: "migrated from schema 1", Sections: Sections, Reason: "migration"}
 		s.opts.Logf("config: migrated %s from schema 1 to %d", s.path, SchemaVersion)
-		return s.writeRevision(tx, meta, info, cfg)
+		return s.writeRevision(tx, meta, info, stored)
 	})
 }
