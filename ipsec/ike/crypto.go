@@ -76,10 +76,18 @@ var errICV = errors.New("integrity check failed")
 // skDirection protects the messages of one direction of an IKE SA: the
 // SK payload of RFC 7296 3.14 with AES-CBC and a truncated HMAC, or with an
 // AEAD per RFC 5282 (AES-GCM) and RFC 7634 (ChaCha20-Poly1305).
+//
+// It keeps the key, not the keyed cipher: Go's AES-GCM with its tables is
+// about 770 bytes, and an established IKE SA protects a message in each
+// direction once in a while (dead peer detection, rekeys), so a hub of a
+// thousand tunnels held 1.5 MB of ciphers it hardly used. Keying costs
+// well under a microsecond per message next to that.
 type skDirection struct {
-	aead  cipher.AEAD
+	encr  uint16 // ENCR_* transform ID
+	tag   int    // AEAD tag length
+	ekey  []byte // the cipher's key (AEAD: without the salt)
 	salt  []byte
-	block cipher.Block
+	bs    int // CBC: the cipher's block size; 0 for an AEAD
 	integ func() hash.Hash
 	ikey  []byte
 	icv   int
@@ -88,40 +96,21 @@ type skDirection struct {
 }
 
 func newSKDirection(e Encr, integ uint16, ekey, akey []byte, rand io.Reader) (*skDirection, error) {
-	d := &skDirection{rand: rand}
+	d := &skDirection{encr: e.ID, rand: rand}
 	switch e.ID {
 	case ENCR_AES_GCM_12, ENCR_AES_GCM_16:
 		n := len(ekey) - 4
-		b, err := aes.NewCipher(ekey[:n])
-		if err != nil {
-			return nil, err
-		}
-		tag := 16
+		d.tag = 16
 		if e.ID == ENCR_AES_GCM_12 {
-			tag = 12
+			d.tag = 12
 		}
-		if d.aead, err = cipher.NewGCMWithTagSize(b, tag); err != nil {
-			return nil, err
-		}
-		d.salt = append([]byte(nil), ekey[n:]...)
-		d.icv = tag
+		d.ekey, d.salt, d.icv = append([]byte(nil), ekey[:n]...), append([]byte(nil), ekey[n:]...), d.tag
 	case ENCR_CHACHA20_POLY1305:
-		a, err := chacha20poly1305.New(ekey[:32])
-		if err != nil {
-			return nil, err
+		if len(ekey) < 32 {
+			return nil, fmt.Errorf("ChaCha20-Poly1305 key of %d bytes", len(ekey))
 		}
-		d.aead, d.salt, d.icv = a, append([]byte(nil), ekey[32:]...), 16
+		d.ekey, d.salt, d.icv = append([]byte(nil), ekey[:32]...), append([]byte(nil), ekey[32:]...), 16
 	case ENCR_AES_CBC, ENCR_3DES:
-		var b cipher.Block
-		var err error
-		if e.ID == ENCR_3DES {
-			b, err = des.NewTripleDESCipher(ekey)
-		} else {
-			b, err = aes.NewCipher(ekey)
-		}
-		if err != nil {
-			return nil, err
-		}
 		h, _, icv, err := integInfo(integ)
 		if err != nil {
 			return nil, err
@@ -129,19 +118,55 @@ func newSKDirection(e Encr, integ uint16, ekey, akey []byte, rand io.Reader) (*s
 		if h == nil {
 			return nil, fmt.Errorf("AES-CBC needs an integrity algorithm")
 		}
-		d.block, d.integ, d.ikey, d.icv = b, h, append([]byte(nil), akey...), icv
+		d.ekey, d.integ, d.ikey, d.icv = append([]byte(nil), ekey...), h, append([]byte(nil), akey...), icv
 	default:
 		// ENCR_AES_GCM_8 lands here: Go's GCM has no 8-byte tags, and
 		// nobody protects IKE with them.
 		return nil, fmt.Errorf("encryption algorithm %d not supported for IKE", e.ID)
 	}
+	// Key once now: a key the cipher refuses fails here, not at the
+	// first message.
+	aead, block, err := d.keyed()
+	if err != nil {
+		d.zero()
+		return nil, err
+	}
+	if aead == nil {
+		d.bs = block.BlockSize()
+	}
 	return d, nil
 }
 
+// keyed makes the cipher from the key: an AEAD, or a block cipher for CBC.
+func (d *skDirection) keyed() (cipher.AEAD, cipher.Block, error) {
+	if d.ekey == nil {
+		return nil, nil, errors.New("IKE SA keys are gone")
+	}
+	switch d.encr {
+	case ENCR_AES_GCM_12, ENCR_AES_GCM_16:
+		b, err := aes.NewCipher(d.ekey)
+		if err != nil {
+			return nil, nil, err
+		}
+		a, err := cipher.NewGCMWithTagSize(b, d.tag)
+		return a, nil, err
+	case ENCR_CHACHA20_POLY1305:
+		a, err := chacha20poly1305.New(d.ekey)
+		return a, nil, err
+	case ENCR_3DES:
+		b, err := des.NewTripleDESCipher(d.ekey)
+		return nil, b, err
+	default:
+		b, err := aes.NewCipher(d.ekey)
+		return nil, b, err
+	}
+}
+
 func (d *skDirection) zero() {
+	clear(d.ekey)
 	clear(d.ikey)
 	clear(d.salt)
-	d.aead, d.block = nil, nil
+	d.ekey = nil
 }
 
 // seal builds a complete protected message: header, SK payload carrying
@@ -157,10 +182,10 @@ func (d *skDirection) seal(h Header, inner []Payload) ([]byte, error) {
 // overhead is what protection adds to a plaintext of n bytes: IV,
 // padding, pad length and ICV.
 func (d *skDirection) overhead(n int) int {
-	if d.aead != nil {
+	if d.bs == 0 {
 		return 8 + 1 + d.icv
 	}
-	bs := d.block.BlockSize()
+	bs := d.bs
 	return bs + (bs-(n+1)%bs)%bs + 1 + d.icv
 }
 
@@ -169,12 +194,16 @@ func (d *skDirection) overhead(n int) int {
 // sit between the generic header and the IV and are authenticated.
 func (d *skDirection) sealPlain(h Header, pt, first PayloadType, extra, plain []byte) ([]byte, error) {
 	h.NextPayload = pt
+	aead, block, err := d.keyed()
+	if err != nil {
+		return nil, fmt.Errorf("SK: %w", err)
+	}
 	var ivLen, padLen int
-	if d.aead != nil {
+	if aead != nil {
 		ivLen = 8
 		padLen = 0 // RFC 5282 3: no padding needed beyond the pad length octet
 	} else {
-		bs := d.block.BlockSize()
+		bs := d.bs
 		ivLen = bs
 		padLen = (bs - (len(plain)+1)%bs) % bs
 	}
@@ -193,18 +222,18 @@ func (d *skDirection) sealPlain(h Header, pt, first PayloadType, extra, plain []
 	out = out[:len(out)+ivLen]
 	plain = append(plain, make([]byte, padLen)...)
 	plain = append(plain, byte(padLen))
-	if d.aead != nil {
+	if aead != nil {
 		d.ivSeq++
 		binary.BigEndian.PutUint64(iv, d.ivSeq)
 		nonce := append(append(make([]byte, 0, 12), d.salt...), iv...)
-		out = d.aead.Seal(out, nonce, plain, aad)
+		out = aead.Seal(out, nonce, plain, aad)
 		return out, nil
 	}
 	if _, err := io.ReadFull(d.rand, iv); err != nil {
 		return nil, fmt.Errorf("SK IV: %w", err)
 	}
 	ct := out[len(out) : len(out)+ctLen]
-	cipher.NewCBCEncrypter(d.block, iv).CryptBlocks(ct, plain)
+	cipher.NewCBCEncrypter(block, iv).CryptBlocks(ct, plain)
 	out = out[:len(out)+ctLen]
 	m := hmac.New(d.integ, d.ikey)
 	m.Write(out)
@@ -228,19 +257,22 @@ func (d *skDirection) open(msg []byte, h Header, sk *Encrypted) ([]Payload, erro
 func (d *skDirection) openPlain(msg []byte, h Header, body []byte) ([]byte, error) {
 	msg = msg[:h.Length]
 	aadEnd := len(msg) - len(body)
+	aead, block, err := d.keyed()
+	if err != nil {
+		return nil, fmt.Errorf("SK: %w", err)
+	}
 	var plain []byte
-	if d.aead != nil {
+	if aead != nil {
 		if len(body) < 8+d.icv+1 {
 			return nil, fmt.Errorf("SK payload of %d bytes: %w", len(body), ErrTruncated)
 		}
 		nonce := append(append(make([]byte, 0, 12), d.salt...), body[:8]...)
-		var err error
-		plain, err = d.aead.Open(nil, nonce, body[8:], msg[:aadEnd])
+		plain, err = aead.Open(nil, nonce, body[8:], msg[:aadEnd])
 		if err != nil {
 			return nil, errICV
 		}
 	} else {
-		bs := d.block.BlockSize()
+		bs := d.bs
 		if len(body) < bs+bs+d.icv || (len(body)-bs-d.icv)%bs != 0 {
 			return nil, fmt.Errorf("SK payload of %d bytes: %w", len(body), ErrMalformed)
 		}
@@ -251,7 +283,7 @@ func (d *skDirection) openPlain(msg []byte, h Header, body []byte) ([]byte, erro
 		}
 		ct := body[bs : len(body)-d.icv]
 		plain = make([]byte, len(ct))
-		cipher.NewCBCDecrypter(d.block, body[:bs]).CryptBlocks(plain, ct)
+		cipher.NewCBCDecrypter(block, body[:bs]).CryptBlocks(plain, ct)
 	}
 	pad := int(plain[len(plain)-1])
 	if pad+1 > len(plain) {
