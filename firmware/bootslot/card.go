@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/flashgate/flashgate/firmware/bootfs"
 	"golang.org/x/sys/unix"
@@ -45,6 +46,23 @@ func OpenCard(path string, base int64) (*Card, error) {
 		return nil, fmt.Errorf("boot partition %s: %w", path, err)
 	}
 	return &Card{Path: path, f: f, dev: f, Vol: v}, nil
+}
+
+// OpenCardWaiting is OpenCard for a writer that must not give up because
+// a reader holds the lock for a moment: configd opens the card to list the
+// slots whenever the web UI asks for the firmware's status, which the
+// System page does every few seconds while an upgrade's test boot runs,
+// the very moment PID 1 must record that test boot's result. It retries a
+// card that is in use until wait has passed; other errors return at once.
+func OpenCardWaiting(path string, base int64, wait time.Duration) (*Card, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		c, err := OpenCard(path, base)
+		if err == nil || !errors.Is(err, unix.EWOULDBLOCK) || !time.Now().Before(deadline) {
+			return c, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // Close releases the card.
@@ -107,4 +125,14 @@ func OpenBox() (*Card, error) {
 		return nil, err
 	}
 	return OpenCard(dev, 0)
+}
+
+// OpenBoxWaiting is OpenBox that waits up to wait for a card in use
+// (OpenCardWaiting).
+func OpenBoxWaiting(wait time.Duration) (*Card, error) {
+	dev, err := FindBootPartition("/sys/class/block", "/dev")
+	if err != nil {
+		return nil, err
+	}
+	return OpenCardWaiting(dev, 0, wait)
 }

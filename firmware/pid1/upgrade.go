@@ -32,6 +32,10 @@ const (
 	// trialCrashLoop restarts of one service fail the test boot at once.
 	trialCrashLoop = 4
 	trialPoll      = 2 * time.Second
+	// trialRecordWait is how long the end of a test boot waits for the
+	// boot partition when another process reads it (configd listing the
+	// slots for the web UI: well under a second, even emulated).
+	trialRecordWait = time.Minute
 )
 
 // Files of the configuration the upgrade keeps for the old slot.
@@ -161,9 +165,21 @@ func (in *initProc) checkTrial(rec *bootslot.Record) {
 }
 
 func (in *initProc) finishTrial(rec *bootslot.Record, problem string) {
-	card, err := bootslot.OpenBox()
+	card, err := bootslot.OpenBoxWaiting(trialRecordWait)
 	if err != nil {
-		in.logf("upgrade: %v: cannot commit slot %s; the next boot falls back", err, rec.To)
+		// The result cannot be written, so this test boot would never
+		// end: the web UI would show it in progress for good. The boot-once
+		// is spent and the old slot is still the default, so a reboot
+		// is the fallback, and the old firmware reports the test boot as
+		// failed (see upgradeAtBoot).
+		in.logf("upgrade: %v: cannot record the result of the test boot of slot %s; rebooting into slot %s (%s)", err, rec.To, rec.From, rec.FromVersion)
+		in.mu.Lock()
+		in.slots.status.Checking = "cannot record the result: " + err.Error()
+		in.mu.Unlock()
+		in.writeUpgradeStatus()
+		if err := in.requestPower(supervisor.Reboot); err != nil {
+			in.logf("upgrade: reboot: %v", err)
+		}
 		return
 	}
 	defer card.Close()
