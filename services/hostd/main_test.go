@@ -165,6 +165,8 @@ func TestMainFollowsConfigd(t *testing.T) {
 	}
 	commit(t, cd, func(s *config.System) { s.Timezone = "Asia/Kolkata" })
 	until("the new time zone", func() bool { return checkZone(localtime, "IST", 19800) == nil })
+	// hostd writes the zone, then logs it: the file can be seen first.
+	until("hostd to log the new time zone", func() bool { return logged("hostd: time zone Asia/Kolkata") > 0 })
 
 	if got := hook.got(); !slices.Equal(got, []int{115200}) {
 		t.Errorf("the getty was restarted at %v, want once at 115200", got)
