@@ -120,11 +120,7 @@ func FindBootPartition(sysBlock, devDir string) (string, error) {
 
 // OpenBox opens the running box's boot partition.
 func OpenBox() (*Card, error) {
-	dev, err := FindBootPartition("/sys/class/block", "/dev")
-	if err != nil {
-		return nil, err
-	}
-	return OpenCard(dev, 0)
+	return OpenBoxWaiting(0) // one try
 }
 
 // OpenBoxWaiting is OpenBox that waits up to wait for a card in use
