@@ -180,8 +180,11 @@ func TestMainInNamespace(t *testing.T) {
 	waitfor.Cond(t, 15*time.Second, "status with an applied configuration from netd's socket", func() bool {
 		return get("/v1/status", &st) == nil && !st.LastApply.At.IsZero()
 	})
-	if st.Board != "qemu" || !strings.Contains(st.ConfigSource, "defaults") || !st.LastApply.FirewallReplaced {
-		t.Errorf("status: board %q, source %q, firewall replaced %v", st.Board, st.ConfigSource, st.LastApply.FirewallReplaced)
+	// Not LastApply.FirewallReplaced: the WAN lease may already have
+	// caused a second apply, which rightly replaces nothing. The
+	// firewall in the kernel is checked below.
+	if st.Board != "qemu" || !strings.Contains(st.ConfigSource, "defaults") || st.LastApply.Error != "" {
+		t.Errorf("status: board %q, source %q, apply error %q", st.Board, st.ConfigSource, st.LastApply.Error)
 	}
 	// It runs as its user, with the three capabilities (bits 10, 12
 	// and 13) and no_new_privs.
