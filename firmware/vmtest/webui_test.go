@@ -148,23 +148,27 @@ func TestWebUIUnprivilegedInVM(t *testing.T) {
 		strings.Contains(netdAccess, fmt.Sprintf("%-22s connects", "iked/iked.sock")) {
 		t.Errorf("netd's user got the key:\n%s", netdAccess)
 	}
-	// The WAN's DHCP lease from qemu's user network gives its DNS server
-	// (10.0.2.3), which netd writes in its own directory, where the box's
-	// resolver looks.
+	// netd, unprivileged, writes the resolver file in its own directory,
+	// and /etc/resolv.conf (a link PID 1 made) reads it. Its content here
+	// is netd's "no DNS servers" header: the test's WAN is qemu's
+	// restricted user network (nothing may leave this host), whose DHCP
+	// answers without a router or DNS server. That the lease's DNS servers
+	// land in the file, written by netd's user, is TestMainInNamespace's
+	// (services/netd), with a DHCP server of its own.
+	const netdHeader = "# Written by netd"
 	var resolv string
-	for try := 0; try < 30 && !strings.Contains(resolv, "nameserver 10.0.2.3"); try++ {
+	for try := 0; try < 30 && !strings.Contains(resolv, netdHeader); try++ {
 		if try > 0 {
 			time.Sleep(2 * time.Second)
 		}
 		resolv = c.run("cat /etc/resolv.conf")
 	}
-	if !strings.Contains(resolv, "nameserver 10.0.2.3") {
-		t.Errorf("/etc/resolv.conf on the box:\n%s\nwant qemu's DNS server from netd's WAN lease", resolv)
+	if !strings.Contains(resolv, netdHeader) {
+		t.Errorf("/etc/resolv.conf on the box:\n%s\nwant the file netd writes", resolv)
 	}
-	if own := c.run("cat /run/flashgate/netd/resolv.conf"); !strings.Contains(own, "nameserver 10.0.2.3") {
-		t.Errorf("netd's own resolv.conf on the box:\n%s\nwant qemu's DNS server", own)
+	if own := c.run("cat /run/flashgate/netd/resolv.conf"); !strings.Contains(own, netdHeader) {
+		t.Errorf("netd's own resolv.conf on the box:\n%s\nwant netd's", own)
 	}
-
 	// iked serves its API as its own user, and the console (root) and the
 	// web UI reach it.
 	if out := c.run("flashgate ipsec status"); !strings.Contains(out, "hq") {
