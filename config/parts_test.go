@@ -114,12 +114,7 @@ func TestSmallChangeStoresFewParts(t *testing.T) {
 // Trimming the history deletes exactly the parts no kept revision lists,
 // and every kept revision still reads back.
 func TestTrimCollectsParts(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "config.db")
-	s, err := Open(path, Options{HistoryLimit: 5, Clock: newFakeClock()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, _ := openWithHistory(t, 5)
 	want := map[uint64]string{}
 	for i := range 40 {
 		info := mustCommit(t, s, "a", "n", func(c *Config) {
@@ -131,7 +126,7 @@ func TestTrimCollectsParts(t *testing.T) {
 		c, _ := s.Running()
 		want[info.Revision] = c.Text()
 	}
-	err = s.view(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		used := map[string]bool{}
 		tx.Bucket(bucketRevisions).ForEach(func(k, v []byte) error {
 			hdr, body, _ := splitRecord(v)
@@ -249,16 +244,10 @@ func TestV2Fixture(t *testing.T) {
 		t.Fatalf("rolled back to revision 2:\n%s", c.Text())
 	}
 	s.Close()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	db.View(func(tx *bolt.Tx) error {
+	viewDB(t, path, func(tx *bolt.Tx) {
 		if v := string(tx.Bucket(bucketMeta).Get(keySchema)); v != fmt.Sprint(dbFormat) {
 			t.Errorf("schema key %q after the upgrade", v)
 		}
-		return nil
 	})
 }
 

@@ -30,6 +30,19 @@ func openTest(t *testing.T, path string, clock Clock) *Store {
 	return s
 }
 
+// openWithHistory opens a new database that keeps limit revisions, and
+// says where it is.
+func openWithHistory(t *testing.T, limit int) (*Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.db")
+	s, err := Open(path, Options{HistoryLimit: limit, Clock: newFakeClock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, path
+}
+
 func mustCommit(t *testing.T, s *Store, who, msg string, edit func(c *Config)) RevisionInfo {
 	t.Helper()
 	if _, err := s.EditCandidate("", func(c *Config) error { edit(c); return nil }); err != nil {
@@ -116,12 +129,7 @@ func TestRollback(t *testing.T) {
 }
 
 func TestHistoryIsBounded(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "config.db")
-	s, err := Open(path, Options{HistoryLimit: 5, Clock: newFakeClock()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, path := openWithHistory(t, 5)
 	for i := range 40 {
 		mustCommit(t, s, "a", "n", func(c *Config) { c.System.Hostname = fmt.Sprint("h", i) })
 		h, _ := s.History()
@@ -131,17 +139,23 @@ func TestHistoryIsBounded(t *testing.T) {
 	}
 	s.Close()
 	// On disk: never more than the limit plus one trim batch.
+	viewDB(t, path, func(tx *bolt.Tx) {
+		if n := tx.Bucket(bucketRevisions).Stats().KeyN; n > 5+trimBatch {
+			t.Errorf("%d revisions stored with limit 5", n)
+		}
+	})
+}
+
+// viewDB opens the closed database at path read-only and runs f in a read
+// transaction: what is on disk, not what the store says.
+func viewDB(t *testing.T, path string, f func(tx *bolt.Tx)) {
+	t.Helper()
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	db.View(func(tx *bolt.Tx) error {
-		if n := tx.Bucket(bucketRevisions).Stats().KeyN; n > 5+trimBatch {
-			t.Errorf("%d revisions stored with limit 5", n)
-		}
-		return nil
-	})
+	db.View(func(tx *bolt.Tx) error { f(tx); return nil })
 }
 
 func TestTwoWriters(t *testing.T) {

@@ -365,8 +365,18 @@ func (l *interopLab) closeAll() {
 // charonKey finds the last "<what> => N bytes" hex dump in charon's log
 // (logged at chd level 4) and returns the bytes.
 func charonKey(log []byte, what string) []byte {
+	keys := charonKeys(log, what)
+	if len(keys) == 0 {
+		return nil
+	}
+	return keys[len(keys)-1]
+}
+
+// charonKeys is every key charon logged under what, oldest first.
+func charonKeys(log []byte, what string) [][]byte {
+	var keys [][]byte
 	lines := strings.Split(string(log), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
+	for i := range lines {
 		j := strings.Index(lines[i], what+" => ")
 		if j < 0 {
 			continue
@@ -392,9 +402,9 @@ func charonKey(log []byte, what string) []byte {
 				key = append(key, b)
 			}
 		}
-		return key
+		keys = append(keys, key)
 	}
-	return nil
+	return keys
 }
 
 // checkKeysWithCharon compares the CHILD_SA keys we derived with the ones

@@ -78,6 +78,40 @@ func (e *env) raw(t *testing.T, method, path, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// commitTunnelAndAdmin commits addTunnel's tunnel and an admin password
+// (the secrets the narrower sockets must not hand out) through c.
+func commitTunnelAndAdmin(t *testing.T, ctx context.Context, c *configdapi.Client, message string) {
+	t.Helper()
+	etag := addTunnel(t, ctx, c, "")
+	if _, err := c.SetPassword(ctx, etag, "admin", "correct horse battery"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Commit(ctx, configdapi.CommitRequest{Who: "t", Message: message}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// watchSeesCommit checks that a commit made through full arrives on
+// watcher's watch stream, after the first event ("current").
+func watchSeesCommit(t *testing.T, ctx context.Context, full, watcher *configdapi.Client) {
+	t.Helper()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	changes := watcher.Watch(wctx)
+	if first, ok := <-changes; !ok || first.Reason != "current" {
+		t.Fatalf("first watch event %+v (open %v), want current", first, ok)
+	}
+	if _, err := full.Set(ctx, "", "tunnels.branch.remote_address", "192.0.2.7"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := full.Commit(ctx, configdapi.CommitRequest{Who: "t", Message: "second"}); err != nil {
+		t.Fatal(err)
+	}
+	if ch, ok := <-changes; !ok || ch.Reason == "current" {
+		t.Errorf("after a commit the watch stream gave %+v (open %v), want the commit", ch, ok)
+	}
+}
+
 func addTunnel(t *testing.T, ctx context.Context, c *configdapi.Client, etag string) string {
 	t.Helper()
 	steps := []struct {

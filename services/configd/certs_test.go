@@ -22,13 +22,7 @@ func TestCertificateStore(t *testing.T) {
 	full := serve(t)
 	web := serveRestricted(t, full)
 	ctx := context.Background()
-	etag := addTunnel(t, ctx, full.c, "")
-	if _, err := full.c.SetPassword(ctx, etag, "admin", "correct horse battery"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := full.c.Commit(ctx, configdapi.CommitRequest{Who: "t", Message: "admin"}); err != nil {
-		t.Fatal(err)
-	}
+	commitTunnelAndAdmin(t, ctx, full.c, "admin")
 	if _, err := web.c.CreateCA(ctx, configdapi.CreateCARequest{Name: "ca", CommonName: "flashgate CA"}); err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/flashgate/flashgate/services/configd"
 	"github.com/flashgate/flashgate/services/configd/configdapi"
@@ -25,13 +24,7 @@ func TestReadOnlyAPIReadsRunningAndChangesNothing(t *testing.T) {
 	full := serve(t)
 	ro := serveReadOnly(t, full)
 	ctx := context.Background()
-	etag := addTunnel(t, ctx, full.c, "")
-	if _, err := full.c.SetPassword(ctx, etag, "admin", "correct horse battery"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := full.c.Commit(ctx, configdapi.CommitRequest{Who: "t", Message: "tunnel"}); err != nil {
-		t.Fatal(err)
-	}
+	commitTunnelAndAdmin(t, ctx, full.c, "tunnel")
 	if _, err := full.c.PutFile(ctx, "ssh_host_key", []byte("PRIVATE KEY")); err != nil {
 		t.Fatal(err)
 	}
@@ -79,21 +72,7 @@ func TestReadOnlyAPIReadsRunningAndChangesNothing(t *testing.T) {
 	}
 
 	// The watch stream: a commit made on the full socket arrives.
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	changes := ro.c.Watch(wctx)
-	if first, ok := <-changes; !ok || first.Reason != "current" {
-		t.Fatalf("first watch event %+v (open %v), want current", first, ok)
-	}
-	if _, err := full.c.Set(ctx, "", "tunnels.branch.remote_address", "192.0.2.7"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := full.c.Commit(ctx, configdapi.CommitRequest{Who: "t", Message: "second"}); err != nil {
-		t.Fatal(err)
-	}
-	if ch, ok := <-changes; !ok || ch.Reason == "current" {
-		t.Errorf("after a commit the watch stream gave %+v (open %v), want the commit", ch, ok)
-	}
+	watchSeesCommit(t, ctx, full.c, ro.c)
 }
 
 // netd reads the running configuration through the read-only socket
@@ -105,13 +84,7 @@ func TestRedactedReadOnlyAPIHandsOutNoSecretsAndChangesNothing(t *testing.T) {
 	full := serve(t)
 	red := serveAnother(t, full, "redacted.sock", configd.ReadOnly(), configd.Restricted())
 	ctx := context.Background()
-	etag := addTunnel(t, ctx, full.c, "")
-	if _, err := full.c.SetPassword(ctx, etag, "admin", "correct horse battery"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := full.c.Commit(ctx, configdapi.CommitRequest{Who: "t", Message: "tunnel"}); err != nil {
-		t.Fatal(err)
-	}
+	commitTunnelAndAdmin(t, ctx, full.c, "tunnel")
 	if _, err := full.c.PutFile(ctx, "webui.key", []byte("WEB KEY")); err != nil {
 		t.Fatal(err)
 	}
@@ -155,19 +128,6 @@ func TestRedactedReadOnlyAPIHandsOutNoSecretsAndChangesNothing(t *testing.T) {
 		}
 	}
 
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	changes := red.c.Watch(wctx)
-	if first, ok := <-changes; !ok || first.Reason != "current" {
-		t.Fatalf("first watch event %+v (open %v), want current", first, ok)
-	}
-	if _, err := full.c.Set(ctx, "", "tunnels.branch.remote_address", "192.0.2.7"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := full.c.Commit(ctx, configdapi.CommitRequest{Who: "t", Message: "second"}); err != nil {
-		t.Fatal(err)
-	}
-	if ch, ok := <-changes; !ok || ch.Reason == "current" {
-		t.Errorf("after a commit the watch stream gave %+v (open %v), want the commit", ch, ok)
-	}
+	// The watch stream: a commit made on the full socket arrives.
+	watchSeesCommit(t, ctx, full.c, red.c)
 }

@@ -47,13 +47,7 @@ func TestRestrictedAPIHandsOutNoSecrets(t *testing.T) {
 	full := serve(t)
 	web := serveRestricted(t, full)
 	ctx := context.Background()
-	etag := addTunnel(t, ctx, full.c, "")
-	if _, err := full.c.SetPassword(ctx, etag, "admin", "correct horse battery"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := full.c.Commit(ctx, configdapi.CommitRequest{Who: "t", Message: "tunnel"}); err != nil {
-		t.Fatal(err)
-	}
+	commitTunnelAndAdmin(t, ctx, full.c, "tunnel")
 	if _, err := full.c.PutFile(ctx, "ssh_host_key", []byte("PRIVATE KEY")); err != nil {
 		t.Fatal(err)
 	}
@@ -152,13 +146,7 @@ func TestRestrictedAPINeedsThePasswordForWholesaleActions(t *testing.T) {
 	full := serve(t)
 	web := serveRestricted(t, full)
 	ctx := context.Background()
-	etag := addTunnel(t, ctx, full.c, "")
-	if _, err := full.c.SetPassword(ctx, etag, "admin", "correct horse battery"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := full.c.Commit(ctx, configdapi.CommitRequest{Who: "t", Message: "tunnel"}); err != nil {
-		t.Fatal(err)
-	}
+	commitTunnelAndAdmin(t, ctx, full.c, "tunnel")
 	backup, err := full.c.Export(ctx, config.SecretsEncrypted, "a long passphrase")
 	if err != nil {
 		t.Fatalf("export on root's socket: %v", err)
