@@ -247,13 +247,15 @@ func serviceTable(exe string, c consoleSpec, web webListeners) []supervisor.Serv
 			"-socket", paths.NetdSocket, "-resolv-conf", paths.NetdResolvConf}, Env: env,
 			After: []string{"configd"}, Needs: []string{modulesLoaded}, Restart: supervisor.RestartAlways,
 			User: &supervisor.User{UID: netdUID, GID: netdGID,
-				Caps: []uintptr{unix.CAP_NET_ADMIN, unix.CAP_NET_BIND_SERVICE, unix.CAP_NET_RAW, unix.CAP_SYS_TIME}}},
+				Caps: []uintptr{unix.CAP_NET_ADMIN, unix.CAP_NET_BIND_SERVICE, unix.CAP_NET_RAW, unix.CAP_SYS_TIME}},
+			Syscalls: supervisor.SyscallsNetworkService},
 		{Name: "iked", Path: exe, Args: []string{"iked", "-configd", paths.ConfigdReadSocket,
 			"-socket", paths.IkedSocket, "-socket-group", strconv.Itoa(ikedAPIGID)}, Env: env,
 			After: []string{"configd"}, Needs: []string{modulesLoaded}, Restart: supervisor.RestartAlways,
 			StopTimeout: 3 * time.Second,
 			User: &supervisor.User{UID: ikedUID, GID: ikedGID, Groups: []uint32{ikedAPIGID},
-				Caps: []uintptr{unix.CAP_NET_ADMIN, unix.CAP_NET_BIND_SERVICE, unix.CAP_NET_RAW}}},
+				Caps: []uintptr{unix.CAP_NET_ADMIN, unix.CAP_NET_BIND_SERVICE, unix.CAP_NET_RAW}},
+			Syscalls: supervisor.SyscallsNetworkService},
 		webUIService(exe, env, web),
 	}
 	if c.Device != "" {
@@ -284,7 +286,8 @@ func webUIService(exe string, env []string, web webListeners) supervisor.Service
 	}
 	return supervisor.Service{Name: "webui", Path: exe, Args: args, Env: env,
 		After: []string{"configd"}, Restart: supervisor.RestartAlways,
-		User: &supervisor.User{UID: webUIUID, GID: webUIGID, Groups: []uint32{ikedAPIGID}}, ExtraFiles: files}
+		User: &supervisor.User{UID: webUIUID, GID: webUIGID, Groups: []uint32{ikedAPIGID}}, ExtraFiles: files,
+		Syscalls: supervisor.SyscallsNetworkService}
 }
 
 // hostdArgs are hostd's flags on the appliance. -console-baud is the speed

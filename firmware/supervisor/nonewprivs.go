@@ -22,7 +22,10 @@ import (
 // and the rest of its threads never carry the flag (the main thread, if
 // the goroutine ran there, is parked for good rather than ended; no Go
 // code runs on it again).
-func forkExecNoNewPrivs(path string, argv []string, attr *syscall.ProcAttr) (int, error) {
+//
+// The same thread takes the service's seccomp filter (syscallfilter.go),
+// which the child copies in the same way.
+func forkExecNoNewPrivs(path string, argv []string, attr *syscall.ProcAttr, filter SyscallFilter) (int, error) {
 	type result struct {
 		pid int
 		err error
@@ -32,6 +35,10 @@ func forkExecNoNewPrivs(path string, argv []string, attr *syscall.ProcAttr) (int
 		runtime.LockOSThread() // and never unlocked: see above
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 			done <- result{err: fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)}
+			return
+		}
+		if err := filter.install(); err != nil {
+			done <- result{err: err}
 			return
 		}
 		pid, err := syscall.ForkExec(path, argv, attr)

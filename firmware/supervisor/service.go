@@ -67,6 +67,11 @@ type Service struct {
 	// (nonewprivs.go): no set-user-ID or file-capability binary raises it.
 	User *User
 
+	// Syscalls is the seccomp filter the service runs under
+	// (syscallfilter.go): SyscallsNetworkService for those that parse
+	// what the network sends. The zero value filters nothing.
+	Syscalls SyscallFilter
+
 	// ExtraFiles are handed to every run of the service as descriptors 3,
 	// 4, ... in order: sockets PID 1 opened for it (the web UI's listeners
 	// on 443 and 80, which a non-root process cannot bind). The
@@ -118,6 +123,9 @@ func validateTable(table []Service, conditions []string) error {
 			if !seen[dep] {
 				return fmt.Errorf("service %q depends on %q, which is not declared before it", s.Name, dep)
 			}
+		}
+		if _, err := s.Syscalls.program(); err != nil {
+			return fmt.Errorf("service %q: %w", s.Name, err)
 		}
 		if s.User != nil && s.User.UID == 0 {
 			return fmt.Errorf("service %q: User with uid 0 (leave User nil to run as root)", s.Name)

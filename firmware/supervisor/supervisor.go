@@ -298,7 +298,7 @@ func (s *Supervisor) forkLocked(p *proc) (int, error) {
 		Env:   env,
 		Files: files,
 		Sys:   sys,
-	})
+	}, p.spec.Syscalls)
 	outW.Close()
 	errW.Close()
 	if err != nil {

@@ -93,7 +93,7 @@ func TestWebUIUnprivilegedInVM(t *testing.T) {
 	}
 	status := c.run("cat /proc/" + pid + "/status")
 	for _, want := range []string{"Uid:\t443\t443\t443\t443", "Gid:\t443\t443\t443\t443", "CapEff:\t0000000000000000", "CapPrm:\t0000000000000000",
-		"NoNewPrivs:\t1"} {
+		"NoNewPrivs:\t1", "Seccomp:\t2"} {
 		if !strings.Contains(status, want) {
 			t.Errorf("/proc/%s/status of the web UI:\n%s\nwant %q", pid, status, want)
 		}
@@ -103,7 +103,7 @@ func TestWebUIUnprivilegedInVM(t *testing.T) {
 	// CAP_NET_ADMIN and CAP_NET_RAW (bits 10, 12, 13) and nothing else.
 	ikedStatus := c.run("cat /proc/" + ikedPID + "/status")
 	for _, want := range []string{"Uid:\t501\t501\t501\t501", "Gid:\t501\t501\t501\t501", "Groups:\t502",
-		"CapEff:\t0000000000003400", "CapPrm:\t0000000000003400", "NoNewPrivs:\t1"} {
+		"CapEff:\t0000000000003400", "CapPrm:\t0000000000003400", "NoNewPrivs:\t1", "Seccomp:\t2"} {
 		if !strings.Contains(ikedStatus, want) {
 			t.Errorf("/proc/%s/status of iked:\n%s\nwant %q", ikedPID, ikedStatus, want)
 		}
@@ -125,7 +125,7 @@ func TestWebUIUnprivilegedInVM(t *testing.T) {
 		t.Errorf("/proc/%s/status of netd:\n%s\nwant no supplementary group", netdPID, netdStatus)
 	}
 	for _, want := range []string{"Uid:\t503\t503\t503\t503", "Gid:\t503\t503\t503\t503",
-		"CapEff:\t0000000002003400", "CapPrm:\t0000000002003400", "NoNewPrivs:\t1"} {
+		"CapEff:\t0000000002003400", "CapPrm:\t0000000002003400", "NoNewPrivs:\t1", "Seccomp:\t2"} {
 		if !strings.Contains(netdStatus, want) {
 			t.Errorf("/proc/%s/status of netd:\n%s\nwant %q", netdPID, netdStatus, want)
 		}
