@@ -61,6 +61,8 @@ var kindTunnels = &kind{
 		{Key: "child_lifetime", Label: "ESP rekey", Placeholder: "1h"},
 		{Key: "dpd_interval", Label: "Dead peer check every", Placeholder: "30s", Help: "0s turns checks off."},
 		{Key: "dpd_timeout", Label: "Dead peer after", Placeholder: "150s"},
+		{Key: "ike_fragment_size", Label: "IKE fragment size", Kind: fNumber, Placeholder: "1280",
+			Help: "IKEv2: the largest IP packet an IKE message goes out in; a larger one (a certificate exchange) is sent as RFC 7383 fragments when the peer announces them. 576 to 9000; empty: 1280. Lower it when a certificate tunnel stays down behind a path that drops IP fragments."},
 	},
 }
 

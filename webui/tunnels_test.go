@@ -70,6 +70,7 @@ func TestTunnelFormErrorsNextToFields(t *testing.T) {
 		{"bad duration", func(f url.Values) { f.Set("ike_lifetime", "forever") }, "ike_lifetime", "is not a duration"},
 		{"lifetime range", func(f url.Values) { f.Set("child_lifetime", "48h") }, "child_lifetime", "out of range"},
 		{"dpd order", func(f url.Values) { f.Set("dpd_timeout", "10s") }, "dpd_timeout", "shorter than the DPD interval"},
+		{"fragment size", func(f url.Values) { f.Set("ike_fragment_size", "100") }, "ike_fragment_size", "576"},
 		{"bad start", func(f url.Values) { f.Set("start_action", "sometimes") }, "start_action", "is not one of"},
 		{"bad name", func(f url.Values) { f.Set("name", "no spaces please") }, "name", "is not a valid name"},
 		{"bad id", func(f url.Values) { f.Set("remote_id", "a\x01b") }, "remote_id", "printable"},
@@ -140,12 +141,13 @@ func TestTunnelCreateEditDeleteCommit(t *testing.T) {
 	f.Del("name")
 	f.Set("psk", "")
 	f.Set("remote_address", "198.51.100.8")
+	f.Set("ike_fragment_size", "1200")
 	if r := b.post("/tunnels/branch/edit", f); r.Code != http.StatusSeeOther {
 		t.Fatalf("edit: %d: %s", r.Code, fieldError(r.Body, "psk"))
 	}
 	cand, _ = h.store.Candidate()
-	if tun := cand.Tunnel("branch"); tun.PSK.Reveal() != "0123456789abcdef-long-enough-key" || tun.RemoteAddress.String() != "198.51.100.8" {
-		t.Errorf("after edit: psk kept=%v, peer %s", tun.PSK.Reveal() == "0123456789abcdef-long-enough-key", tun.RemoteAddress)
+	if tun := cand.Tunnel("branch"); tun.PSK.Reveal() != "0123456789abcdef-long-enough-key" || tun.RemoteAddress.String() != "198.51.100.8" || tun.IKEFragmentSize != 1200 {
+		t.Errorf("after edit: psk kept=%v, peer %s, IKE fragment size %d (want 1200)", tun.PSK.Reveal() == "0123456789abcdef-long-enough-key", tun.RemoteAddress, tun.IKEFragmentSize)
 	}
 
 	changes := b.get("/changes")
