@@ -27,6 +27,9 @@ func (s *Store) checkEtagLocked(etag string) error {
 	if s.closed {
 		return ErrClosed
 	}
+	if s.handedOff {
+		return ErrHandedOff
+	}
 	if etag != "" && etag != s.etagLocked() {
 		return ErrCandidateChanged
 	}

@@ -131,6 +131,10 @@ type Store struct {
 	timer        Timer
 	recovered    string
 	subs         map[chan Change]struct{}
+	// handedOff: HandOff rewrote the file for the other slot's firmware;
+	// every write is refused from then on (the file is not one this
+	// store writes to any more). Reads go on from memory.
+	handedOff bool
 }
 
 // Pending is a commit waiting for Confirm.
@@ -423,6 +427,9 @@ func safeView(db *bolt.DB, fn func(tx *bolt.Tx) error) (err error) {
 // is on the card by then, and reporting the commit as failed would make the
 // caller's view differ from the card's.
 func (s *Store) cardWrite(fn func() error) error {
+	if s.handedOff {
+		return ErrHandedOff
+	}
 	if err := s.opts.Card.BeginWrite(); err != nil {
 		return fmt.Errorf("make the card writable: %w", err)
 	}
