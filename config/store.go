@@ -237,6 +237,14 @@ const (
 )
 
 func (s *Store) load() error {
+	// A hand-off's copy that a power cut left unfinished (HandOff renames
+	// it over the database only when it is whole): 4 MiB cards have no
+	// room to keep it.
+	if tmp := s.path + ".format2"; fileExists(tmp) {
+		if err := s.cardWrite(func() error { return os.Remove(tmp) }); err != nil {
+			s.opts.Logf("config: remove the unfinished %s: %v", tmp, err)
+		}
+	}
 	state, why, found, err := s.inspect()
 	if err != nil {
 		return err
@@ -299,6 +307,11 @@ func (s *Store) load() error {
 		}
 	}
 	return nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 // asideName returns a name for setting the database aside that no file

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/boards"
+	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/upgrade/imagefile"
 )
 
@@ -210,7 +211,9 @@ func MakeCard(ctx context.Context, s CardSpec) (SlotPlan, int64, error) {
 	if err != nil {
 		return SlotPlan{}, 0, fmt.Errorf("board %s: %w", s.Board.Name, err)
 	}
-	slot := imagefile.Slot{Version: s.Version, Board: s.Board.Name, Built: s.Epoch.Unix(), Kernel: s.Kernel, Initrd: s.Initrd}
+	slot := imagefile.Slot{Version: s.Version, Board: s.Board.Name, Built: s.Epoch.Unix(), Kernel: s.Kernel, Initrd: s.Initrd,
+		// The firmware is built from this tree: its config package is this one.
+		Extension: &imagefile.Extension{ConfigDBFormats: config.DBFormats, ConfigSchema: config.SchemaVersion}}
 	upgradeTmp := filepath.Join(s.Work, "upgrade.fgup")
 	header, err := WriteUpgradeFile(upgradeTmp, slot, s.Key)
 	if err != nil {

@@ -7,13 +7,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/firmware/bootparam"
 	"github.com/flashgate/flashgate/firmware/bootslot"
 	"github.com/flashgate/flashgate/firmware/supervisor"
 	"github.com/flashgate/flashgate/firmware/upgrade"
+	"github.com/flashgate/flashgate/services/configd/configdapi"
 	"github.com/flashgate/flashgate/upgrade/imagefile"
 )
 
@@ -99,7 +102,11 @@ func runUpgrade(ctx context.Context, s *session, args []string) error {
 	return s.rebootInto(ctx, fmt.Sprintf("slot %s written and verified. Rebooting into the test boot of %s; if it is not healthy the box comes back to %s by itself.", plan.Target, h.Manifest.Version, run.Version))
 }
 
-// runBoot: `boot other slot` test-boots the other slot's firmware.
+// runBoot: `boot other slot` test-boots the other slot's firmware, after
+// saying what configuration it will run with and, when it reads only an
+// older database format, having configd rewrite the database in that
+// format (configd.HandOff): older firmware sets a database it does not
+// read aside and runs the defaults.
 func runBoot(ctx context.Context, s *session, args []string) error {
 	if w := strings.Join(args, " "); w != "other slot" && w != "other-slot" {
 		return usageError("boot")
@@ -114,15 +121,63 @@ func runBoot(ctx context.Context, s *session, args []string) error {
 	if other.Manifest == nil {
 		return fmt.Errorf("slot %s holds no firmware (%s)", other.Name, other.Problem)
 	}
+	formats, schema := other.Manifest.ConfigDBFormats(), other.Manifest.ConfigSchema()
+	readCtx, cancel := apiContext(ctx)
+	_, rev, err := s.configd.Running(readCtx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("read the running configuration: %w", err)
+	}
+	what := fmt.Sprintf("the running configuration (revision %d) and its history", rev)
+	convert := false
+	switch {
+	case schema < config.SchemaVersion:
+		return fmt.Errorf("the firmware in slot %s (%s) reads configurations up to schema %d, and this one is schema %d: it could not read it and would start from the defaults, so it is not booted by hand (re-flash the card with it and restore a backup made under it)",
+			other.Name, other.Manifest.Version, schema, config.SchemaVersion)
+	case config.ReadsDBFormat(formats):
+		s.printf("%s reads this configuration database as it is: it runs with %s.\n", other.Manifest.Version, what)
+	case slices.Contains(formats, 2):
+		convert = true
+		s.printf("%s reads configuration database format 2 only (this firmware writes %d). Before the reboot the database\n"+
+			"is rewritten in format 2 with %s, and nothing can be\ncommitted here after that. "+
+			"%s then runs with that configuration. When the box comes back to %s (the\ntest boot fails, or you switch back) "+
+			"the database becomes format %d again, with what %s committed.\n"+
+			"A setting that %s does not know (one added by a later version) makes it set the configuration aside\nand start from the defaults.\n",
+			other.Manifest.Version, config.DBFormat, what, other.Manifest.Version, run.Version, config.DBFormat, other.Manifest.Version, other.Manifest.Version)
+	default:
+		return fmt.Errorf("the firmware in slot %s (%s) reads configuration database formats %v, none that this firmware can write", other.Name, other.Manifest.Version, formats)
+	}
 	ok, err := s.confirmWord(fmt.Sprintf("Test-boot slot %s (%s)? It becomes the default only if its health checks pass.", other.Name, other.Manifest.Version), "yes")
 	if err != nil || !ok {
 		return err
 	}
+	if convert {
+		s.printf("Rewriting the configuration database in format 2...\n")
+	}
+	// Rewriting every revision of a large configuration takes a while
+	// on a slow board.
+	hoCtx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	resp, err := s.configd.HandOff(hoCtx, configdapi.HandOffRequest{DBFormats: formats, Schema: schema})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("nothing changed, slot %s is not armed: %w", other.Name, err)
+	}
 	if _, err := upgrade.ArmOtherSlot(card, run); err != nil {
+		if resp.Converted {
+			// configd reopens the format 2 database as any other and
+			// makes it format 3 again, losing nothing.
+			rctx, cancel := apiContext(ctx)
+			rerr := s.supervisor.Restart(rctx, "configd")
+			cancel()
+			if rerr != nil {
+				return fmt.Errorf("%w; configd commits nothing until it restarts (restart it: %v)", err, rerr)
+			}
+			return fmt.Errorf("%w (configd restarted: the database is format %d again)", err, config.DBFormat)
+		}
 		return err
 	}
 	card.Close()
-	return s.rebootInto(ctx, fmt.Sprintf("Rebooting into slot %s.", other.Name))
+	return s.rebootInto(ctx, fmt.Sprintf("Rebooting into slot %s (%s) with revision %d.", other.Name, other.Manifest.Version, resp.Running.Revision))
 }
 
 func (s *session) rebootInto(ctx context.Context, msg string) error {

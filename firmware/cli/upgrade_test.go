@@ -3,16 +3,21 @@ package cli
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/firmware/bootslot"
 	"github.com/flashgate/flashgate/firmware/upgrade"
 	"github.com/flashgate/flashgate/images/imagestest"
+	"github.com/flashgate/flashgate/services/configd/configdapi"
 	"github.com/flashgate/flashgate/upgrade/imagefile"
 )
 
@@ -81,19 +86,71 @@ func TestUpgradeFromURL(t *testing.T) {
 	term.expect("(running, default)")
 	term.expect(prompt)
 	term.send("boot other slot\r")
+	// Slot a's firmware was built from this tree (its manifest says which
+	// database formats it reads); v2's file says nothing, as every file
+	// from before database format 3.
+	term.expect("v1 reads this configuration database as it is: it runs with the running configuration (revision 1)")
 	term.expect("Test-boot slot a (v1)?")
 	term.send("yes\r")
-	term.expect("Rebooting into slot a.")
+	term.expect("Rebooting into slot a (v1) with revision 1.")
+	term.wait()
+	c, _ = bootslot.OpenCard(card, 1<<20)
+	boot, _ = bootslot.ReadBoot(c.Vol)
+	if boot.Once != "a" || boot.Committed != "b" || boot.Last.State != bootslot.StateTrial || boot.Last.To != "a" {
+		t.Fatalf("after boot other slot: %+v %+v", boot, boot.Last)
+	}
+	if _, err := cd.client.Set(context.Background(), "", "system.hostname", "still-here"); err != nil {
+		t.Fatalf("configd refuses edits after a switch that needed no conversion: %v", err)
+	}
+	if _, err := cd.client.Commit(context.Background(), configdapi.CommitRequest{Who: "admin", Message: "renamed"}); err != nil {
+		t.Fatal(err)
+	}
+
+	// a committed; from a, boot other slot test-boots v2, which reads
+	// only format 2: configd rewrites the database first.
+	boot.Once, boot.Committed, boot.Last = "", "a", nil
+	bootslot.WriteBoot(c.Vol, boot)
+	c.Close()
+	running = upgrade.Running{Slot: "a", Version: "v1", Board: "qemu"}
+	term = startCLI(t, opts, runCLI)
+	term.expect(prompt)
+	term.send("boot other slot\r")
+	term.expect("v2 reads configuration database format 2 only")
+	term.expect("with the running configuration (revision 2) and its history")
+	term.expect("Test-boot slot b (v2)?")
+	term.send("yes\r")
+	term.expect("Rewriting the configuration database in format 2")
+	term.expect("Rebooting into slot b (v2) with revision 2.")
 	term.wait()
 	c, _ = bootslot.OpenCard(card, 1<<20)
 	boot, _ = bootslot.ReadBoot(c.Vol)
 	c.Close()
-	if boot.Once != "a" || boot.Committed != "b" || boot.Last.State != bootslot.StateTrial || boot.Last.To != "a" {
-		t.Fatalf("after boot other slot: %+v %+v", boot, boot.Last)
+	if boot.Once != "b" || boot.Committed != "a" || boot.Last.To != "b" {
+		t.Fatalf("after boot other slot to v2: %+v %+v", boot, boot.Last)
+	}
+	if _, err := cd.client.Set(context.Background(), "", "system.hostname", "too-late"); !errors.Is(err, config.ErrHandedOff) {
+		t.Fatalf("an edit after the hand-off: %v, want ErrHandedOff", err)
+	}
+	// The file is format 2 now, with revision 2 running: opening a copy
+	// with this firmware's code migrates it.
+	cp := filepath.Join(t.TempDir(), "config.db")
+	b, err := os.ReadFile(cd.store.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(cp, b, 0o600)
+	var logs []string
+	st, err := config.Open(cp, config.Options{Logf: func(f string, a ...any) { logs = append(logs, fmt.Sprintf(f, a...)) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if c, rev := st.Running(); rev != 2 || c.System.Hostname != "still-here" || !strings.Contains(strings.Join(logs, "\n"), "database format 2 to 3") {
+		t.Fatalf("the handed-off database: revision %d, host %q, log %q", rev, c.System.Hostname, logs)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if reboots != 2 {
-		t.Errorf("%d reboots asked for, want 2", reboots)
+	if reboots != 3 {
+		t.Errorf("%d reboots asked for, want 3", reboots)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -104,6 +105,7 @@ func NewServer(store *config.Store, storage, note string, logf func(string, ...a
 	s.mux.HandleFunc("GET /v1/files/{name}", s.getFile)
 	s.mux.HandleFunc("PUT /v1/files/{name}", s.putFile)
 	s.mux.HandleFunc("POST /v1/verify-password", s.verifyPassword)
+	s.mux.HandleFunc("POST /v1/handoff", s.handOff)
 	s.certRoutes()
 	s.firmwareRoutes()
 	return s
@@ -147,6 +149,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		status, resp.Code = http.StatusConflict, configdapi.CodeNoChanges
 	case errors.Is(err, config.ErrNothingPending):
 		status, resp.Code = http.StatusConflict, configdapi.CodeNothingPending
+	case errors.Is(err, config.ErrHandedOff):
+		status, resp.Code = http.StatusConflict, configdapi.CodeHandedOff
 	case errors.Is(err, config.ErrNoRevision):
 		status, resp.Code = http.StatusNotFound, configdapi.CodeNotFound
 	case errors.Is(err, configdapi.ErrFileTooBig):
@@ -175,7 +179,7 @@ func storeErr(err error) error {
 	var ve config.ValidationErrors
 	if err == nil || errors.As(err, &ve) || errors.Is(err, config.ErrCandidateChanged) ||
 		errors.Is(err, config.ErrNoChanges) || errors.Is(err, config.ErrNothingPending) ||
-		errors.Is(err, config.ErrNoRevision) {
+		errors.Is(err, config.ErrNoRevision) || errors.Is(err, config.ErrHandedOff) {
 		return err
 	}
 	return &internalError{err}
@@ -459,6 +463,47 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	localapi.WriteJSON(w, http.StatusOK, info)
+}
+
+// handOff: POST /v1/handoff, before the console reboots into the other
+// slot's firmware. Only the full API (the console) may: the web UI has
+// no "boot other slot".
+func (s *Server) handOff(w http.ResponseWriter, r *http.Request) {
+	if s.redact != nil {
+		s.fail(w, r, fmt.Errorf("hand the database to the other slot: %w", errRestricted))
+		return
+	}
+	var req configdapi.HandOffRequest
+	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.Schema <= 0 {
+		s.fail(w, r, fmt.Errorf("schema %d: give the newest configuration schema the other firmware reads", req.Schema))
+		return
+	}
+	var resp configdapi.HandOffResponse
+	switch {
+	case config.ReadsDBFormat(req.DBFormats):
+		// It reads this database; the schema must do too.
+		if req.Schema < config.SchemaVersion {
+			s.fail(w, r, fmt.Errorf("the other firmware reads configurations up to schema %d, this one is %d: it could not read the running configuration", req.Schema, config.SchemaVersion))
+			return
+		}
+		_, resp.Running.Revision = s.store.Running()
+	case slices.Contains(req.DBFormats, 2):
+		info, err := s.store.HandOff(req.Schema)
+		if err != nil {
+			s.fail(w, r, storeErr(err))
+			return
+		}
+		resp.Converted, resp.Running = true, info
+		s.logf("configd: the database is in format 2 now for the firmware in the other slot (running revision %d); commits are refused until configd restarts", info.Revision)
+	default:
+		s.fail(w, r, fmt.Errorf("the other firmware reads configuration database formats %v; this one writes %d and can write 2 only", req.DBFormats, config.DBFormat))
+		return
+	}
+	localapi.WriteJSON(w, http.StatusOK, resp)
 }
 
 func (s *Server) history(w http.ResponseWriter, r *http.Request) {

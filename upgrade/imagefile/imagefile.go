@@ -3,7 +3,8 @@
 //
 //	magic      8 bytes  "FGUPGRD\x01"
 //	length     4 bytes  big-endian length of the manifest (at most MaxManifest)
-//	manifest   JSON     Manifest: version, board, build time, the parts' lengths and SHA-256
+//	manifest   JSON     Manifest: version, board, build time, the parts' lengths and SHA-256,
+//	                    then optionally its Extension, a second JSON object (see below)
 //	sigLength  2 bytes  big-endian: 0 (unsigned) or 96
 //	signature  32-byte Ed25519 public key, 64-byte signature over SignedPrefix + manifest
 //	kernel     Manifest.Kernel.Length bytes
@@ -15,6 +16,15 @@
 // each slot holds and re-check it. The signature covers the manifest, and
 // the manifest the hashes of the parts, so the signature is checked before
 // a single byte is written and the parts as they stream through.
+//
+// Firmware before the extension decodes the manifest object strictly (an
+// unknown field makes the file "corrupt") and reads nothing after it, so a
+// field added to the manifest object would make every box in the field
+// refuse the file. What later firmware says about itself goes into the
+// Extension instead: a second object after the first, inside the
+// manifest's length and so under the signature, which those boxes skip.
+// The extension is decoded leniently, so that a field added to it later
+// is skipped in turn.
 package imagefile
 
 import (
@@ -68,6 +78,39 @@ type Manifest struct {
 	Built   int64  `json:"built"` // Unix seconds (the build's SOURCE_DATE_EPOCH): orders versions
 	Kernel  Part   `json:"kernel"`
 	Initrd  Part   `json:"initrd"`
+	// Extension is the second object (nil: the file has none, as every
+	// file made before it).
+	Extension *Extension `json:"-"`
+}
+
+// Extension is what a firmware says about itself that firmware from before
+// the extension does not read.
+type Extension struct {
+	// ConfigDBFormats are the configuration database formats the firmware
+	// reads (config.DBFormats). Firmware without an extension reads
+	// formats 1 and 2.
+	ConfigDBFormats []int `json:"config_db_formats,omitempty"`
+	// ConfigSchema is the newest configuration schema it reads
+	// (config.SchemaVersion); 0: 2, as every firmware without one.
+	ConfigSchema int `json:"config_schema,omitempty"`
+}
+
+// ConfigDBFormats returns the configuration database formats the firmware
+// reads, [1 2] for firmware that does not say.
+func (m Manifest) ConfigDBFormats() []int {
+	if m.Extension == nil || len(m.Extension.ConfigDBFormats) == 0 {
+		return []int{1, 2}
+	}
+	return m.Extension.ConfigDBFormats
+}
+
+// ConfigSchema returns the newest configuration schema the firmware reads,
+// 2 for firmware that does not say.
+func (m Manifest) ConfigSchema() int {
+	if m.Extension == nil || m.Extension.ConfigSchema == 0 {
+		return 2
+	}
+	return m.Extension.ConfigSchema
 }
 
 // isName reports whether s is a version or board name: a letter or
@@ -145,6 +188,13 @@ func EncodeHeader(m Manifest, key ed25519.PrivateKey) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if m.Extension != nil {
+		ext, err := json.Marshal(m.Extension)
+		if err != nil {
+			return nil, err
+		}
+		js = append(append(js, '\n'), ext...)
+	}
 	if len(js) > MaxManifest {
 		return nil, fmt.Errorf("manifest is %d bytes, at most %d", len(js), MaxManifest)
 	}
@@ -206,6 +256,9 @@ func ReadHeader(r io.Reader) (*Header, error) {
 	if err := dec.Decode(&h.Manifest); err != nil {
 		return nil, fmt.Errorf("%w: manifest: %v", ErrCorrupt, err)
 	}
+	if err := decodeExtension(js[dec.InputOffset():], &h.Manifest); err != nil {
+		return nil, fmt.Errorf("%w: manifest extension: %v", ErrCorrupt, err)
+	}
 	if err := h.Manifest.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
@@ -227,6 +280,24 @@ func ReadHeader(r io.Reader) (*Header, error) {
 	}
 	h.Raw = raw.Bytes()
 	return h, nil
+}
+
+// decodeExtension reads the extension object after the manifest, if there
+// is one, and wants nothing after it.
+func decodeExtension(rest []byte, m *Manifest) error {
+	ext := json.NewDecoder(bytes.NewReader(rest)) // lenient: later fields are skipped
+	var e Extension
+	switch err := ext.Decode(&e); {
+	case err == io.EOF:
+		return nil
+	case err != nil:
+		return err
+	}
+	if _, err := ext.Token(); err != io.EOF {
+		return errors.New("data after the extension")
+	}
+	m.Extension = &e
+	return nil
 }
 
 // Trust is which images a box accepts.

@@ -144,6 +144,9 @@ func FuzzReadHeader(f *testing.F) {
 	unsigned, _ := EncodeHeader(m, nil)
 	f.Add(signed)
 	f.Add(unsigned)
+	m.Extension = &Extension{ConfigDBFormats: []int{1, 2, 3}, ConfigSchema: 2}
+	extended, _ := EncodeHeader(m, key)
+	f.Add(extended)
 	f.Add([]byte(Magic + "\x00\x00\x00\x02{}"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r := bytes.NewReader(b)

@@ -30,11 +30,13 @@ type Slot struct {
 	Version, Board string
 	Built          int64
 	Kernel, Initrd string // host paths
+	// Extension says what the firmware reads (nil: nothing said).
+	Extension *Extension
 }
 
 // Manifest hashes the slot's files and returns its manifest.
 func (s Slot) Manifest() (Manifest, error) {
-	m := Manifest{Format: 1, Version: s.Version, Board: s.Board, Built: s.Built}
+	m := Manifest{Format: 1, Version: s.Version, Board: s.Board, Built: s.Built, Extension: s.Extension}
 	var err error
 	if m.Kernel, err = HashFile(s.Kernel); err != nil {
 		return Manifest{}, err

@@ -90,6 +90,8 @@ func (e *APIError) Is(target error) bool {
 		return e.Code == CodeNothingPending
 	case config.ErrNoRevision:
 		return e.Code == CodeNotFound
+	case config.ErrHandedOff:
+		return e.Code == CodeHandedOff
 	case fs.ErrNotExist:
 		return e.Code == CodeNoFile
 	}
@@ -286,6 +288,15 @@ func (c *Client) Rollback(ctx context.Context, rev uint64, who string) (config.R
 	var info config.RevisionInfo
 	_, err := c.do(ctx, "POST", "/v1/rollback", nil, RollbackRequest{Revision: rev, Who: who}, &info)
 	return info, err
+}
+
+// HandOff makes the database one that firmware reading req's formats and
+// schema reads, for the reboot into it; configd commits nothing more
+// until it restarts (see HandOffRequest).
+func (c *Client) HandOff(ctx context.Context, req HandOffRequest) (HandOffResponse, error) {
+	var resp HandOffResponse
+	_, err := c.do(ctx, "POST", "/v1/handoff", nil, req, &resp)
+	return resp, err
 }
 
 // History lists the revisions, newest first.

@@ -154,7 +154,26 @@ const (
 	CodeNoFile           = "no_file" // GET /v1/files/{name} of a file never stored
 	CodeInternal         = "internal"
 	CodeForbidden        = "forbidden" // a secret, asked for on the restricted API
+	CodeHandedOff        = "handed_off" // a write after POST /v1/handoff: the database is the other slot's firmware's
 )
+
+// HandOffRequest is POST /v1/handoff (configd.sock only): make the
+// database one that the firmware in the other slot reads, for the reboot
+// into it, and commit nothing more. That firmware reads database formats
+// DBFormats and configuration schemas up to Schema (from its manifest).
+type HandOffRequest struct {
+	DBFormats []int `json:"db_formats"`
+	Schema    int   `json:"schema"`
+}
+
+// HandOffResponse says what the other firmware will run with.
+type HandOffResponse struct {
+	// Converted: the database was rewritten in format 2; false: the other
+	// firmware reads it as it is.
+	Converted bool `json:"converted"`
+	// Running is the revision it will run.
+	Running config.RevisionInfo `json:"running"`
+}
 
 // VerifyPasswordRequest is POST /v1/verify-password.
 type VerifyPasswordRequest struct {
