@@ -153,7 +153,7 @@ const (
 	CodeNotFound         = "not_found"
 	CodeNoFile           = "no_file" // GET /v1/files/{name} of a file never stored
 	CodeInternal         = "internal"
-	CodeForbidden        = "forbidden" // a secret, asked for on the restricted API
+	CodeForbidden        = "forbidden"  // a secret, asked for on the restricted API
 	CodeHandedOff        = "handed_off" // a write after POST /v1/handoff: the database is the other slot's firmware's
 )
 
