@@ -1,16 +1,19 @@
 package config
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -331,5 +334,134 @@ func main() {
 	out, err = exec.Command(bin, path3).Output()
 	if err != nil || !strings.Contains(string(out), "not one this firmware reads") {
 		t.Fatalf("the format 2 firmware on a format 3 database: %v %s; the oracle does not tell the formats apart", err, out)
+	}
+}
+
+const handOffPowerLossEnv = "FLASHGATE_HANDOFF_POWERLOSS_DB"
+
+// handOffPowerLossHelper hands the database off and takes it back (opens
+// it again, which turns format 2 into format 3) in a loop, saying when it
+// starts and ends each hand-off; it never returns.
+func handOffPowerLossHelper(path string) {
+	fmt.Println("ready")
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		s, err := Open(path, Options{LockTimeout: 5 * time.Second})
+		if err != nil {
+			fmt.Printf("error %v\n", err)
+			os.Exit(2)
+		}
+		fmt.Println("handing")
+		if _, err := s.HandOff(SchemaVersion); err != nil {
+			fmt.Printf("error %v\n", err)
+			os.Exit(2)
+		}
+		fmt.Println("handed")
+		s.Close()
+	}
+	os.Exit(0)
+}
+
+// A process killed at any moment of a hand-off, or of taking the database
+// back, leaves a database this firmware opens without setting it aside,
+// with the same running configuration and the same history (and so, after
+// a completed hand-off, the one the older firmware gets), and no
+// half-written copy once it is opened.
+func TestHandOffPowerLoss(t *testing.T) {
+	if path := os.Getenv(handOffPowerLossEnv); path != "" {
+		handOffPowerLossHelper(path)
+	}
+	rounds := 30
+	if testing.Short() {
+		rounds = 8
+	}
+	path := filepath.Join(t.TempDir(), "config.db")
+	s := openTest(t, path, nil)
+	for i := range 6 {
+		mustCommit(t, s, "admin", fmt.Sprint("step ", i), func(c *Config) {
+			big := sampleConfig(150 + 10*i)
+			c.Tunnels = big.Tunnels
+			c.System.Hostname = fmt.Sprintf("h%d", i)
+		})
+	}
+	c, wantRev := s.Running()
+	want := configHash(c)
+	wantHistory, err := s.History()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	rng := rand.New(rand.NewPCG(2, uint64(time.Now().UnixNano())))
+	inside, leftover := 0, 0
+	for round := range rounds {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHandOffPowerLoss$", "-test.count=1")
+		cmd.Env = append(os.Environ(), handOffPowerLossEnv+"="+path)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := make(chan string, 1024)
+		go func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+			close(lines)
+		}()
+		select {
+		case l := <-lines:
+			if l != "ready" {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("round %d: helper said %q", round, l)
+			}
+		case <-time.After(time.Minute):
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("round %d: helper did not start", round)
+		}
+		time.Sleep(time.Duration(rng.IntN(1_500_000)) * time.Microsecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		handing := false
+		for l := range lines {
+			switch {
+			case l == "handing":
+				handing = true
+			case l == "handed":
+				handing = false
+			case strings.HasPrefix(l, "error"):
+				t.Fatalf("round %d: helper: %s", round, l)
+			}
+		}
+		cmd.Wait()
+		if handing {
+			inside++
+		}
+		if _, err := os.Stat(path + ".format2"); err == nil {
+			leftover++
+		}
+		s, err := Open(path, Options{})
+		if err != nil {
+			t.Fatalf("round %d: open after the kill: %v", round, err)
+		}
+		if s.Recovered() != "" {
+			t.Fatalf("round %d: set aside after the kill: %s", round, s.Recovered())
+		}
+		c, rev := s.Running()
+		h, err := s.History()
+		s.Close()
+		if err != nil || rev != wantRev || configHash(c) != want || !reflect.DeepEqual(h, wantHistory) {
+			t.Fatalf("round %d: running revision %d (%s), %d revisions (%v); want %d (%s), %d", round, rev, configHash(c), len(h), err, wantRev, want, len(wantHistory))
+		}
+		if _, err := os.Stat(path + ".format2"); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("round %d: the half-written copy is still there after an open: %v", round, err)
+		}
+	}
+	t.Logf("%d kills, %d inside a hand-off, %d left a half-written copy", rounds, inside, leftover)
+	if inside == 0 {
+		t.Errorf("no kill landed inside a hand-off: the test proved nothing")
 	}
 }
