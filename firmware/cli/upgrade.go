@@ -117,9 +117,11 @@ func runBoot(ctx context.Context, s *session, args []string) error {
 		return err
 	}
 	defer card.Close()
-	other := upgrade.ReadSlot(card, bootslot.OtherSlot(run.Slot))
-	if other.Manifest == nil {
-		return fmt.Errorf("slot %s holds no firmware (%s)", other.Name, other.Problem)
+	// Before anything changes: a slot that cannot be armed must not cost
+	// configd its database.
+	other, err := upgrade.CheckOtherSlot(card, run)
+	if err != nil {
+		return err
 	}
 	formats, schema := other.Manifest.ConfigDBFormats(), other.Manifest.ConfigSchema()
 	readCtx, cancel := apiContext(ctx)

@@ -154,3 +154,93 @@ func TestUpgradeFromURL(t *testing.T) {
 		t.Errorf("%d reboots asked for, want 3", reboots)
 	}
 }
+
+// boot other slot changes nothing when the slot cannot be armed or the
+// database cannot be handed off: configd keeps committing, no slot is
+// armed.
+func TestBootOtherSlotRefusals(t *testing.T) {
+	dir := t.TempDir()
+	fake := imagestest.NewCard(t, dir)
+	openBootCard = func() (*bootslot.Card, error) { return bootslot.OpenCard(fake.Path, 1<<20) }
+	runningFirmware = func() upgrade.Running { return upgrade.Running{Slot: "a", Version: "v1", Board: "qemu"} }
+	t.Cleanup(func() { openBootCard = bootslot.OpenBox })
+	reboots := 0
+	cd := startConfigd(t)
+	opts := Options{User: "admin", Hostname: "fg", Board: "qemu", ConfigdSocket: cd.socket,
+		Power: func(context.Context, string) error { reboots++; return nil }}
+	ctx := context.Background()
+	commits := func(what string) {
+		t.Helper()
+		if _, err := cd.client.Set(ctx, "", "system.hostname", what); err != nil {
+			t.Fatalf("%s: configd refuses edits: %v", what, err)
+		}
+		if _, err := cd.client.Commit(ctx, configdapi.CommitRequest{Who: "admin", Message: what}); err != nil {
+			t.Fatalf("%s: configd refuses commits: %v", what, err)
+		}
+	}
+	armed := func() string {
+		c, err := bootslot.OpenCard(fake.Path, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		boot, _ := bootslot.ReadBoot(c.Vol)
+		return boot.Once
+	}
+
+	// Slot b is empty.
+	term := startCLI(t, opts, runCLI)
+	term.expect(prompt)
+	term.send("boot other slot\r")
+	term.expect("slot b holds no firmware")
+	term.expect(prompt)
+	term.send("exit\r")
+	term.wait()
+	commits("after-empty-slot")
+
+	// Slot b holds v2, from before database format 3; a commit waits for
+	// confirmation.
+	c, err := bootslot.OpenCard(fake.Path, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(fake.UpgradeFile(t, "v2", "qemu", 1700000100, fake.Key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = upgrade.Install(c, f, runningFirmware(), upgrade.Options{Size: -1})
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot, _ := bootslot.ReadBoot(c.Vol)
+	boot.Once, boot.Last = "", nil // as if that upgrade had been refused by hand
+	bootslot.WriteBoot(c.Vol, boot)
+	c.Close()
+	if _, err := cd.client.Set(ctx, "", "system.hostname", "trial"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cd.client.Commit(ctx, configdapi.CommitRequest{Who: "admin", Message: "trial", ConfirmTimeout: "10m"}); err != nil {
+		t.Fatal(err)
+	}
+	term = startCLI(t, opts, runCLI)
+	term.expect("[confirm 3 in ") // the prompt while a commit waits
+	term.send("boot other slot\r")
+	term.expect("v2 reads configuration database format 2 only")
+	term.expect("Test-boot slot b (v2)?")
+	term.send("yes\r")
+	term.expect("revision 3 waits for confirmation")
+	term.expect("]> ")
+	term.send("exit\r")
+	term.wait()
+	if once := armed(); once != "" {
+		t.Fatalf("slot %s armed after a refused hand-off", once)
+	}
+	if err := cd.client.Confirm(ctx); err != nil {
+		t.Fatal(err)
+	}
+	commits("after-pending")
+	if reboots != 0 {
+		t.Fatalf("%d reboots asked for", reboots)
+	}
+}

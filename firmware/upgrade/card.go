@@ -105,11 +105,11 @@ func VerifySlot(c *Card, slot string) error {
 	return nil
 }
 
-// ArmOtherSlot arms a test boot of the slot that is not running, as an
-// upgrade does, after checking that it holds whole firmware: the console's
-// "boot other slot". Its PID 1 commits it after the health checks, or the
-// box comes back to the running slot.
-func ArmOtherSlot(c *Card, run Running) (Slot, error) {
+// CheckOtherSlot checks what ArmOtherSlot checks, without writing: the
+// slot that is not running holds whole firmware, and this boot is not a
+// test boot. The console asks it before it changes anything for the
+// switch (configd's hand-off of the database).
+func CheckOtherSlot(c *Card, run Running) (Slot, error) {
 	if run.Slot != "a" && run.Slot != "b" {
 		return Slot{}, fmt.Errorf("the running firmware does not know its slot")
 	}
@@ -125,7 +125,23 @@ func ArmOtherSlot(c *Card, run Running) (Slot, error) {
 	if boot.Committed != run.Slot {
 		return s, fmt.Errorf("%w: this is a test boot of slot %s; slot %s is the default and boots next anyway", ErrBusy, run.Slot, boot.Committed)
 	}
-	boot.Once = other
-	boot.Last = &bootslot.Record{State: bootslot.StateTrial, From: run.Slot, To: other, FromVersion: run.Version, ToVersion: s.Manifest.Version}
+	return s, nil
+}
+
+// ArmOtherSlot arms a test boot of the slot that is not running, as an
+// upgrade does, after checking it (CheckOtherSlot): the console's "boot
+// other slot". Its PID 1 commits it after the health checks, or the box
+// comes back to the running slot.
+func ArmOtherSlot(c *Card, run Running) (Slot, error) {
+	s, err := CheckOtherSlot(c, run)
+	if err != nil {
+		return s, err
+	}
+	boot, err := bootslot.ReadBoot(c.Vol)
+	if err != nil {
+		return s, err
+	}
+	boot.Once = s.Name
+	boot.Last = &bootslot.Record{State: bootslot.StateTrial, From: run.Slot, To: s.Name, FromVersion: run.Version, ToVersion: s.Manifest.Version}
 	return s, bootslot.WriteBoot(c.Vol, boot)
 }
