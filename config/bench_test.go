@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -72,16 +73,24 @@ func benchCommit(b *testing.B, n int) {
 	st, _ := os.Stat(s.Path())
 	b.ReportMetric(float64(st.Size()), "file_bytes")
 	s.Close()
-	start := time.Now()
-	s2, err := Open(filepath.Join(dir, "config.db"), Options{})
-	if err != nil {
-		b.Fatal(err)
+	// configd's start: open the store and read the running configuration
+	// back, the median of 7 (one open is at the mercy of a busy machine).
+	var opens []time.Duration
+	for range 7 {
+		start := time.Now()
+		s2, err := Open(filepath.Join(dir, "config.db"), Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		c, _ := s2.Running()
+		opens = append(opens, time.Since(start))
+		s2.Close()
+		if c == nil || len(c.Tunnels) != n {
+			b.Fatalf("reopened store: not the %d tunnels", n)
+		}
 	}
-	defer s2.Close()
-	if c, _ := s2.Running(); c == nil || len(c.Tunnels) != n {
-		b.Fatalf("reopened store: not the %d tunnels", n)
-	}
-	b.ReportMetric(float64(time.Since(start).Microseconds())/1000, "open_ms")
+	slices.Sort(opens)
+	b.ReportMetric(float64(opens[len(opens)/2].Microseconds())/1000, "open_ms")
 }
 
 // BenchmarkValidate50Tunnels is the cost of validating a 50-tunnel config,
