@@ -97,7 +97,11 @@ func (s *Store) writeFormat2(dst string, maxSchema int) (RevisionInfo, error) {
 	if err != nil {
 		return running, err
 	}
-	check := &Store{path: dst, opts: s.opts}
+	// Inside the caller's card write: the check must not bracket one of
+	// its own.
+	opts := s.opts
+	opts.Card = NoCard{}
+	check := &Store{path: dst, opts: opts}
 	state, why, found, err := check.inspect()
 	switch {
 	case err != nil:

@@ -179,7 +179,13 @@ func runBoot(ctx context.Context, s *session, args []string) error {
 		return err
 	}
 	card.Close()
-	return s.rebootInto(ctx, fmt.Sprintf("Rebooting into slot %s (%s) with revision %d.", other.Name, other.Manifest.Version, resp.Running.Revision))
+	err = s.rebootInto(ctx, fmt.Sprintf("Rebooting into slot %s (%s) with revision %d.", other.Name, other.Manifest.Version, resp.Running.Revision))
+	if err != nil && resp.Converted {
+		// A configd started again now would turn the database back into
+		// format 3, which the armed firmware does not read.
+		err = fmt.Errorf("%w; slot %s is armed and the database is in format 2 for it: reboot the box, and do not restart configd before", err, other.Name)
+	}
+	return err
 }
 
 func (s *session) rebootInto(ctx context.Context, msg string) error {
