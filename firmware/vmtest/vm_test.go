@@ -16,7 +16,7 @@ import (
 )
 
 // vmLife bounds qemu's whole life in a test; each wait has its own limit.
-const vmLife = 12 * time.Minute
+const vmLife = 25 * time.Minute
 
 const password = "vmtest-password-1"
 
@@ -55,7 +55,7 @@ func bootImage(t testing.TB, opts ...func(*images.QEMUConfig)) *console {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
 	b := &images.Builder{RepoRoot: root, OutDir: out, CacheDir: filepath.Join(root, "out", "cache")}
 	rep, err := b.Build(ctx, board, "vmtest")
@@ -139,7 +139,7 @@ func (c *console) typeLine(s string) {
 // CLI (its prompt is "admin@<hostname>> ").
 func (c *console) login() {
 	c.t.Helper()
-	if c.expect(4*time.Minute, "No admin password is set.", "login: ") == 0 {
+	if c.expect(10*time.Minute, "No admin password is set.", "login: ") == 0 {
 		c.expect(time.Minute, "New admin password: ")
 		c.typeLine(password)
 		c.expect(time.Minute, "Repeat password: ")
