@@ -27,7 +27,7 @@ func (sa *SA) Decap(pkt []byte) ([]byte, error) {
 	if sa.replay == nil {
 		return nil, fmt.Errorf("esp: Decap on outbound SA %08x", sa.SPI)
 	}
-	s := sa.suite
+	s := &sa.suite
 	hdr := espHeaderLen + s.ivLen
 	body := len(pkt) - hdr - s.icvLen // ciphertext length
 	if body < s.blockAlign || body%s.blockAlign != 0 {
@@ -39,13 +39,13 @@ func (sa *SA) Decap(pkt []byte) ([]byte, error) {
 		return nil, ErrReplay
 	}
 
-	sc := sa.scratch.Get().(*scratch)
+	sc := s.getScratch()
 	ct := pkt[hdr : hdr+body]
 	if s.aead != nil {
 		copy(sc.nonce[saltLen:], pkt[espHeaderLen:hdr])
 		copy(sc.aad[:], pkt[:espHeaderLen])
 		if _, err := s.aead.Open(ct[:0], sc.nonce[:], pkt[hdr:], sc.aad[:]); err != nil {
-			sa.scratch.Put(sc)
+			s.putScratch(sc)
 			sa.Counters.AuthFailures.Add(1)
 			return nil, ErrAuth
 		}
@@ -54,14 +54,14 @@ func (sa *SA) Decap(pkt []byte) ([]byte, error) {
 		sc.mac.Write(pkt[:hdr+body])
 		sum := sc.mac.Sum(sc.sum[:0])
 		if subtle.ConstantTimeCompare(sum[:s.icvLen], pkt[hdr+body:]) != 1 {
-			sa.scratch.Put(sc)
+			s.putScratch(sc)
 			sa.Counters.AuthFailures.Add(1)
 			return nil, ErrAuth
 		}
 		sc.cbcDec.(ivSetter).SetIV(pkt[espHeaderLen:hdr])
 		sc.cbcDec.CryptBlocks(ct, ct)
 	}
-	sa.scratch.Put(sc)
+	s.putScratch(sc)
 
 	ok, late := sa.replay.accept(seq)
 	if !ok {

@@ -102,6 +102,7 @@ type Device struct {
 	ifs    *tunnelif.Table
 	routes map[netip.Prefix]int
 	added  uint64
+	life   lifetimes
 
 	expires chan ipsec.Expire
 	closed  atomic.Bool
@@ -130,8 +131,8 @@ type routeTUN struct {
 
 type pair struct {
 	in, out *SA
-	timers  []*time.Timer
-	added   uint64 // order of AddPair calls: the newest pair carries outbound traffic
+	limits  pairLimits // its time limits (lifetime.go)
+	added   uint64     // order of AddPair calls: the newest pair carries outbound traffic
 }
 
 // saTable is an immutable snapshot read by the workers without locks and
@@ -169,6 +170,7 @@ func NewDevice(cfg Config) (*Device, error) {
 		routes:  make(map[netip.Prefix]int),
 		expires: make(chan ipsec.Expire, 64),
 		stop:    make(chan struct{}),
+		life:    lifetimes{epoch: time.Now()},
 	}
 	if cfg.OnMissingSA != nil {
 		d.missing = make(chan netip.Addr, missingQueue)
@@ -313,7 +315,7 @@ func (d *Device) AddPair(in, out *ipsec.ChildSA) error {
 		}
 		d.added++
 		pr := &pair{in: inSA, out: outSA, added: d.added}
-		pr.timers = d.lifetimeTimers(in)
+		d.scheduleLifetimes(pr, in)
 		d.pairs[in.SPI] = pr
 		d.index.add(outSA, d.added)
 		d.publish()
@@ -340,31 +342,11 @@ func (d *Device) AddPair(in, out *ipsec.ChildSA) error {
 	}
 	d.added++
 	pr := &pair{in: inSA, out: outSA, added: d.added}
-	pr.timers = d.lifetimeTimers(in)
+	d.scheduleLifetimes(pr, in)
 	d.pairs[in.SPI] = pr
 	d.index.add(outSA, d.added)
 	d.publish()
 	return nil
-}
-
-func (d *Device) lifetimeTimers(c *ipsec.ChildSA) []*time.Timer {
-	spi := c.SPI
-	var ts []*time.Timer
-	if c.SoftLifetime > 0 {
-		ts = append(ts, time.AfterFunc(c.SoftLifetime, func() { d.sendExpire(ipsec.Expire{SPI: spi}) }))
-	}
-	if c.HardLifetime > 0 {
-		ts = append(ts, time.AfterFunc(c.HardLifetime, func() {
-			d.mu.Lock()
-			if pr := d.pairs[spi]; pr != nil {
-				pr.in.Kill()
-				pr.out.Kill()
-			}
-			d.mu.Unlock()
-			d.sendExpire(ipsec.Expire{SPI: spi, Hard: true})
-		}))
-	}
-	return ts
 }
 
 func (d *Device) onExpire(sa *SA, hard bool) { d.sendExpire(ipsec.Expire{SPI: sa.SPI, Hard: hard}) }
@@ -390,9 +372,7 @@ func (d *Device) DeletePair(inboundSPI uint32) error {
 	delete(d.pairs, inboundSPI)
 	d.index.remove(pr.out)
 	d.publish()
-	for _, t := range pr.timers {
-		t.Stop()
-	}
+	d.unscheduleLifetimes(pr)
 	var errs []error
 	if pr.out.IfID != 0 {
 		errs = append(errs, d.ifs.PairDeleted(pr.out.IfID))
@@ -486,10 +466,11 @@ func (d *Device) Close() error {
 		delete(d.tuns, id)
 	}
 	d.wg.Wait()
+	if d.life.timer != nil {
+		d.life.timer.Stop()
+	}
+	d.life.due = nil
 	for spi, pr := range d.pairs {
-		for _, t := range pr.timers {
-			t.Stop()
-		}
 		pr.in.Zero()
 		pr.out.Zero()
 		delete(d.pairs, spi)

@@ -522,3 +522,65 @@ func TestTunnelIPv6Inner(t *testing.T) {
 		t.Errorf("B inbound after 64 MiB of IPv6: %+v", in)
 	}
 }
+
+// TestLifetimesOnOneTimer checks the limits of several pairs, kept on one
+// timer: they arrive in the order of their times, a deleted pair's never
+// come, and a pair whose hard limit is due before its soft one only sends
+// the hard one.
+func TestLifetimesOnOneTimer(t *testing.T) {
+	skipShort(t)
+	testnet.RequireRoot(t)
+	ns := testnet.NewNS(t, testnet.Prefix()+"-lt1")
+	var d *Device
+	if err := ns.Do(func() (err error) { d, err = NewDevice(Config{TUN: "fgesp0", Workers: 1}); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	tc := transforms[0]
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	add := func(spi uint32, soft, hard time.Duration) {
+		t.Helper()
+		in := &ipsec.ChildSA{SPI: spi, Inbound: true, Transform: tc.t, EncKey: seqBytes(tc.encBytes, 1),
+			Src: netip.MustParseAddr("10.9.0.2"), Dst: netip.MustParseAddr("10.9.0.1"), SoftLifetime: soft, HardLifetime: hard}
+		out := &ipsec.ChildSA{SPI: spi + 1, Transform: tc.t, EncKey: seqBytes(tc.encBytes, 2),
+			Src: in.Dst, Dst: in.Src, EncapSrcPort: 4500, EncapDstPort: 4500,
+			RemoteTS: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 99, byte(spi >> 8), 0}), 24)}}
+		if err := d.AddPair(in, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Added out of order; 0x3000 is deleted before anything is due;
+	// 0x4000's hard limit comes before its soft one.
+	add(0x2000, ms(300), ms(600))
+	add(0x1000, ms(100), 0)
+	add(0x3000, ms(200), ms(250))
+	add(0x4000, ms(900), ms(450))
+	add(0x5000, 0, 0)
+	if err := d.DeletePair(0x3000); err != nil {
+		t.Fatal(err)
+	}
+	want := []ipsec.Expire{{SPI: 0x1000}, {SPI: 0x2000}, {SPI: 0x4000, Hard: true}, {SPI: 0x2000, Hard: true}}
+	for _, w := range want {
+		select {
+		case e := <-d.Expires():
+			if e != w {
+				t.Fatalf("expire %+v, want %+v", e, w)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no expire event, want %+v", w)
+		}
+	}
+	select {
+	case e := <-d.Expires():
+		t.Fatalf("expire %+v after the last limit", e)
+	case <-time.After(time.Second):
+	}
+	for _, spi := range []uint32{0x2001, 0x4001} {
+		if !d.lookupSPI(spi).dead.Load() {
+			t.Errorf("outbound SA %x alive after its hard limit", spi)
+		}
+	}
+	if d.lookupSPI(0x1001).dead.Load() || d.lookupSPI(0x5001).dead.Load() {
+		t.Error("an SA without a hard limit died")
+	}
+}

@@ -19,7 +19,7 @@ func (sa *SA) Encap(buf []byte, off, n int) ([]byte, error) {
 	if sa.dead.Load() {
 		return nil, ErrExpired
 	}
-	s := sa.suite
+	s := &sa.suite
 	if n < 1 || off+n > len(buf) {
 		return nil, ErrTruncated
 	}
@@ -54,7 +54,7 @@ func (sa *SA) Encap(buf []byte, off, n int) ([]byte, error) {
 	buf[plainEnd-2] = byte(pad)
 	buf[plainEnd-1] = next
 
-	sc := sa.scratch.Get().(*scratch)
+	sc := s.getScratch()
 	iv := pkt[espHeaderLen : espHeaderLen+s.ivLen]
 	if s.aead != nil {
 		// The explicit IV is the sequence number: unique per key, which is
@@ -67,7 +67,7 @@ func (sa *SA) Encap(buf []byte, off, n int) ([]byte, error) {
 	} else {
 		binary.BigEndian.PutUint64(iv[:8], uint64(seq))
 		clear(iv[8:])
-		s.ivBlock.Encrypt(iv, iv)
+		s.cbc.ivBlock.Encrypt(iv, iv)
 		sc.cbcEnc.(ivSetter).SetIV(iv)
 		sc.cbcEnc.CryptBlocks(buf[off:plainEnd], buf[off:plainEnd])
 		sc.mac.Reset()
@@ -75,7 +75,7 @@ func (sa *SA) Encap(buf []byte, off, n int) ([]byte, error) {
 		sum := sc.mac.Sum(sc.sum[:0])
 		copy(buf[plainEnd:end], sum)
 	}
-	sa.scratch.Put(sc)
+	s.putScratch(sc)
 	sa.account(n)
 	return pkt, nil
 }

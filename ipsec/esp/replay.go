@@ -7,6 +7,11 @@ import "sync"
 // blocks instead of shifting a bitmap, so the cost does not grow with the
 // window size. One spare block lets the window slide by a full block while
 // still covering size packets behind the highest one seen.
+//
+// The ring has the blocks the window needs (18 for 1024 packets: it
+// covers more than that many behind top), indexed modulo its length, not
+// rounded up to a power of two (32): every inbound SA of a hub holds one,
+// and a division per packet is nothing next to its cipher.
 type replayWindow struct {
 	mu     sync.Mutex
 	top    uint64 // highest sequence number accepted so far
@@ -18,15 +23,16 @@ func newReplayWindow(packets uint32) *replayWindow {
 	if packets < 64 {
 		packets = 64
 	}
-	n := uint64(1)
-	for n*64 < uint64(packets) {
-		n <<= 1
-	}
 	// One block beyond the window: the block holding top is partly in the
-	// future, so the ring needs size/64+1 blocks to hold size past packets.
-	n <<= 1
+	// future, so the ring needs size/64+1 blocks to hold size past packets,
+	// and size is more than packets.
+	n := uint64(packets)/64 + 2
 	return &replayWindow{blocks: make([]uint64, n), size: (n - 1) * 64}
 }
+
+// slot is the ring index of the block holding sequence numbers
+// block*64 .. block*64+63.
+func (w *replayWindow) slot(block uint64) uint64 { return block % uint64(len(w.blocks)) }
 
 // check reports whether seq may be a new packet. It runs before the ICV is
 // verified so that replays cost no cryptography; it changes nothing.
@@ -47,8 +53,7 @@ func (w *replayWindow) checkLocked(seq uint64) bool {
 	if w.top-seq >= w.size {
 		return false
 	}
-	mask := uint64(len(w.blocks) - 1)
-	return w.blocks[(seq>>6)&mask]&(1<<(seq&63)) == 0
+	return w.blocks[w.slot(seq>>6)]&(1<<(seq&63)) == 0
 }
 
 // accept marks seq as received once its ICV is verified. It checks again
@@ -61,19 +66,18 @@ func (w *replayWindow) accept(seq uint64) (ok bool, late uint64) {
 	if !w.checkLocked(seq) {
 		return false, 0
 	}
-	mask := uint64(len(w.blocks) - 1)
 	if seq > w.top {
 		from, to := w.top>>6, seq>>6
 		if to-from > uint64(len(w.blocks)) {
 			from = to - uint64(len(w.blocks))
 		}
 		for b := from + 1; b <= to; b++ {
-			w.blocks[b&mask] = 0
+			w.blocks[w.slot(b)] = 0
 		}
 		w.top = seq
 	} else {
 		late = w.top - seq
 	}
-	w.blocks[(seq>>6)&mask] |= 1 << (seq & 63)
+	w.blocks[w.slot(seq>>6)] |= 1 << (seq & 63)
 	return true, late
 }

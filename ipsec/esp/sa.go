@@ -80,8 +80,7 @@ type SA struct {
 	// its traffic comes from and goes to that interface's TUN.
 	IfID uint32
 
-	suite   *suite
-	scratch sync.Pool
+	suite suite
 
 	seq atomic.Uint64 // outbound: last sequence number sent
 	// txMu is held by the TX worker that is sealing and sending packets of
@@ -98,7 +97,10 @@ type SA struct {
 
 	Counters Counters
 
-	child *ipsec.ChildSA // kept to zero its keys on delete
+	// encKey and integKey are the key material the SA was created from
+	// (the ChildSA's), kept to be zeroed with the SA; not the ChildSA
+	// itself, which is a few hundred bytes per SA on a hub.
+	encKey, integKey []byte
 }
 
 // NewSA keys an SA from what IKE negotiated. onExpire, if not nil, is called
@@ -118,12 +120,11 @@ func NewSA(c *ipsec.ChildSA, onExpire func(sa *SA, hard bool)) (*SA, error) {
 		SPI: c.SPI, ReqID: c.ReqID, Inbound: c.Inbound, Src: c.Src, Dst: c.Dst,
 		EncapSrcPort: c.EncapSrcPort, EncapDstPort: c.EncapDstPort,
 		LocalTS: c.LocalTS, RemoteTS: c.RemoteTS, IfID: c.IfID,
-		suite:     s,
+		suite:     *s,
 		softBytes: c.SoftBytes, hardBytes: c.HardBytes,
 		onExpire: onExpire,
-		child:    c,
+		encKey:   c.EncKey, integKey: c.IntegKey,
 	}
-	sa.scratch.New = func() any { return s.newScratch() }
 	if c.Inbound {
 		w := c.ReplayWindow
 		if w < 1024 {
@@ -136,7 +137,7 @@ func NewSA(c *ipsec.ChildSA, onExpire func(sa *SA, hard bool)) (*SA, error) {
 
 // Overhead is the most bytes Encap adds to an inner packet of length n.
 func (sa *SA) Overhead(n int) int {
-	s := sa.suite
+	s := &sa.suite
 	return espHeaderLen + s.ivLen + padLen(n, s.blockAlign) + 2 + s.icvLen
 }
 
@@ -172,10 +173,11 @@ func (sa *SA) Kill() { sa.dead.Store(true) }
 // cannot be reached; they become garbage with the SA.
 func (sa *SA) Zero() {
 	sa.Kill()
-	if sa.child != nil {
-		sa.child.Zero()
+	clear(sa.encKey)
+	clear(sa.integKey)
+	if c := sa.suite.cbc; c != nil {
+		clear(c.macKey)
 	}
-	clear(sa.suite.macKey)
 }
 
 func (sa *SA) account(n int) {

@@ -12,6 +12,7 @@ import (
 	"crypto/sha512"
 	"fmt"
 	"hash"
+	"sync"
 
 	"golang.org/x/crypto/chacha20poly1305"
 
@@ -48,23 +49,32 @@ const (
 
 // suite is the keyed cryptography of one SA. It is immutable after
 // newSuite and safe for concurrent use; mutable per-packet state lives in
-// the SA's pool of scratch buffers.
+// pooled scratch buffers. An AEAD SA holds only its keyed AEAD and salt
+// (its scratch comes from a pool every AEAD SA shares): a hub keeps
+// thousands of SAs, so what an SA carries is multiplied by them.
 type suite struct {
 	aead cipher.AEAD // AEAD transforms; nil for CBC+HMAC
 	salt [saltLen]byte
 
-	block   cipher.Block     // CBC: the data cipher
-	ivBlock cipher.Block     // CBC: turns sequence numbers into unpredictable IVs
-	newMAC  func() hash.Hash // CBC: the keyed HMAC
-	macKey  []byte           // CBC: our copy of the HMAC key, zeroed with the SA
-
 	ivLen      int
 	blockAlign int // ciphertext length multiple (RFC 4303 2.4: at least 4)
 	icvLen     int
+
+	cbc *cbcSuite // CBC+HMAC transforms only
 }
 
-// scratch is per-packet working memory, pooled per SA so that the nonce and
-// AAD slices handed to the cipher interfaces do not escape to the heap on
+// cbcSuite is the keyed state of a CBC+HMAC SA, and its own pool of
+// scratch buffers (the HMAC and CBC modes in them are keyed).
+type cbcSuite struct {
+	block   cipher.Block     // the data cipher
+	ivBlock cipher.Block     // turns sequence numbers into unpredictable IVs
+	newMAC  func() hash.Hash // the keyed HMAC
+	macKey  []byte           // our copy of the HMAC key, zeroed with the SA
+	scratch sync.Pool
+}
+
+// scratch is per-packet working memory, pooled so that the nonce and AAD
+// slices handed to the cipher interfaces do not escape to the heap on
 // every packet.
 type scratch struct {
 	nonce  [saltLen + aeadIVLen]byte
@@ -73,6 +83,31 @@ type scratch struct {
 	mac    hash.Hash
 	cbcEnc cipher.BlockMode
 	cbcDec cipher.BlockMode
+}
+
+// aeadScratch is the scratch of every AEAD SA: its nonce and AAD are
+// rewritten per packet, so it need not be the SA's own. A pool per SA held
+// a pool's per-CPU array and a buffer per CPU for each SA that carried
+// traffic.
+var aeadScratch = sync.Pool{New: func() any { return new(scratch) }}
+
+// getScratch returns a scratch for one packet, its nonce starting with
+// the SA's salt; putScratch gives it back.
+func (s *suite) getScratch() *scratch {
+	if s.cbc != nil {
+		return s.cbc.scratch.Get().(*scratch)
+	}
+	sc := aeadScratch.Get().(*scratch)
+	copy(sc.nonce[:saltLen], s.salt[:])
+	return sc
+}
+
+func (s *suite) putScratch(sc *scratch) {
+	if s.cbc != nil {
+		s.cbc.scratch.Put(sc)
+		return
+	}
+	aeadScratch.Put(sc)
 }
 
 type ivSetter interface{ SetIV([]byte) }
@@ -127,8 +162,10 @@ func newSuite(t ipsec.Transform, encKey, integKey []byte) (*suite, error) {
 		if t.Encryption == Enc3DESCBC {
 			newBlock, ivKeyLen = des.NewTripleDESCipher, 24
 		}
+		c := &cbcSuite{}
+		s.cbc = c
 		var err error
-		if s.block, err = newBlock(encKey); err != nil {
+		if c.block, err = newBlock(encKey); err != nil {
 			return nil, fmt.Errorf("%s: %w", t.Encryption, err)
 		}
 		// IVs must be unpredictable (RFC 3602 section 2.3), not merely
@@ -138,7 +175,7 @@ func newSuite(t ipsec.Transform, encKey, integKey []byte) (*suite, error) {
 		if _, err := rand.Read(ivKey); err != nil {
 			return nil, fmt.Errorf("%s: IV key: %w", t.Encryption, err)
 		}
-		s.ivBlock, _ = newBlock(ivKey)
+		c.ivBlock, _ = newBlock(ivKey)
 		clear(ivKey)
 		var newHash func() hash.Hash
 		var full int
@@ -164,9 +201,10 @@ func newSuite(t ipsec.Transform, encKey, integKey []byte) (*suite, error) {
 		if len(integKey) == 0 {
 			return nil, fmt.Errorf("%s: empty integrity key", t.Integrity)
 		}
-		s.macKey = append([]byte(nil), integKey...)
-		s.newMAC = func() hash.Hash { return hmac.New(newHash, s.macKey) }
-		bs := s.block.BlockSize()
+		c.macKey = append([]byte(nil), integKey...)
+		c.newMAC = func() hash.Hash { return hmac.New(newHash, c.macKey) }
+		c.scratch.New = func() any { return s.newScratch() }
+		bs := c.block.BlockSize()
 		s.ivLen, s.blockAlign, s.icvLen = bs, bs, full/8
 	default:
 		return nil, fmt.Errorf("encryption %q not supported", t.Encryption)
@@ -186,14 +224,16 @@ func splitSalt(t ipsec.Transform, encKey []byte, salt *[saltLen]byte) ([]byte, e
 	return key, nil
 }
 
+// newScratch is a scratch for this suite: for CBC with its keyed HMAC and
+// CBC modes, and with the salt in front of the nonce.
 func (s *suite) newScratch() *scratch {
 	sc := &scratch{}
 	copy(sc.nonce[:saltLen], s.salt[:])
-	if s.newMAC != nil {
-		sc.mac = s.newMAC()
-		zero := make([]byte, s.block.BlockSize())
-		sc.cbcEnc = cipher.NewCBCEncrypter(s.block, zero)
-		sc.cbcDec = cipher.NewCBCDecrypter(s.block, zero)
+	if c := s.cbc; c != nil {
+		sc.mac = c.newMAC()
+		zero := make([]byte, c.block.BlockSize())
+		sc.cbcEnc = cipher.NewCBCEncrypter(c.block, zero)
+		sc.cbcDec = cipher.NewCBCDecrypter(c.block, zero)
 	}
 	return sc
 }
