@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -45,9 +46,11 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// goHeap is what the iked process reports of its Go heap, after a GC.
+// goHeap is what the iked process reports of its Go heap, after a GC,
+// and the CPU time its collector had taken before that GC.
 type goHeap struct {
 	HeapAlloc, HeapInuse, StackInuse uint64
+	GCCPUSeconds                     float64
 }
 
 // writeHeapOnSignal runs in the benchmark's iked: on each SIGUSR1 it
@@ -58,6 +61,8 @@ func writeHeapOnSignal(file string) {
 	c := make(chan os.Signal, 1)
 	signal.Notify(c, syscall.SIGUSR1)
 	for range c {
+		gcCPU := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+		metrics.Read(gcCPU)
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
@@ -65,7 +70,8 @@ func writeHeapOnSignal(file string) {
 			pprof.Lookup("heap").WriteTo(w, 0)
 			w.Close()
 		}
-		b, _ := json.Marshal(goHeap{HeapAlloc: ms.HeapAlloc, HeapInuse: ms.HeapInuse, StackInuse: ms.StackInuse})
+		b, _ := json.Marshal(goHeap{HeapAlloc: ms.HeapAlloc, HeapInuse: ms.HeapInuse, StackInuse: ms.StackInuse,
+			GCCPUSeconds: gcCPU[0].Value.Float64()})
 		if os.WriteFile(file+".tmp", b, 0o600) == nil {
 			os.Rename(file+".tmp", file)
 		}
@@ -296,6 +302,32 @@ func rssBytes(tb testing.TB, pid int) float64 {
 	return 0
 }
 
+// cpuSeconds is a process's CPU time so far (user and system; its
+// threads' included), from /proc/PID/stat in clock ticks of 1/100 s (Linux's
+// USER_HZ on every architecture we run on).
+func cpuSeconds(tb testing.TB, pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// The command name (field 2) is in parentheses and may hold blanks.
+	rest := string(b)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		tb.Fatalf("/proc/%d/stat: %q", pid, b)
+	}
+	// Fields 14 and 15 of stat (utime, stime) are 12 and 13 after the name.
+	utime, err1 := strconv.ParseFloat(f[11], 64)
+	stime, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		tb.Fatalf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
+	}
+	return (utime + stime) / 100
+}
+
 // hubSizes are the spoke counts of BenchmarkHub: 100 and 1000, or
 // $FLASHGATE_HUB_SPOKES (comma-separated).
 func hubSizes(tb testing.TB) []int {
@@ -319,8 +351,10 @@ func hubSizes(tb testing.TB) []int {
 // it, against flashgate's iked and against strongSwan's charon as the hub,
 // one after the other in the same run, with the same N connections.
 // Reported: the time to every CHILD_SA up (setup_s) and to every echo
-// answered (answered_s), the hub's RSS growth per SA, and for iked the
-// status API's time to list every tunnel.
+// answered (answered_s), the hub's RSS growth per SA, the hub's CPU time
+// from the first setup to every echo answered (cpu_s: on a shared machine
+// steadier than the wall time), and for iked the collector's share of its
+// CPU (gc_cpu_s) and the status API's time to list every tunnel.
 func BenchmarkHub(b *testing.B) {
 	for _, n := range hubSizes(b) {
 		timeout := time.Duration(n)*100*time.Millisecond + 30*time.Second
@@ -341,9 +375,11 @@ func BenchmarkHub(b *testing.B) {
 				// RSS first: the heap figures make iked collect garbage.
 				before := rssBytes(b, pid)
 				heapBefore := ikedHeap(b, pid, heapFile)
-				var after, statusMS, pageMS float64
+				var after, statusMS, pageMS, cpuAfter float64
 				var heapAfter goHeap
+				cpuBefore := cpuSeconds(b, pid)
 				res := h.run(b, timeout, func() {
+					cpuAfter = cpuSeconds(b, pid)
 					after = rssBytes(b, pid)
 					heapAfter = ikedHeap(b, pid, heapFile)
 					start := time.Now()
@@ -369,6 +405,10 @@ func BenchmarkHub(b *testing.B) {
 					logTunnelsNotUp(b, api)
 				}
 				m.hub(b, res, n, before, after)
+				m.add("cpu_s", cpuAfter-cpuBefore)
+				// The collector's share of it (Go's estimate), from the
+				// baseline's figures to those with every SA up.
+				m.add("gc_cpu_s", heapAfter.GCCPUSeconds-heapBefore.GCCPUSeconds)
 				m.add("heap_bytes/sa", (float64(heapAfter.HeapAlloc)-float64(heapBefore.HeapAlloc))/float64(n))
 				m.add("heap_inuse_bytes/sa", (float64(heapAfter.HeapInuse+heapAfter.StackInuse)-float64(heapBefore.HeapInuse+heapBefore.StackInuse))/float64(n))
 				b.Logf("iked's Go heap after a GC: %.1f -> %.1f MiB live objects, %.1f -> %.1f MiB in spans and stacks (heap profile %s.pprof)",
@@ -386,9 +426,11 @@ func BenchmarkHub(b *testing.B) {
 				c := testnet.StartCharon(b, h.hub, h.charonConns()...)
 				time.Sleep(time.Second)
 				before := rssBytes(b, c.PID())
-				var after float64
-				res := h.run(b, timeout, func() { after = rssBytes(b, c.PID()) })
+				var after, cpuAfter float64
+				cpuBefore := cpuSeconds(b, c.PID())
+				res := h.run(b, timeout, func() { cpuAfter = cpuSeconds(b, c.PID()); after = rssBytes(b, c.PID()) })
 				m.hub(b, res, n, before, after)
+				m.add("cpu_s", cpuAfter-cpuBefore)
 			}
 		})
 	}

@@ -1,7 +1,6 @@
 package esp
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -93,10 +92,17 @@ type Device struct {
 	raws  []*udpSocket // raw ESP: one socket, a handle per worker; raws[0] receives
 
 	table atomic.Pointer[saTable]
-	ike   atomic.Pointer[func(pkt []byte, from netip.AddrPort)]
+	// inbound holds the inbound SAs by SPI (uint32 -> *SA) for the
+	// workers, who read it without a lock. It is not in the table: the
+	// table is rebuilt whole when it changes, which a thousand installs
+	// made a million entries of garbage (a third of what a hub's setups
+	// allocated).
+	inbound sync.Map
+	ike     atomic.Pointer[func(pkt []byte, from netip.AddrPort)]
 
-	mu     sync.Mutex // serializes AddPair, DeletePair, SetInterfaces, Close
-	pairs  map[uint32]*pair
+	mu     sync.Mutex           // serializes AddPair, DeletePair, SetInterfaces, Close
+	pairs  map[uint32]*pair     // by inbound SPI
+	outSPI map[uint32]*SA       // the outbound SAs by SPI (peers may pick the same; the newest)
 	index  *remoteIndex         // the outbound SAs by remote selector (saTable.byRemote)
 	tuns   map[uint32]*routeTUN // route tunnels' TUNs by if_id
 	ifs    *tunnelif.Table
@@ -136,15 +142,17 @@ type pair struct {
 }
 
 // saTable is an immutable snapshot read by the workers without locks and
-// replaced whole by AddPair and DeletePair.
+// replaced whole when the route tunnels' TUNs change. The SAs are not in
+// it: Device.inbound and the index of outbound SAs change in place.
 type saTable struct {
-	in   map[uint32]*SA
-	out  []*SA                // newest first: during a rekey outbound traffic uses the new SA
 	tuns map[uint32]*routeTUN // route tunnels' TUNs, by if_id
 	// byRemote is the Device's index of the outbound SAs by remote
 	// selector (shared by every table, changed in place), so that a
-	// packet's SA is found without trying every one; nil: try every one.
+	// packet's SA is found without trying every one; nil: try every one
+	// of out, newest first (the search before the index, which its tests
+	// and benchmark compare it with).
 	byRemote *remoteIndex
+	out      []*SA
 }
 
 // NewDevice creates the TUN interface, brings it up and starts the workers,
@@ -165,6 +173,7 @@ func NewDevice(cfg Config) (*Device, error) {
 	d := &Device{
 		cfg:     cfg,
 		pairs:   make(map[uint32]*pair),
+		outSPI:  make(map[uint32]*SA),
 		index:   newRemoteIndex(),
 		tuns:    make(map[uint32]*routeTUN),
 		routes:  make(map[netip.Prefix]int),
@@ -175,7 +184,7 @@ func NewDevice(cfg Config) (*Device, error) {
 	if cfg.OnMissingSA != nil {
 		d.missing = make(chan netip.Addr, missingQueue)
 	}
-	d.table.Store(&saTable{in: map[uint32]*SA{}})
+	d.table.Store(&saTable{byRemote: d.index})
 	var err error
 	if d.nl, err = netlink.NewHandle(); err != nil {
 		return nil, fmt.Errorf("netlink: %w", err)
@@ -301,7 +310,7 @@ func (d *Device) AddPair(in, out *ipsec.ChildSA) error {
 	if d.closed.Load() {
 		return errors.New("AddPair: device closed")
 	}
-	if _, dup := d.table.Load().in[in.SPI]; dup {
+	if _, dup := d.pairs[in.SPI]; dup {
 		return fmt.Errorf("AddPair: inbound SPI %08x already installed", in.SPI)
 	}
 	if in.IfID != out.IfID {
@@ -313,12 +322,7 @@ func (d *Device) AddPair(in, out *ipsec.ChildSA) error {
 		if d.tuns[out.IfID] == nil {
 			return fmt.Errorf("AddPair %08x/%08x: no tunnel interface with if_id %d", in.SPI, out.SPI, out.IfID)
 		}
-		d.added++
-		pr := &pair{in: inSA, out: outSA, added: d.added}
-		d.scheduleLifetimes(pr, in)
-		d.pairs[in.SPI] = pr
-		d.index.add(outSA, d.added)
-		d.publish()
+		d.install(inSA, outSA, in)
 		if err := d.ifs.PairAdded(out.IfID); err != nil {
 			return fmt.Errorf("AddPair %08x/%08x: %w", in.SPI, out.SPI, err)
 		}
@@ -340,13 +344,20 @@ func (d *Device) AddPair(in, out *ipsec.ChildSA) error {
 	for _, p := range out.RemoteTS {
 		d.routes[p.Masked()]++
 	}
-	d.added++
-	pr := &pair{in: inSA, out: outSA, added: d.added}
-	d.scheduleLifetimes(pr, in)
-	d.pairs[in.SPI] = pr
-	d.index.add(outSA, d.added)
-	d.publish()
+	d.install(inSA, outSA, in)
 	return nil
+}
+
+// install makes a pair the newest and hands it to the workers. Called
+// with d.mu held.
+func (d *Device) install(in, out *SA, c *ipsec.ChildSA) {
+	d.added++
+	pr := &pair{in: in, out: out, added: d.added}
+	d.scheduleLifetimes(pr, c)
+	d.pairs[in.SPI] = pr
+	d.outSPI[out.SPI] = out
+	d.index.add(out, d.added)
+	d.inbound.Store(in.SPI, in)
 }
 
 func (d *Device) onExpire(sa *SA, hard bool) { d.sendExpire(ipsec.Expire{SPI: sa.SPI, Hard: hard}) }
@@ -370,8 +381,11 @@ func (d *Device) DeletePair(inboundSPI uint32) error {
 		return fmt.Errorf("DeletePair %08x: no such SA", inboundSPI)
 	}
 	delete(d.pairs, inboundSPI)
+	d.inbound.Delete(inboundSPI)
+	if d.outSPI[pr.out.SPI] == pr.out {
+		delete(d.outSPI, pr.out.SPI)
+	}
 	d.index.remove(pr.out)
-	d.publish()
 	d.unscheduleLifetimes(pr)
 	var errs []error
 	if pr.out.IfID != 0 {
@@ -399,18 +413,7 @@ func (d *Device) DeletePair(inboundSPI uint32) error {
 
 // publish rebuilds the snapshot the workers read. Called with d.mu held.
 func (d *Device) publish() {
-	t := &saTable{in: make(map[uint32]*SA, len(d.pairs)), tuns: maps.Clone(d.tuns)}
-	prs := make([]*pair, 0, len(d.pairs))
-	for _, pr := range d.pairs {
-		t.in[pr.in.SPI] = pr.in
-		prs = append(prs, pr)
-	}
-	slices.SortFunc(prs, func(a, b *pair) int { return cmp.Compare(b.added, a.added) })
-	for _, pr := range prs {
-		t.out = append(t.out, pr.out)
-	}
-	t.byRemote = d.index
-	d.table.Store(t)
+	d.table.Store(&saTable{tuns: maps.Clone(d.tuns), byRemote: d.index})
 }
 
 // Stats implements ipsec.DataPlane for an SA of either direction.
@@ -435,14 +438,23 @@ func (d *Device) SACounters(spi uint32) (CounterSnapshot, error) {
 }
 
 func (d *Device) lookupSPI(spi uint32) *SA {
-	t := d.table.Load()
-	if sa := t.in[spi]; sa != nil {
+	if sa, ok := d.inbound.Load(spi); ok {
+		return sa.(*SA)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if sa := d.outSPI[spi]; sa != nil {
 		return sa
 	}
-	for _, sa := range t.out {
-		if sa.SPI == spi {
-			return sa
+	// An outbound SPI that two peers picked, whose newer pair is gone.
+	var found *pair
+	for _, pr := range d.pairs {
+		if pr.out.SPI == spi && (found == nil || pr.added > found.added) {
+			found = pr
 		}
+	}
+	if found != nil {
+		return found.out
 	}
 	return nil
 }
@@ -474,8 +486,11 @@ func (d *Device) Close() error {
 		pr.in.Zero()
 		pr.out.Zero()
 		delete(d.pairs, spi)
+		d.inbound.Delete(spi)
+		d.index.remove(pr.out)
 	}
-	d.table.Store(&saTable{in: map[uint32]*SA{}})
+	clear(d.outSPI)
+	d.table.Store(&saTable{byRemote: d.index})
 	d.nl.Close()
 	return errors.Join(errs...)
 }

@@ -331,9 +331,12 @@ func (sa *IKESA) addChild(pc *pendingChild, weInitiated bool, replaces uint32) {
 	if err != nil {
 		return
 	}
+	// Both directions share their selectors: a data plane keeps them for
+	// as long as the SAs live, and neither changes them.
+	localTS, remoteTS := prefixesOf(c.localTS), prefixesOf(c.remoteTS)
 	mk := func(inbound bool, spi uint32, enc, integ []byte) *ipsec.ChildSA {
 		s := &ipsec.ChildSA{ReqID: c.reqID, SPI: spi, Inbound: inbound, Transform: t, EncKey: enc, IntegKey: integ,
-			LocalTS: prefixesOf(c.localTS), RemoteTS: prefixesOf(c.remoteTS), ReplayWindow: sa.cfg.replayWindow()}
+			LocalTS: localTS, RemoteTS: remoteTS, ReplayWindow: sa.cfg.replayWindow()}
 		if sa.cfg.ChildLifetime > 0 {
 			s.SoftLifetime, s.HardLifetime = sa.cfg.ChildLifetime, sa.cfg.ChildLifetime+sa.cfg.ChildLifetime/10
 		}

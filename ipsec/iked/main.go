@@ -42,6 +42,7 @@ func Main(args []string) int {
 		return 2
 	}
 	logger := log.New(os.Stderr, "", log.LstdFlags)
+	tuneGC(logger.Printf)
 	cfg := &config.Config{}
 	if *file != "" {
 		var err error

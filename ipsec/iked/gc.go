@@ -1,0 +1,81 @@
+package iked
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+)
+
+// iked's garbage collector settings (docs/architecture.md, "iked's
+// memory"), set by Main unless the environment sets GOGC or GOMEMLIMIT.
+//
+// gcPercent: Go's default (100) lets the heap grow to twice what is live
+// before a collection. iked's live heap grows with its SAs, and every IKE
+// setup leaves garbage several times its SA's size (messages, DH, keying),
+// so at 100 a hub's resident memory was about three times its SAs' live
+// heap. 50 lets it grow by half: measured at a hub of 1000 spokes, it cut
+// the resident memory per SA by a fifth to a third for some more collector
+// CPU per setup (BenchmarkHub's rss_bytes/sa and cpu_s).
+//
+// memLimitShare: a soft limit of a quarter of the board's RAM (64 MiB on
+// an ALIX's 256 MB, 32 MiB on a 128 MB net4801): near it the collector
+// runs more often instead of letting garbage take the RAM the kernel,
+// configd and the web UI need. It limits garbage, not what is live: an
+// iked that truly needs more goes over it (and the collector then takes
+// at most half of the CPU, Go's own cap), it is not killed by it.
+const (
+	gcPercent     = 50
+	memLimitShare = 4
+)
+
+// tuneGC applies those settings and says what iked runs with.
+func tuneGC(logf func(string, ...any)) {
+	percent := "GOGC from the environment"
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+		percent = fmt.Sprintf("GOGC %d", gcPercent)
+	}
+	limit := "GOMEMLIMIT from the environment"
+	if os.Getenv("GOMEMLIMIT") == "" {
+		total, err := memTotal("/proc/meminfo")
+		if err != nil {
+			limit = fmt.Sprintf("no memory limit (%v)", err)
+		} else {
+			debug.SetMemoryLimit(total / memLimitShare)
+			limit = fmt.Sprintf("memory limit %d MiB (a quarter of %d MiB RAM)", total/memLimitShare>>20, total>>20)
+		}
+	}
+	logf("iked: garbage collector: %s, %s", percent, limit)
+}
+
+// memTotal is MemTotal of a /proc/meminfo, in bytes.
+func memTotal(file string) (int64, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:")
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(rest)
+		if len(fields) != 2 || fields[1] != "kB" {
+			return 0, fmt.Errorf("%s: MemTotal line %q", file, sc.Text())
+		}
+		kb, err := strconv.ParseInt(fields[0], 10, 64)
+		if err != nil || kb <= 0 {
+			return 0, fmt.Errorf("%s: MemTotal line %q", file, sc.Text())
+		}
+		return kb << 10, nil
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("%s: %w", file, err)
+	}
+	return 0, fmt.Errorf("%s: no MemTotal", file)
+}
