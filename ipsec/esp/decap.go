@@ -28,9 +28,9 @@ func (sa *SA) Decap(pkt []byte) ([]byte, error) {
 		return nil, fmt.Errorf("esp: Decap on outbound SA %08x", sa.SPI)
 	}
 	s := &sa.suite
-	hdr := espHeaderLen + s.ivLen
-	body := len(pkt) - hdr - s.icvLen // ciphertext length
-	if body < s.blockAlign || body%s.blockAlign != 0 {
+	hdr := espHeaderLen + int(s.ivLen)
+	body := len(pkt) - hdr - int(s.icvLen) // ciphertext length
+	if align := int(s.blockAlign); body < align || body%align != 0 {
 		return nil, ErrTruncated
 	}
 	seq := uint64(binary.BigEndian.Uint32(pkt[4:8]))

@@ -32,10 +32,11 @@ func (sa *SA) Encap(buf []byte, off, n int) ([]byte, error) {
 	default:
 		return nil, ErrBadInner
 	}
-	start := off - espHeaderLen - s.ivLen
-	pad := padLen(n, s.blockAlign)
+	ivLen := int(s.ivLen)
+	start := off - espHeaderLen - ivLen
+	pad := padLen(n, int(s.blockAlign))
 	plainEnd := off + n + pad + 2
-	end := plainEnd + s.icvLen
+	end := plainEnd + int(s.icvLen)
 	if start < 0 || end > cap(buf) {
 		return nil, ErrOversized
 	}
@@ -55,7 +56,7 @@ func (sa *SA) Encap(buf []byte, off, n int) ([]byte, error) {
 	buf[plainEnd-1] = next
 
 	sc := s.getScratch()
-	iv := pkt[espHeaderLen : espHeaderLen+s.ivLen]
+	iv := pkt[espHeaderLen : espHeaderLen+ivLen]
 	if s.aead != nil {
 		// The explicit IV is the sequence number: unique per key, which is
 		// all GCM and ChaCha20-Poly1305 need (RFC 4106 3.1, RFC 7634 2).

@@ -138,7 +138,7 @@ func NewSA(c *ipsec.ChildSA, onExpire func(sa *SA, hard bool)) (*SA, error) {
 // Overhead is the most bytes Encap adds to an inner packet of length n.
 func (sa *SA) Overhead(n int) int {
 	s := &sa.suite
-	return espHeaderLen + s.ivLen + padLen(n, s.blockAlign) + 2 + s.icvLen
+	return espHeaderLen + int(s.ivLen) + padLen(n, int(s.blockAlign)) + 2 + int(s.icvLen)
 }
 
 func padLen(n, align int) int {
@@ -237,4 +237,4 @@ func matchAny(ps []netip.Prefix, a netip.Addr) bool {
 }
 
 // headerLen is the ESP header and IV in front of the inner packet.
-func (sa *SA) headerLen() int { return espHeaderLen + sa.suite.ivLen }
+func (sa *SA) headerLen() int { return espHeaderLen + int(sa.suite.ivLen) }

@@ -56,9 +56,11 @@ type suite struct {
 	aead cipher.AEAD // AEAD transforms; nil for CBC+HMAC
 	salt [saltLen]byte
 
-	ivLen      int
-	blockAlign int // ciphertext length multiple (RFC 4303 2.4: at least 4)
-	icvLen     int
+	// Lengths in bytes (bytes, not ints: they keep the SA in a smaller
+	// size class).
+	ivLen      uint8
+	blockAlign uint8 // ciphertext length multiple (RFC 4303 2.4: at least 4)
+	icvLen     uint8
 
 	cbc *cbcSuite // CBC+HMAC transforms only
 }
@@ -138,7 +140,7 @@ func newSuite(t ipsec.Transform, encKey, integKey []byte) (*suite, error) {
 		if s.aead, err = cipher.NewGCMWithTagSize(block, icv); err != nil {
 			return nil, fmt.Errorf("%s: %w", t.Encryption, err)
 		}
-		s.ivLen, s.blockAlign, s.icvLen = aeadIVLen, 4, icv
+		s.ivLen, s.blockAlign, s.icvLen = aeadIVLen, 4, uint8(icv)
 	case EncChaPoly:
 		if t.Integrity != "" {
 			return nil, fmt.Errorf("%s is AEAD but integrity %q was given", t.Encryption, t.Integrity)
@@ -204,8 +206,8 @@ func newSuite(t ipsec.Transform, encKey, integKey []byte) (*suite, error) {
 		c.macKey = append([]byte(nil), integKey...)
 		c.newMAC = func() hash.Hash { return hmac.New(newHash, c.macKey) }
 		c.scratch.New = func() any { return s.newScratch() }
-		bs := c.block.BlockSize()
-		s.ivLen, s.blockAlign, s.icvLen = bs, bs, full/8
+		bs := uint8(c.block.BlockSize())
+		s.ivLen, s.blockAlign, s.icvLen = bs, bs, uint8(full/8)
 	default:
 		return nil, fmt.Errorf("encryption %q not supported", t.Encryption)
 	}

@@ -112,7 +112,7 @@ func (sa *IKESA) handle(pkt []byte, m *Message, local, remote netip.AddrPort) {
 		return
 	}
 	if m.Exchange == IKE_SA_INIT {
-		if m.IsResponse() && sa.state == StateInitSent && sa.out != nil && m.MessageID == 0 {
+		if m.IsResponse() && sa.state == StateInitSent && sa.init != nil && sa.out != nil && m.MessageID == 0 {
 			sa.lastRecv = sa.ep.now()
 			sa.handleInitResponse(m)
 			return

@@ -47,13 +47,10 @@ type IKESA struct {
 	prop Proposal
 	keys *ikeKeys
 
-	// IKE_SA_INIT material, kept until IKE_AUTH is done.
-	ni, nr            []byte
-	dh                dhKey
-	dhGroup           DHGroup
-	cookie            []byte
-	initReq, initResp []byte
-	initRetries       int
+	// init is the IKE_SA_INIT material, kept until IKE_AUTH is done (nil
+	// after, and for SAs made by a rekey or IKEv1): a hub's established
+	// SAs do not carry its fields.
+	init *saInit
 
 	// Certificate authentication: the peer's SIGNATURE_HASH_ALGORITHMS
 	// (peerAnnounced: it sent the notify) and how we signed, for messages.
@@ -101,6 +98,16 @@ type IKESA struct {
 	events      []func()
 }
 
+// saInit is what an IKEv2 SA keeps from IKE_SA_INIT for IKE_AUTH.
+type saInit struct {
+	ni, nr            []byte
+	dh                dhKey // initiator: ours, until the response
+	dhGroup           DHGroup
+	cookie            []byte
+	initReq, initResp []byte
+	initRetries       int
+}
+
 // pending is our request in flight.
 type pending struct {
 	ex          *exchange
@@ -117,15 +124,15 @@ func newInitiatorSA(ep *Endpoint, cfg *PeerConfig) (*IKESA, error) {
 	}
 	props := cfg.ikeProposals()
 	sa := &IKESA{ep: ep, cfg: cfg, initiator: true, state: StateInitSent,
-		local: cfg.Local, remote: cfg.Remote, created: ep.now()}
+		local: cfg.Local, remote: cfg.Remote, created: ep.now(), init: &saInit{}}
 	sa.spiI = ep.randUint64()
-	sa.ni = make([]byte, 32)
-	if _, err := io.ReadFull(ep.rand, sa.ni); err != nil {
+	sa.init.ni = make([]byte, 32)
+	if _, err := io.ReadFull(ep.rand, sa.init.ni); err != nil {
 		return nil, err
 	}
-	sa.dhGroup = props[0].DH[0]
+	sa.init.dhGroup = props[0].DH[0]
 	var err error
-	if sa.dh, err = newDHKey(sa.dhGroup, ep.rand); err != nil {
+	if sa.init.dh, err = newDHKey(sa.init.dhGroup, ep.rand); err != nil {
 		return nil, err
 	}
 	return sa, nil
@@ -189,25 +196,25 @@ func (sa *IKESA) encapESP() bool { return sa.natLocal || sa.natRemote || sa.cfg.
 // IKE_SA_INIT request.
 func (sa *IKESA) sendInit() {
 	var ps []Payload
-	if sa.cookie != nil {
-		ps = append(ps, &Notify{NotifyType: COOKIE, Data: sa.cookie})
+	if sa.init.cookie != nil {
+		ps = append(ps, &Notify{NotifyType: COOKIE, Data: sa.init.cookie})
 	}
 	var wire []WireProposal
 	for i, p := range sa.cfg.ikeProposals() {
 		wire = append(wire, p.ToWire(uint8(i+1), nil))
 	}
-	ps = append(ps, &SA{Proposals: wire}, &KE{Group: sa.dhGroup, Data: sa.dh.Public()}, &Nonce{Data: sa.ni})
+	ps = append(ps, &SA{Proposals: wire}, &KE{Group: sa.init.dhGroup, Data: sa.init.dh.Public()}, &Nonce{Data: sa.init.ni})
 	ps = append(ps, natNotifies(sa.spiI, 0, sa.local, sa.remote, sa.cfg.ForceEncap)...)
 	if sa.cfg.usesCerts() {
 		ps = append(ps, signatureHashesNotify())
 	}
 	ps = append(ps, &Notify{NotifyType: IKEV2_FRAGMENTATION_SUPPORTED})
 	m := &Message{Header: sa.header(IKE_SA_INIT, 0, false), Payloads: ps}
-	sa.initReq = m.Encode()
+	sa.init.initReq = m.Encode()
 	now := sa.ep.now()
-	sa.out = &pending{exchange: IKE_SA_INIT, msgID: 0, pkts: [][]byte{sa.initReq}, first: now, next: now.Add(sa.cfg.retransmitTimeout()), tries: 1}
+	sa.out = &pending{exchange: IKE_SA_INIT, msgID: 0, pkts: [][]byte{sa.init.initReq}, first: now, next: now.Add(sa.cfg.retransmitTimeout()), tries: 1}
 	sa.nextMsgID = 1
-	sa.send(sa.initReq)
+	sa.send(sa.init.initReq)
 }
 
 // initRefusal is a refused IKE_SA_INIT: the notify to answer with, and
@@ -246,10 +253,10 @@ func newResponderSA(ep *Endpoint, cfg *PeerConfig, pkt []byte, m *Message, local
 	now := ep.now()
 	sa := &IKESA{ep: ep, cfg: cfg, state: StateHalfOpen, spiI: m.SPIi, spiR: ep.randUint64(),
 		local: local, remote: remote, initRemote: remote, halfOpen: true, prop: prop,
-		created: now, lastRecv: now, peerMsgID: 1, dhGroup: ke.Group}
-	sa.ni = append([]byte(nil), nonce.Data...)
-	sa.nr = make([]byte, 32)
-	io.ReadFull(ep.rand, sa.nr)
+		created: now, lastRecv: now, peerMsgID: 1, init: &saInit{dhGroup: ke.Group}}
+	sa.init.ni = append([]byte(nil), nonce.Data...)
+	sa.init.nr = make([]byte, 32)
+	io.ReadFull(ep.rand, sa.init.nr)
 	dh, err := newDHKey(ke.Group, ep.rand)
 	if err != nil {
 		return nil, nil, &initRefusal{notify: &Notify{NotifyType: NO_PROPOSAL_CHOSEN}}
@@ -269,7 +276,7 @@ func newResponderSA(ep *Endpoint, cfg *PeerConfig, pkt []byte, m *Message, local
 		sa.natLocal = true
 	}
 	ps := []Payload{&SA{Proposals: []WireProposal{prop.ToWire(saP.Proposals[ti].Number, nil)}},
-		&KE{Group: ke.Group, Data: dh.Public()}, &Nonce{Data: sa.nr}}
+		&KE{Group: ke.Group, Data: dh.Public()}, &Nonce{Data: sa.init.nr}}
 	if cfg.RemoteAuth == AuthByCert && len(cfg.TrustedCAs) > 0 {
 		// strongSwan sends its certificate only when asked (send_cert = ifasked).
 		ps = append(ps, certRequest(cfg.TrustedCAs))
@@ -284,10 +291,10 @@ func newResponderSA(ep *Endpoint, cfg *PeerConfig, pkt []byte, m *Message, local
 		ps = append(ps, &Notify{NotifyType: IKEV2_FRAGMENTATION_SUPPORTED})
 	}
 	resp := &Message{Header: sa.header(IKE_SA_INIT, 0, true), Payloads: ps}
-	sa.initReq = append([]byte(nil), pkt[:m.Length]...)
-	sa.initResp = resp.Encode()
+	sa.init.initReq = append([]byte(nil), pkt[:m.Length]...)
+	sa.init.initResp = resp.Encode()
 	sa.nextMsgID = 0
-	return sa, sa.initResp, nil
+	return sa, sa.init.initResp, nil
 }
 
 func (sa *IKESA) deriveInitKeys(gir []byte) error {
@@ -295,16 +302,16 @@ func (sa *IKESA) deriveInitKeys(gir []byte) error {
 	if err != nil {
 		return err
 	}
-	skeyseed := f.sum(append(append([]byte(nil), sa.ni...), sa.nr...), gir)
+	skeyseed := f.sum(append(append([]byte(nil), sa.init.ni...), sa.init.nr...), gir)
 	defer clear(skeyseed)
-	sa.keys, err = deriveIKEKeys(sa.prop, skeyseed, sa.ni, sa.nr, sa.spiI, sa.spiR, sa.initiator, sa.ep.rand)
+	sa.keys, err = deriveIKEKeys(sa.prop, skeyseed, sa.init.ni, sa.init.nr, sa.spiI, sa.spiR, sa.initiator, sa.ep.rand)
 	return err
 }
 
 func (sa *IKESA) answerInitRetransmit(pkt []byte) {
-	if sa.state == StateHalfOpen && bytes.Equal(pkt, sa.initReq) {
+	if sa.state == StateHalfOpen && sa.init != nil && bytes.Equal(pkt, sa.init.initReq) {
 		sa.ep.Stats.RetransmitsAnswered.Add(1)
-		sa.send(sa.initResp)
+		sa.send(sa.init.initResp)
 		return
 	}
 	sa.ep.Stats.OutOfWindow.Add(1)
@@ -312,20 +319,20 @@ func (sa *IKESA) answerInitRetransmit(pkt []byte) {
 
 // handleInitResponse processes the answer to our IKE_SA_INIT.
 func (sa *IKESA) handleInitResponse(m *Message) {
-	if n := findNotify(m.Payloads, COOKIE); n != nil && sa.initRetries < 3 {
-		sa.initRetries++
-		sa.cookie = append([]byte(nil), n.Data...)
+	if n := findNotify(m.Payloads, COOKIE); n != nil && sa.init.initRetries < 3 {
+		sa.init.initRetries++
+		sa.init.cookie = append([]byte(nil), n.Data...)
 		sa.sendInit()
 		return
 	}
-	if n := findNotify(m.Payloads, INVALID_KE_PAYLOAD); n != nil && len(n.Data) == 2 && sa.initRetries < 3 {
+	if n := findNotify(m.Payloads, INVALID_KE_PAYLOAD); n != nil && len(n.Data) == 2 && sa.init.initRetries < 3 {
 		g := DHGroup(binary.BigEndian.Uint16(n.Data))
-		if g != sa.dhGroup && g.supported() && offersGroup(sa.cfg.ikeProposals(), g) {
-			sa.initRetries++
+		if g != sa.init.dhGroup && g.supported() && offersGroup(sa.cfg.ikeProposals(), g) {
+			sa.init.initRetries++
 			dh, err := newDHKey(g, sa.ep.rand)
 			if err == nil {
-				sa.dh.Zero()
-				sa.dh, sa.dhGroup = dh, g
+				sa.init.dh.Zero()
+				sa.init.dh, sa.init.dhGroup = dh, g
 				sa.sendInit()
 				return
 			}
@@ -343,23 +350,23 @@ func (sa *IKESA) handleInitResponse(m *Message) {
 		return
 	}
 	prop, ok := ProposalFromWire(saP.Proposals[0])
-	if !ok || !acceptable(sa.cfg.ikeProposals(), prop) || len(prop.DH) != 1 || prop.DH[0] != ke.Group || ke.Group != sa.dhGroup {
+	if !ok || !acceptable(sa.cfg.ikeProposals(), prop) || len(prop.DH) != 1 || prop.DH[0] != ke.Group || ke.Group != sa.init.dhGroup {
 		sa.fail(&Failure{Reason: ReasonNoProposalChosen, Peer: sa.remote, Exchange: IKE_SA_INIT,
 			OurProposals: sa.cfg.ikeProposals(), PeerProposals: []Proposal{prop},
 			Detail: "the peer chose a proposal we did not offer"})
 		return
 	}
-	gir, err := sa.dh.Shared(ke.Data)
+	gir, err := sa.init.dh.Shared(ke.Data)
 	if err != nil {
 		sa.fail(&Failure{Reason: ReasonProtocol, Peer: sa.remote, Exchange: IKE_SA_INIT, Detail: err.Error()})
 		return
 	}
 	defer clear(gir)
-	sa.dh.Zero()
-	sa.dh = nil
+	sa.init.dh.Zero()
+	sa.init.dh = nil
 	sa.prop = prop
 	sa.spiR = m.SPIr
-	sa.nr = append([]byte(nil), nonce.Data...)
+	sa.init.nr = append([]byte(nil), nonce.Data...)
 	if err := sa.deriveInitKeys(gir); err != nil {
 		sa.fail(&Failure{Reason: ReasonProtocol, Peer: sa.remote, Exchange: IKE_SA_INIT, Detail: err.Error()})
 		return
@@ -368,7 +375,7 @@ func (sa *IKESA) handleInitResponse(m *Message) {
 	if sa.cfg.ForceEncap {
 		sa.natLocal = true
 	}
-	sa.initResp = append([]byte(nil), m.encoded...)
+	sa.init.initResp = append([]byte(nil), m.encoded...)
 	sa.peerHashes, sa.peerAnnounced = parseSignatureHashes(m.Payloads)
 	sa.fragments = findNotify(m.Payloads, IKEV2_FRAGMENTATION_SUPPORTED) != nil
 	idi := sa.cfg.localID().payload(false)
@@ -485,7 +492,7 @@ func (sa *IKESA) handleAuthResponse(ps []Payload, inSPI, reqID uint32) {
 		return
 	}
 	sa.establish()
-	pc, fail := sa.acceptChildResponse(IKE_AUTH, ps, inSPI, reqID, nil, nil, sa.ni, sa.nr, nil)
+	pc, fail := sa.acceptChildResponse(IKE_AUTH, ps, inSPI, reqID, nil, nil, sa.init.ni, sa.init.nr, nil)
 	if fail != nil {
 		sa.ep.freeSPI(inSPI)
 		sa.report(fail)
@@ -502,7 +509,10 @@ func (sa *IKESA) handleAuthResponse(ps []Payload, inSPI, reqID uint32) {
 // nonces and SK_pi/SK_pr. An established SA then holds only SK_d and the
 // message protection.
 func (sa *IKESA) authDone() {
-	sa.initReq, sa.initResp, sa.ni, sa.nr = nil, nil, nil, nil
+	if sa.init != nil && sa.init.dh != nil {
+		sa.init.dh.Zero()
+	}
+	sa.init = nil
 	if sa.keys != nil {
 		clear(sa.keys.pi)
 		clear(sa.keys.pr)
@@ -582,7 +592,7 @@ func (sa *IKESA) handleAuthRequest(m *Message, ps []Payload) {
 		resp = append(resp, certPayloads(sa.cfg.LocalCert)...)
 	}
 	resp = append(resp, ourAuth)
-	pc, answer, fail := sa.acceptChildRequest(IKE_AUTH, ps, sa.ni, sa.nr, 0)
+	pc, answer, fail := sa.acceptChildRequest(IKE_AUTH, ps, sa.init.ni, sa.init.nr, 0)
 	resp = append(resp, answer...)
 	pkt := sa.sealResponse(m, resp)
 	sa.authDone()
@@ -666,9 +676,9 @@ func (sa *IKESA) zero() {
 	sa.v1.zero(sa.ep)
 	sa.keys.zero()
 	sa.keys = nil
-	if sa.dh != nil {
-		sa.dh.Zero()
-		sa.dh = nil
+	if sa.init != nil && sa.init.dh != nil {
+		sa.init.dh.Zero()
+		sa.init.dh = nil
 	}
 }
 
