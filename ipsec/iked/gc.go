@@ -16,9 +16,10 @@ import (
 // before a collection. iked's live heap grows with its SAs, and every IKE
 // setup leaves garbage several times its SA's size (messages, DH, keying),
 // so at 100 a hub's resident memory was about three times its SAs' live
-// heap. 50 lets it grow by half: measured at a hub of 1000 spokes, it cut
-// the resident memory per SA by a fifth to a third for some more collector
-// CPU per setup (BenchmarkHub's rss_bytes/sa and cpu_s).
+// heap. 50 lets it grow by half: at a hub of 1000 spokes it cut the
+// resident memory per SA by a third for a fifth more CPU during the
+// setups (BenchmarkHub's rss_bytes/sa and cpu_s; docs/architecture.md has
+// the figures).
 //
 // memLimitShare: a soft limit of a quarter of the board's RAM (64 MiB on
 // an ALIX's 256 MB, 32 MiB on a 128 MB net4801): near it the collector
