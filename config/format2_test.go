@@ -285,6 +285,17 @@ func main() {
 		revs = append(revs, info.Revision)
 	}
 	out["revisions"] = revs
+	if len(os.Args) > 2 {
+		// Runs there and commits, as the admin would before switching back.
+		if _, err := s.EditCandidate("", func(c *config.Config) error { c.System.Hostname = os.Args[2]; return nil }); err != nil {
+			panic(err)
+		}
+		info, err := s.Commit("admin", "under the format 2 firmware")
+		if err != nil {
+			panic(err)
+		}
+		out["committed"] = info.Revision
+	}
 	json.NewEncoder(os.Stdout).Encode(out)
 }
 `
@@ -328,6 +339,36 @@ func main() {
 	if gotS := fmt.Sprintf("running %d %s %d tunnels, revisions %v", got.Running, got.Hostname, got.Tunnels, got.Revisions); got.Recovered != "" || gotS != want {
 		t.Fatalf("the format 2 firmware read: %s (recovered %q)\nwant %s", gotS, got.Recovered, want)
 	}
+	// It commits there; back on this firmware (the admin switches back,
+	// or its test boot failed and the copy its PID 1 took comes back)
+	// the database has every revision and the old firmware's commit.
+	out, err = exec.Command(bin, path, "under-v2").Output()
+	if err != nil {
+		t.Fatalf("the format 2 firmware could not commit: %v\n%s", err, out)
+	}
+	var committed struct {
+		Committed uint64 `json:"committed"`
+	}
+	json.Unmarshal(out, &committed)
+	if committed.Committed != wantRev+1 {
+		t.Fatalf("the format 2 firmware committed revision %d, want %d: %s", committed.Committed, wantRev+1, out)
+	}
+	back := openTest(t, path, nil)
+	if c, rev := back.Running(); rev != committed.Committed || c.System.Hostname != "under-v2" || len(c.Tunnels) != len(wantRunning.Tunnels) {
+		t.Fatalf("back on format 3: revision %d, host %q", rev, c.System.Hostname)
+	}
+	backHistory, err := back.History()
+	if err != nil || len(backHistory) != len(h)+1 {
+		t.Fatalf("back on format 3: %d revisions (%v), want %d", len(backHistory), err, len(h)+1)
+	}
+	for _, info := range h {
+		if _, _, err := back.Revision(info.Revision); err != nil {
+			t.Fatalf("back on format 3: revision %d: %v", info.Revision, err)
+		}
+	}
+	mustCommit(t, back, "admin", "format 3 again", func(c *Config) { c.System.Hostname = "fmt3-again" })
+	back.Close()
+
 	// And the new format's file, for contrast, is what it sets aside.
 	s3, path3, _ := handOffStore(t)
 	s3.Close()
