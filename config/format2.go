@@ -85,6 +85,23 @@ func (s *Store) HandOff(maxSchema int) (RevisionInfo, error) {
 	return running, nil
 }
 
+// TakeBack undoes HandOff when the switch it was for did not happen (the
+// slot could not be armed): the format 2 database becomes format 3 again,
+// as at any open of one, and the store writes again.
+func (s *Store) TakeBack() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.handedOff || s.closed {
+		return nil
+	}
+	s.handedOff = false
+	if err := s.migrateV2(); err != nil {
+		s.handedOff = true
+		return fmt.Errorf("take the database back: %w", err)
+	}
+	return nil
+}
+
 // writeFormat2 writes the format 2 copy of the database to dst and checks
 // that it opens as format 2 with the same running revision.
 func (s *Store) writeFormat2(dst string, maxSchema int) (RevisionInfo, error) {

@@ -229,6 +229,38 @@ func TestHandOffRefusesNewerSchemaAndPending(t *testing.T) {
 	}
 }
 
+// TakeBack, when the switch did not happen, makes the database format 3
+// again and the store writes again, with nothing lost.
+func TestHandOffTakeBack(t *testing.T) {
+	s, path, _ := handOffStore(t)
+	_, rev := s.Running()
+	if err := s.TakeBack(); err != nil { // nothing handed off: nothing to do
+		t.Fatal(err)
+	}
+	if _, err := s.HandOff(SchemaVersion); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.TakeBack(); err != nil {
+		t.Fatal(err)
+	}
+	info := mustCommit(t, s, "admin", "after the take-back", func(c *Config) { c.System.Hostname = "taken-back" })
+	if info.Revision != rev+1 {
+		t.Fatalf("commit after the take-back is revision %d, want %d", info.Revision, rev+1)
+	}
+	s.Close()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.View(func(tx *bolt.Tx) error {
+		if v := string(tx.Bucket(bucketMeta).Get(keySchema)); v != fmt.Sprint(dbFormat) || tx.Bucket(bucketParts) == nil {
+			t.Errorf("after the take-back: schema %q, parts bucket %v", v, tx.Bucket(bucketParts) != nil)
+		}
+		return nil
+	})
+}
+
 // oldFirmware is the last commit whose config package wrote database
 // format 2 (testdata/v2.db was written by it).
 const oldFirmware = "d14c125"

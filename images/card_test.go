@@ -6,10 +6,12 @@ import (
 	"crypto/ed25519"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
 	"github.com/flashgate/flashgate/boards"
+	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/firmware/bootfs"
 	"github.com/flashgate/flashgate/upgrade/imagefile"
 )
@@ -104,6 +106,11 @@ func TestCardLayout(t *testing.T) {
 		if !bytes.Equal(a, b) {
 			t.Errorf("ExtractSlot: %s differs from what went in", p[0])
 		}
+	}
+	// The card's slot says which configuration databases its firmware
+	// (built from this tree) reads, and the extracted slot keeps it.
+	if back.Extension == nil || !reflect.DeepEqual(back.Extension.ConfigDBFormats, config.DBFormats) || back.Extension.ConfigSchema != config.SchemaVersion {
+		t.Errorf("ExtractSlot: extension %+v, want formats %v, schema %d", back.Extension, config.DBFormats, config.SchemaVersion)
 	}
 }
 

@@ -213,7 +213,8 @@ func ExtractSlot(card, slot, dir string) (imagefile.Slot, error) {
 		return imagefile.Slot{}, fmt.Errorf("slot %s manifest: %w", slot, err)
 	}
 	s := imagefile.Slot{Version: h.Manifest.Version, Board: h.Manifest.Board, Built: h.Manifest.Built,
-		Kernel: filepath.Join(dir, "vmlinuz-"+h.Manifest.Version), Initrd: filepath.Join(dir, "initrd-"+h.Manifest.Version)}
+		Extension: h.Manifest.Extension, // what that firmware says it reads
+		Kernel:    filepath.Join(dir, "vmlinuz-"+h.Manifest.Version), Initrd: filepath.Join(dir, "initrd-"+h.Manifest.Version)}
 	for _, p := range []struct {
 		src, dst string
 		n        int64

@@ -83,6 +83,9 @@ func runUpgrade(ctx context.Context, s *session, args []string) error {
 	if plan.Downgrade {
 		s.printf("This is a downgrade from %s.\n", plan.Running.Manifest.Version)
 	}
+	if _, err := s.sayConfigFor(ctx, h.Manifest.Version, h.Manifest, run); err != nil {
+		return fmt.Errorf("refused, nothing written: %w", err)
+	}
 	ok, err := s.confirmWord(fmt.Sprintf("Write it to slot %s and reboot into a test boot of it?", plan.Target), "yes")
 	if err != nil || !ok {
 		return err
@@ -95,11 +98,27 @@ func runUpgrade(ctx context.Context, s *session, args []string) error {
 			last = pct
 		}
 	}
+	converted := false
+	opts.BeforeArm = func(m imagefile.Manifest) error {
+		hoCtx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+		defer cancel()
+		r, err := s.configd.HandOff(hoCtx, configdapi.HandOffRequest{DBFormats: m.ConfigDBFormats(), Schema: m.ConfigSchema()})
+		converted = r.Converted
+		return err
+	}
 	if _, err := upgrade.Install(card, io.MultiReader(bytes.NewReader(h.Raw), resp.Body), run, opts); err != nil {
-		return fmt.Errorf("upgrade: %w (the box still boots %s)", err, run.Version)
+		err = fmt.Errorf("upgrade: %w (the box still boots %s)", err, run.Version)
+		if converted {
+			return s.restartConfigd(ctx, err)
+		}
+		return err
 	}
 	card.Close()
-	return s.rebootInto(ctx, fmt.Sprintf("slot %s written and verified. Rebooting into the test boot of %s; if it is not healthy the box comes back to %s by itself.", plan.Target, h.Manifest.Version, run.Version))
+	err = s.rebootInto(ctx, fmt.Sprintf("slot %s written and verified. Rebooting into the test boot of %s; if it is not healthy the box comes back to %s by itself.", plan.Target, h.Manifest.Version, run.Version))
+	if err != nil && converted {
+		err = fmt.Errorf("%w; slot %s is armed and the database is in format 2 for it: reboot the box, and do not restart configd before", err, plan.Target)
+	}
+	return err
 }
 
 // runBoot: `boot other slot` test-boots the other slot's firmware, after
@@ -123,32 +142,11 @@ func runBoot(ctx context.Context, s *session, args []string) error {
 	if err != nil {
 		return err
 	}
-	formats, schema := other.Manifest.ConfigDBFormats(), other.Manifest.ConfigSchema()
-	readCtx, cancel := apiContext(ctx)
-	_, rev, err := s.configd.Running(readCtx)
-	cancel()
+	convert, err := s.sayConfigFor(ctx, fmt.Sprintf("the firmware in slot %s (%s)", other.Name, other.Manifest.Version), *other.Manifest, run)
 	if err != nil {
-		return fmt.Errorf("read the running configuration: %w", err)
+		return err
 	}
-	what := fmt.Sprintf("the running configuration (revision %d) and its history", rev)
-	convert := false
-	switch {
-	case schema < config.SchemaVersion:
-		return fmt.Errorf("the firmware in slot %s (%s) reads configurations up to schema %d, and this one is schema %d: it could not read it and would start from the defaults, so it is not booted by hand (re-flash the card with it and restore a backup made under it)",
-			other.Name, other.Manifest.Version, schema, config.SchemaVersion)
-	case config.ReadsDBFormat(formats):
-		s.printf("%s reads this configuration database as it is: it runs with %s.\n", other.Manifest.Version, what)
-	case slices.Contains(formats, 2):
-		convert = true
-		s.printf("%s reads configuration database format 2 only (this firmware writes %d). Before the reboot the database\n"+
-			"is rewritten in format 2 with %s, and nothing can be\ncommitted here after that. "+
-			"%s then runs with that configuration. When the box comes back to %s (the\ntest boot fails, or you switch back) "+
-			"the database becomes format %d again, with what %s committed.\n"+
-			"A setting that %s does not know (one added by a later version) makes it set the configuration aside\nand start from the defaults.\n",
-			other.Manifest.Version, config.DBFormat, what, other.Manifest.Version, run.Version, config.DBFormat, other.Manifest.Version, other.Manifest.Version)
-	default:
-		return fmt.Errorf("the firmware in slot %s (%s) reads configuration database formats %v, none that this firmware can write", other.Name, other.Manifest.Version, formats)
-	}
+	formats, schema := other.Manifest.ConfigDBFormats(), other.Manifest.ConfigSchema()
 	ok, err := s.confirmWord(fmt.Sprintf("Test-boot slot %s (%s)? It becomes the default only if its health checks pass.", other.Name, other.Manifest.Version), "yes")
 	if err != nil || !ok {
 		return err
@@ -166,15 +164,7 @@ func runBoot(ctx context.Context, s *session, args []string) error {
 	}
 	if _, err := upgrade.ArmOtherSlot(card, run); err != nil {
 		if resp.Converted {
-			// configd reopens the format 2 database as any other and
-			// makes it format 3 again, losing nothing.
-			rctx, cancel := apiContext(ctx)
-			rerr := s.supervisor.Restart(rctx, "configd")
-			cancel()
-			if rerr != nil {
-				return fmt.Errorf("%w; configd commits nothing until it restarts (restart it: %v)", err, rerr)
-			}
-			return fmt.Errorf("%w (configd restarted: the database is format %d again)", err, config.DBFormat)
+			return s.restartConfigd(ctx, err)
 		}
 		return err
 	}
@@ -186,6 +176,50 @@ func runBoot(ctx context.Context, s *session, args []string) error {
 		err = fmt.Errorf("%w; slot %s is armed and the database is in format 2 for it: reboot the box, and do not restart configd before", err, other.Name)
 	}
 	return err
+}
+
+// sayConfigFor says what configuration the firmware of manifest m will run
+// with, and whether the database must be rewritten in format 2 for it; it
+// refuses a firmware that could not read the configuration at all.
+func (s *session) sayConfigFor(ctx context.Context, which string, m imagefile.Manifest, run upgrade.Running) (convert bool, err error) {
+	formats, schema := m.ConfigDBFormats(), m.ConfigSchema()
+	readCtx, cancel := apiContext(ctx)
+	_, rev, err := s.configd.Running(readCtx)
+	cancel()
+	if err != nil {
+		return false, fmt.Errorf("read the running configuration: %w", err)
+	}
+	what := fmt.Sprintf("the running configuration (revision %d) and its history", rev)
+	switch {
+	case schema < config.SchemaVersion:
+		return false, fmt.Errorf("%s reads configurations up to schema %d, and this one is schema %d: it could not read it and would start from the defaults, so it is refused (re-flash the card with it and restore a backup made under it)",
+			which, schema, config.SchemaVersion)
+	case config.ReadsDBFormat(formats):
+		s.printf("%s reads this configuration database as it is: it runs with %s.\n", m.Version, what)
+		return false, nil
+	case slices.Contains(formats, 2):
+		s.printf("%s reads configuration database format 2 only (this firmware writes %d). Before the reboot the database\n"+
+			"is rewritten in format 2 with %s, and nothing can be\ncommitted here after that. "+
+			"%s then runs with that configuration. When the box comes back to %s (the\ntest boot fails, or you switch back) "+
+			"the database becomes format %d again, with what %s committed.\n"+
+			"A setting that %s does not know (one added by a later version) makes it set the configuration aside\nand start from the defaults.\n",
+			m.Version, config.DBFormat, what, m.Version, run.Version, config.DBFormat, m.Version, m.Version)
+		return true, nil
+	}
+	return false, fmt.Errorf("%s reads configuration database formats %v, none that this firmware can write", which, formats)
+}
+
+// restartConfigd has configd open the database again after a hand-off
+// whose switch did not happen: it turns the format 2 database into format
+// 3 again, losing nothing.
+func (s *session) restartConfigd(ctx context.Context, err error) error {
+	rctx, cancel := apiContext(ctx)
+	rerr := s.supervisor.Restart(rctx, "configd")
+	cancel()
+	if rerr != nil {
+		return fmt.Errorf("%w; configd commits nothing until it restarts (restart it: %v)", err, rerr)
+	}
+	return fmt.Errorf("%w (configd restarted: the database is format %d again)", err, config.DBFormat)
 }
 
 func (s *session) rebootInto(ctx context.Context, msg string) error {

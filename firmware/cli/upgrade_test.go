@@ -61,11 +61,23 @@ func TestUpgradeFromURL(t *testing.T) {
 	term.expect(prompt)
 	term.send("upgrade " + srv.URL + "/v2.fgup\r")
 	term.expect("file: flashgate v2 for qemu, signed by " + imagefile.Fingerprint(key.Public().(ed25519.PublicKey)))
+	// v2's file says nothing of the database formats it reads, as every
+	// file from before database format 3: configd hands the database off
+	// before the slot is armed.
+	term.expect("v2 reads configuration database format 2 only")
 	term.expect("Write it to slot b")
 	term.send("yes\r")
 	term.expect("switch 100%")
 	term.expect("Rebooting into the test boot of v2")
 	term.wait()
+	if _, err := cd.client.Set(context.Background(), "", "system.hostname", "too-late"); !errors.Is(err, config.ErrHandedOff) {
+		t.Fatalf("an edit after the upgrade's hand-off: %v, want ErrHandedOff", err)
+	}
+	// The box reboots; here, configd takes the database back as its
+	// next start would.
+	if err := cd.store.TakeBack(); err != nil {
+		t.Fatal(err)
+	}
 
 	c, _ := bootslot.OpenCard(card, 1<<20)
 	boot, _ := bootslot.ReadBoot(c.Vol)

@@ -35,6 +35,12 @@ type Options struct {
 	Size           int64    // the upload's length when known (Content-Length), else -1
 	WaitFor        []string // interfaces that have an IPv4 address now: the new firmware must get them back
 	Progress       func(Progress)
+	// BeforeArm runs once the slot is written and read back, before its
+	// test boot is armed; an error leaves it unarmed. configd hands its
+	// database off there to a firmware that does not read it
+	// (config.Store.HandOff): from then on nothing is committed that the
+	// firmware would not get.
+	BeforeArm func(imagefile.Manifest) error
 }
 
 // Progress is reported as the file streams in.
@@ -200,6 +206,11 @@ func Install(c *Card, r io.Reader, run Running, opt Options) (Plan, error) {
 	}
 	if err := c.Sync(); err != nil {
 		return p, fmt.Errorf("flush slot %s manifest: %w", p.Target, err)
+	}
+	if opt.BeforeArm != nil {
+		if err := opt.BeforeArm(m); err != nil {
+			return p, fmt.Errorf("slot %s is written but not armed: %w", p.Target, err)
+		}
 	}
 	progress("switch", total, total)
 	boot.Once = p.Target

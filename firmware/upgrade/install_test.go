@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -155,6 +156,33 @@ func TestInstall(t *testing.T) {
 	}
 	if err := images.CheckCard(context.Background(), l.card); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// BeforeArm sees the new firmware's manifest once the slot is written, and
+// its error leaves the slot unarmed (configd's hand-off failed: the box
+// must not boot a firmware that cannot read the database).
+func TestBeforeArm(t *testing.T) {
+	l := newLab(t)
+	c := l.open(t)
+	v2 := l.slot(t, "v2", 1700000100, 2<<20, 3<<20)
+	v2.Extension = &imagefile.Extension{ConfigDBFormats: []int{2, 3}}
+	file := l.file(t, v2, l.key)
+	var seen []string
+	refuse := errors.New("the hand-off failed")
+	_, err := Install(c, bytes.NewReader(file), runningA, Options{Size: int64(len(file)), BeforeArm: func(m imagefile.Manifest) error {
+		seen = append(seen, fmt.Sprint(m.Version, m.ConfigDBFormats()))
+		return refuse
+	}})
+	if !errors.Is(err, refuse) || strings.Join(seen, ";") != "v2[2 3]" {
+		t.Fatalf("Install with a failing BeforeArm: %v (saw %v)", err, seen)
+	}
+	if boot, _ := bootslot.ReadBoot(c.Vol); boot.Once != "" || boot.Last != nil {
+		t.Fatalf("armed after BeforeArm failed: %+v", boot)
+	}
+	_, err = Install(c, bytes.NewReader(file), runningA, Options{Size: int64(len(file)), BeforeArm: func(m imagefile.Manifest) error { return nil }})
+	if boot, _ := bootslot.ReadBoot(c.Vol); err != nil || boot.Once != "b" {
+		t.Fatalf("Install: %v, boot %+v", err, boot)
 	}
 }
 

@@ -482,28 +482,36 @@ func (s *Server) handOff(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("schema %d: give the newest configuration schema the other firmware reads", req.Schema))
 		return
 	}
+	resp, err := s.handOffTo(req.DBFormats, req.Schema)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	localapi.WriteJSON(w, http.StatusOK, resp)
+}
+
+// handOffTo makes the database one that firmware reading database
+// formats and configuration schemas up to schema reads (see handOff).
+func (s *Server) handOffTo(formats []int, schema int) (configdapi.HandOffResponse, error) {
 	var resp configdapi.HandOffResponse
 	switch {
-	case config.ReadsDBFormat(req.DBFormats):
+	case config.ReadsDBFormat(formats):
 		// It reads this database; the schema must do too.
-		if req.Schema < config.SchemaVersion {
-			s.fail(w, r, fmt.Errorf("the other firmware reads configurations up to schema %d, this one is %d: it could not read the running configuration", req.Schema, config.SchemaVersion))
-			return
+		if schema < config.SchemaVersion {
+			return resp, fmt.Errorf("the other firmware reads configurations up to schema %d, this one is %d: it could not read the running configuration", schema, config.SchemaVersion)
 		}
 		_, resp.Running.Revision = s.store.Running()
-	case slices.Contains(req.DBFormats, 2):
-		info, err := s.store.HandOff(req.Schema)
+	case slices.Contains(formats, 2):
+		info, err := s.store.HandOff(schema)
 		if err != nil {
-			s.fail(w, r, storeErr(err))
-			return
+			return resp, storeErr(err)
 		}
 		resp.Converted, resp.Running = true, info
 		s.logf("configd: the database is in format 2 now for the firmware in the other slot (running revision %d); commits are refused until configd restarts", info.Revision)
 	default:
-		s.fail(w, r, fmt.Errorf("the other firmware reads configuration database formats %v; this one writes %d and can write 2 only", req.DBFormats, config.DBFormat))
-		return
+		return resp, fmt.Errorf("the other firmware reads configuration database formats %v; this one writes %d and can write 2 only", formats, config.DBFormat)
 	}
-	localapi.WriteJSON(w, http.StatusOK, resp)
+	return resp, nil
 }
 
 func (s *Server) history(w http.ResponseWriter, r *http.Request) {

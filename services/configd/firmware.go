@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -221,7 +222,15 @@ func (s *Server) firmwareInstall(w http.ResponseWriter, r *http.Request) {
 	// Install reads the header from the body, checks it (signature
 	// against the card's keys, board, size, downgrade, the card's state)
 	// and only then writes, 64 KiB at a time, verifying each part's hash.
+	// Before it arms the slot, the database is made one the firmware
+	// reads (a downgrade to one that reads only format 2).
+	converted := false
 	p, err := upgrade.Install(card, r.Body, src.Running, upgrade.Options{
+		BeforeArm: func(m imagefile.Manifest) error {
+			resp, err := s.handOffTo(m.ConfigDBFormats(), m.ConfigSchema())
+			converted = resp.Converted
+			return err
+		},
 		Size:           r.ContentLength,
 		AllowDowngrade: r.URL.Query().Get("confirm_downgrade") == "1",
 		WaitFor:        waitFor,
@@ -232,6 +241,11 @@ func (s *Server) firmwareInstall(w http.ResponseWriter, r *http.Request) {
 		},
 	})
 	plan := planOf(p, p.Header)
+	if err != nil && converted {
+		if terr := s.store.TakeBack(); terr != nil {
+			err = fmt.Errorf("%w; %v", err, terr)
+		}
+	}
 	if err != nil {
 		plan.Error = err.Error()
 		s.logf("configd: firmware upgrade refused or failed: %v", err)

@@ -118,4 +118,10 @@ func TestFirmwareIsCheckedAndWrittenByConfigd(t *testing.T) {
 	if boot, _ := bootslot.ReadBoot(cd.Vol); boot.Once != "b" || upgrade.VerifySlot(cd, "b") != nil {
 		t.Errorf("after the install: boot %+v, slot b %v", boot, upgrade.VerifySlot(cd, "b"))
 	}
+	// v2's file says nothing of the database formats it reads, as every
+	// file from before format 3: the database was handed off to it before
+	// the slot was armed, and nothing more is committed.
+	if _, err := store.EditCandidate("", func(c *config.Config) error { c.System.Hostname = "late"; return nil }); !errors.Is(err, config.ErrHandedOff) {
+		t.Fatalf("an edit after installing format 2 firmware: %v, want ErrHandedOff", err)
+	}
 }
