@@ -15,18 +15,21 @@ import (
 // gcPercent: Go's default (100) lets the heap grow to twice what is live
 // before a collection. iked's live heap grows with its SAs, and every IKE
 // setup leaves garbage several times its SA's size (messages, DH, keying),
-// so at 100 a hub's resident memory was about three times its SAs' live
-// heap. 50 lets it grow by half: at a hub of 1000 spokes it cut the
-// resident memory per SA by a third for a fifth more CPU during the
-// setups (BenchmarkHub's rss_bytes/sa and cpu_s; docs/architecture.md has
-// the figures).
+// so a hub's resident memory grows by about twice its SAs' live heap. 50
+// lets the heap grow by half. Measured (docs/architecture.md, "iked's
+// memory"): a hub of 1000 spokes grew by 12.7 KB of RSS per SA at 100,
+// 10.4 KB at 50 and 7.9 KB at 25 (BenchmarkHub's rss_bytes/sa), while
+// setups with the CPU as the bottleneck (BenchmarkHubMemory's cpu_us/sa)
+// cost 13% more CPU at 50 and 45% more at 25: 25 would be too dear on a
+// 500 MHz board when its branches all reconnect at once.
 //
 // memLimitShare: a soft limit of a quarter of the board's RAM (64 MiB on
 // an ALIX's 256 MB, 32 MiB on a 128 MB net4801): near it the collector
 // runs more often instead of letting garbage take the RAM the kernel,
-// configd and the web UI need. It limits garbage, not what is live: an
-// iked that truly needs more goes over it (and the collector then takes
-// at most half of the CPU, Go's own cap), it is not killed by it.
+// configd and the web UI need (with 32 MiB the same hub grew by 8.6 KB per
+// SA). It limits garbage, not what is live: an iked that truly needs more
+// goes over it (and the collector then takes at most half of the CPU, Go's
+// own cap), it is not killed by it.
 const (
 	gcPercent     = 50
 	memLimitShare = 4

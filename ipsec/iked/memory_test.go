@@ -9,7 +9,9 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/internal/testnet"
@@ -186,6 +188,15 @@ func writeHeapProfile(tb testing.TB, file string) {
 	tb.Logf("heap profile: go tool pprof -top -sample_index=inuse_space %s", file)
 }
 
+// processCPU is the CPU time this process has used (user and system).
+func processCPU(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 func perSA(after, before uint64, n int) float64 {
 	return (float64(after) - float64(before)) / float64(n)
 }
@@ -208,7 +219,8 @@ func memHubSize(tb testing.TB) int {
 // each of 1000 branches, and reports the Go heap it holds per SA after a
 // GC (the branches are forgotten first): heap_alloc (live objects) and
 // heap_inuse (their spans), goroutine stacks, and per configured tunnel
-// before any SA. With root the data plane is the userspace ESP device in
+// before any SA; and the process's CPU time per setup (both ends, and the
+// collector: GOGC's cost). With root the data plane is the userspace ESP device in
 // a namespace of its own (sub-benchmark "userspace": its per-SA state is
 // counted), without, ikedtest's memory plane ("memory"). The heap profile
 // with every SA up (the hub's alone; FILE.memory and FILE.userspace):
@@ -248,7 +260,9 @@ func measureHubMemory(b *testing.B, n int, plane func(testing.TB) DataPlane) {
 	h.attachSpokes(n)
 	configured := readHeap()
 	goroutines := runtime.NumGoroutine()
+	cpu := processCPU(b)
 	h.bringUp(n)
+	cpu = processCPU(b) - cpu
 	h.dropSpokes()
 	up := readHeap()
 	if f := os.Getenv("FLASHGATE_HUB_MEMORY_PROFILE"); f != "" {
@@ -259,6 +273,9 @@ func measureHubMemory(b *testing.B, n int, plane func(testing.TB) DataPlane) {
 	b.ReportMetric(perSA(up.stack, configured.stack, n), "stack_bytes/sa")
 	b.ReportMetric(float64(runtime.NumGoroutine()-goroutines)/float64(n), "goroutines/sa")
 	b.ReportMetric(perSA(tunnels.alloc, empty.alloc, n), "heap_alloc_bytes/tunnel")
+	// Both ends' CPU (the branches are an engine in this process too), the
+	// collector's included: what GOGC costs per setup.
+	b.ReportMetric(float64(cpu.Microseconds())/float64(n), "cpu_us/sa")
 	b.ReportMetric(0, "ns/op")
 	runtime.KeepAlive(h)
 }
