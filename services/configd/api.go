@@ -502,6 +502,9 @@ func (s *Server) handOffTo(formats []int, schema int) (configdapi.HandOffRespons
 		}
 		_, resp.Running.Revision = s.store.Running()
 	case slices.Contains(formats, 2):
+		if p := s.store.Pending(); p != nil { // the caller's to settle, not configd's failure
+			return resp, fmt.Errorf("revision %d waits for confirmation: confirm it or let it roll back before switching firmware", p.Revision)
+		}
 		info, err := s.store.HandOff(schema)
 		if err != nil {
 			return resp, storeErr(err)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/flashgate/flashgate/services/configd/configdapi"
 
+	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/firmware/bootslot"
 	"github.com/flashgate/flashgate/firmware/upgrade"
 	"github.com/flashgate/flashgate/upgrade/imagefile"
@@ -128,8 +130,28 @@ func planOf(p upgrade.Plan, h *imagefile.Header) configdapi.FirmwarePlan {
 	if h == nil {
 		return configdapi.FirmwarePlan{}
 	}
-	return configdapi.FirmwarePlan{Version: h.Manifest.Version, Board: h.Manifest.Board, Built: h.Manifest.Built,
+	m := h.Manifest
+	plan := configdapi.FirmwarePlan{Version: m.Version, Board: m.Board, Built: m.Built,
 		Signer: h.SignerName(), Target: p.Target, Downgrade: p.Downgrade, Size: h.Size()}
+	if !config.ReadsDBFormat(m.ConfigDBFormats()) && slices.Contains(m.ConfigDBFormats(), 2) {
+		plan.Config = fmt.Sprintf("%s reads configuration database format 2 only: before its test boot the database is rewritten in format 2, "+
+			"with the running configuration and its history, and nothing can be committed until the reboot; back on this firmware it becomes format %d again.",
+			m.Version, config.DBFormat)
+	}
+	return plan
+}
+
+// configProblem says why the firmware of m could not read the
+// configuration ("" when it can, converted or not).
+func configProblem(m imagefile.Manifest) string {
+	formats, schema := m.ConfigDBFormats(), m.ConfigSchema()
+	if schema < config.SchemaVersion {
+		return fmt.Sprintf("%s reads configurations up to schema %d, and this one is schema %d: it could not read it and would start from the defaults", m.Version, schema, config.SchemaVersion)
+	}
+	if !config.ReadsDBFormat(formats) && !slices.Contains(formats, 2) {
+		return fmt.Sprintf("%s reads configuration database formats %v, none that this firmware can write", m.Version, formats)
+	}
+	return ""
 }
 
 // FirmwareStatus is the HTTP status for a refusal of firmware/upgrade.
@@ -177,6 +199,13 @@ func (s *Server) firmwareCheck(w http.ResponseWriter, r *http.Request) {
 	defer card.Close()
 	p, err := upgrade.Check(card, h, src.Running, upgrade.Options{Size: size, AllowDowngrade: r.URL.Query().Get("confirm_downgrade") == "1"})
 	plan := planOf(p, h)
+	if err == nil {
+		if problem := configProblem(h.Manifest); problem != "" {
+			plan.Error = problem
+			localapi.WriteJSON(w, http.StatusConflict, plan)
+			return
+		}
+	}
 	if err != nil {
 		plan.Error = err.Error()
 		localapi.WriteJSON(w, FirmwareStatus(err), plan)

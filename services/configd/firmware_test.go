@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/flashgate/flashgate/images/imagestest"
@@ -105,6 +106,10 @@ func TestFirmwareIsCheckedAndWrittenByConfigd(t *testing.T) {
 		t.Errorf("check of a file from another key: %+v, %v; want refused, naming it", p, err)
 	}
 
+	// What v2 will run with is said before anything is written.
+	if p, err := c.CheckFirmware(ctx, good[:4096], int64(len(good)), false); err != nil || !strings.Contains(p.Config, "v2 reads configuration database format 2 only") {
+		t.Errorf("check of format 2 firmware: %+v, %v; want it to say the database is rewritten", p, err)
+	}
 	p, err := c.InstallFirmware(ctx, bytes.NewReader(good), int64(len(good)), false)
 	if err != nil || p.Target != "b" || p.Version != "v2" {
 		t.Fatalf("install of a good file: %+v, %v", p, err)

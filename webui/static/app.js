@@ -84,7 +84,8 @@
     }
     function describe(j) {
       return j.version ? "flashgate " + j.version + " for " + j.board + ", signed by " + j.signer +
-        (j.target_slot ? ", into slot " + j.target_slot : "") + (j.downgrade ? " (a downgrade)" : "") : "";
+        (j.target_slot ? ", into slot " + j.target_slot : "") + (j.downgrade ? " (a downgrade)" : "") +
+        (j.config ? ". " + j.config : "") : "";
     }
     function inspect() {
       go.disabled = true;

@@ -226,6 +226,9 @@ type FirmwarePlan struct {
 	Size      int64  `json:"size"`
 	Error     string `json:"error,omitempty"` // why the box refuses it
 	Rebooting bool   `json:"rebooting,omitempty"`
+	// Config says what configuration the firmware will run with when it
+	// is not simply the database as it is (it reads only an older format).
+	Config string `json:"config,omitempty"`
 }
 
 // CodeFirmwareRefused is the code of an APIError for a refused firmware
