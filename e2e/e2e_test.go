@@ -31,7 +31,8 @@ type tunnelView struct {
 		DataPlane string `json:"data_plane"`
 		Driver    string `json:"driver"`
 		Children  []struct {
-			Proposal string `json:"proposal"`
+			Proposal   string `json:"proposal"`
+			PacketsOut uint64 `json:"packets_out"`
 		} `json:"child_sas"`
 		Events []struct {
 			Time    time.Time `json:"time"`
