@@ -57,7 +57,7 @@ func cardImage(tb testing.TB) string {
 			shared.err = err
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 		defer cancel()
 		bl := &images.Builder{RepoRoot: root, OutDir: out, CacheDir: filepath.Join(root, "out", "cache")}
 		rep, err := bl.Build(ctx, board, "e2e")
