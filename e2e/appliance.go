@@ -13,7 +13,7 @@ import (
 )
 
 // vmLimit bounds each qemu's life: the whole scenario must fit in it.
-const vmLimit = 12 * time.Minute
+const vmLimit = 25 * time.Minute
 
 // Appliance is one flashgate box in qemu, on its own card.
 type Appliance struct {
@@ -94,7 +94,7 @@ func (a *Appliance) Log() string {
 // questions with password.
 func (a *Appliance) WaitLogin(t testing.TB, password string, firstBoot bool) time.Duration {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	at, _, err := a.VM.WaitFor(ctx, 0, "flashgate init: board qemu")
 	if err != nil {
