@@ -286,7 +286,10 @@ func (d *Device) SendIKE(pkt []byte, to netip.AddrPort) error {
 
 // AddPair implements ipsec.DataPlane: it keys both SAs, routes the remote
 // traffic selectors into the TUN and makes the new outbound SA the one
-// used for its traffic.
+// used for its traffic. Once the pair is installed it zeroes the key
+// material of in and out, as the kernel plane's install leaves the keys
+// to the kernel: the SAs' ciphers hold them, and a hub kept a copy of
+// every pair's keys for as long as the pair lived.
 func (d *Device) AddPair(in, out *ipsec.ChildSA) error {
 	if !in.Inbound || out.Inbound {
 		return fmt.Errorf("AddPair %08x/%08x: directions swapped", in.SPI, out.SPI)
@@ -322,7 +325,7 @@ func (d *Device) AddPair(in, out *ipsec.ChildSA) error {
 		if d.tuns[out.IfID] == nil {
 			return fmt.Errorf("AddPair %08x/%08x: no tunnel interface with if_id %d", in.SPI, out.SPI, out.IfID)
 		}
-		d.install(inSA, outSA, in)
+		d.install(inSA, outSA, in, out)
 		if err := d.ifs.PairAdded(out.IfID); err != nil {
 			return fmt.Errorf("AddPair %08x/%08x: %w", in.SPI, out.SPI, err)
 		}
@@ -344,20 +347,22 @@ func (d *Device) AddPair(in, out *ipsec.ChildSA) error {
 	for _, p := range out.RemoteTS {
 		d.routes[p.Masked()]++
 	}
-	d.install(inSA, outSA, in)
+	d.install(inSA, outSA, in, out)
 	return nil
 }
 
-// install makes a pair the newest and hands it to the workers. Called
-// with d.mu held.
-func (d *Device) install(in, out *SA, c *ipsec.ChildSA) {
+// install makes a pair the newest and hands it to the workers, and zeroes
+// the keys of the ChildSAs it was made from. Called with d.mu held.
+func (d *Device) install(in, out *SA, cin, cout *ipsec.ChildSA) {
 	d.added++
 	pr := &pair{in: in, out: out, added: d.added}
-	d.scheduleLifetimes(pr, c)
+	d.scheduleLifetimes(pr, cin)
 	d.pairs[in.SPI] = pr
 	d.outSPI[out.SPI] = out
 	d.index.add(out, d.added)
 	d.inbound.Store(in.SPI, in)
+	cin.Zero()
+	cout.Zero()
 }
 
 func (d *Device) onExpire(sa *SA, hard bool) { d.sendExpire(ipsec.Expire{SPI: sa.SPI, Hard: hard}) }

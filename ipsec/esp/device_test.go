@@ -548,6 +548,12 @@ func TestLifetimesOnOneTimer(t *testing.T) {
 		if err := d.AddPair(in, out); err != nil {
 			t.Fatal(err)
 		}
+		// The SAs' ciphers hold the keys; the Device keeps no copy.
+		for _, k := range [][]byte{in.EncKey, out.EncKey} {
+			if !bytes.Equal(k, make([]byte, len(k))) {
+				t.Fatalf("pair %x: key material not zeroed once installed: %x", spi, k)
+			}
+		}
 	}
 	// Added out of order; 0x3000 is deleted before anything is due;
 	// 0x4000's hard limit comes before its soft one.

@@ -96,11 +96,6 @@ type SA struct {
 	onExpire             func(sa *SA, hard bool)
 
 	Counters Counters
-
-	// encKey and integKey are the key material the SA was created from
-	// (the ChildSA's), kept to be zeroed with the SA; not the ChildSA
-	// itself, which is a few hundred bytes per SA on a hub.
-	encKey, integKey []byte
 }
 
 // NewSA keys an SA from what IKE negotiated. onExpire, if not nil, is called
@@ -123,7 +118,6 @@ func NewSA(c *ipsec.ChildSA, onExpire func(sa *SA, hard bool)) (*SA, error) {
 		suite:     *s,
 		softBytes: c.SoftBytes, hardBytes: c.HardBytes,
 		onExpire: onExpire,
-		encKey:   c.EncKey, integKey: c.IntegKey,
 	}
 	if c.Inbound {
 		w := c.ReplayWindow
@@ -168,13 +162,13 @@ func (sa *SA) Touch(now time.Time) { sa.Counters.lastUsed.Store(now.UnixNano()) 
 // Kill stops the SA: Encap and Decap fail with ErrExpired from now on.
 func (sa *SA) Kill() { sa.dead.Store(true) }
 
-// Zero kills the SA and overwrites the key material it was created from.
-// The expanded key schedules inside the standard library's cipher objects
+// Zero kills the SA and overwrites the key material it holds (the HMAC
+// key of CBC transforms). The SA keeps nothing of the ChildSA it was made
+// from: the Device zeroes its keys once the pair is installed. The
+// expanded key schedules inside the standard library's cipher objects
 // cannot be reached; they become garbage with the SA.
 func (sa *SA) Zero() {
 	sa.Kill()
-	clear(sa.encKey)
-	clear(sa.integKey)
 	if c := sa.suite.cbc; c != nil {
 		clear(c.macKey)
 	}
