@@ -17,10 +17,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/flashgate/flashgate/firmware/supervisor"
 	"github.com/flashgate/flashgate/internal/paths"
 )
 
@@ -88,6 +90,13 @@ func Main(args []string) int {
 		banner: func() string {
 			return banner(*board, *version, addresses(), *fingerprint)
 		},
+		// The supervisor holds the web UI, the network and the tunnels
+		// back until the admin has a prompt (firmware/pid1/services.go).
+		prompted: func() {
+			if err := supervisor.NotifyReady(); err != nil {
+				logger.Printf("console: %v", err)
+			}
+		},
 	}
 	// A ^C at the prompt must not kill the getty, and the shell must get
 	// ^C with its default action: a handler (not SIG_IGN, which exec
@@ -143,6 +152,17 @@ type session struct {
 	failDelay  time.Duration
 	logf       func(string, ...any)
 	banner     func() string // what to show above the login prompt, as of now
+	// prompted is called once, when the first prompt (login, or a
+	// first boot's password) is on the line; nil: nothing to tell.
+	prompted     func()
+	promptedOnce sync.Once
+}
+
+// promptShown calls prompted the first time a prompt waits for input.
+func (s *session) promptShown() {
+	if s.prompted != nil {
+		s.promptedOnce.Do(s.prompted)
+	}
 }
 
 // run loops: first-boot password, banner, login, shell, until maxFailures
@@ -302,6 +322,7 @@ const bannerWatch = 2 * time.Minute
 func (s *session) readLogin(shown string) (string, error) {
 	prompt := hostname() + " login: "
 	s.printf("%s", prompt)
+	s.promptShown()
 	fd := int(s.tty.Fd())
 	for end := time.Now().Add(bannerWatch); time.Now().Before(end); {
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
@@ -358,6 +379,7 @@ func (s *session) readPassword(prompt string) ([]byte, error) {
 	}
 	defer unix.IoctlSetTermios(fd, unix.TCSETS, old)
 	s.printf("%s", prompt)
+	s.promptShown()
 	defer s.printf("\n")                      // the user's newline was not echoed
 	pass := make([]byte, 0, MaxPasswordLen+1) // no reallocation leaves copies behind
 	b := make([]byte, 1)

@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/flashgate/flashgate/firmware/supervisor"
 )
 
 // The getty tests run the real getty in a child process (this test binary
@@ -155,6 +158,13 @@ type getty struct {
 // directory; the shell is a script that says who logged in.
 func startGetty(t *testing.T, slave, accounts string, extra ...string) *getty {
 	t.Helper()
+	return startGettyWithFiles(t, slave, accounts, nil, extra...)
+}
+
+// startGettyWithFiles is startGetty with files handed to the getty as
+// descriptors 3, 4, ...
+func startGettyWithFiles(t *testing.T, slave, accounts string, files []*os.File, extra ...string) *getty {
+	t.Helper()
 	shell := filepath.Join(t.TempDir(), "shell")
 	os.WriteFile(shell, []byte("#!/bin/sh\necho SHELL-STARTED as $USER\n"), 0o755)
 	args := []string{"-device", slave, "-baud", "38400", "-board", "qemu", "-version", "1.2.3",
@@ -173,6 +183,7 @@ func startGetty(t *testing.T, slave, accounts string, extra ...string) *getty {
 	cmd.Env = append(os.Environ(), append(extraEnv, childEnv+"="+strings.Join(args, "\n"))...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	cmd.ExtraFiles = files
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	for _, e := range extraEnv {
 		if strings.HasPrefix(e, fullRunEnv+"=") {
@@ -441,6 +452,40 @@ func TestFullRunStillReachesLogin(t *testing.T) {
 	term.send("correct horse\n")
 	term.expect("Could not store the password: ")
 	term.expect("no space left on device")
+	term.expect("login: ")
+}
+
+// Started by the supervisor with a readiness pipe, the getty says it is
+// ready once, when its first prompt waits for input (a first boot's
+// password prompt here), and closes the pipe so that nothing it starts
+// later (the shell) holds it.
+func TestGettyNotifiesReadyAtItsFirstPrompt(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	master, slave := openPTY(t)
+	term := newTerminal(t, master)
+	startGettyWithFiles(t, slave, t.TempDir(), []*os.File{w}, supervisor.ReadyFDEnv+"=3")
+	w.Close() // the getty's copy is the only one left
+	got := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(r) // until the getty closes it
+		got <- string(b)
+	}()
+	term.expect("New admin password: ")
+	select {
+	case b := <-got:
+		if b != "\n" {
+			t.Errorf("the readiness pipe got %q, want one newline", b)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the getty showed its prompt but did not notify and close its readiness descriptor")
+	}
+	term.send("correct horse\n")
+	term.expect("Repeat password: ")
+	term.send("correct horse\n")
 	term.expect("login: ")
 }
 

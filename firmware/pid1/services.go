@@ -183,20 +183,6 @@ type consoleSpec struct {
 	Version string
 }
 
-// serviceTable is what PID 1 supervises, in start order (see
-// supervisor.Service: a service may depend only on services declared before
-// it). It declares only services whose code exists in the binary, so the
-// status table never lists something that cannot run.
-//
-// The intended order is configd, hostd, netd, iked, webui, console. To add a
-// service: give its package a Main(args []string) int, add it to the
-// subcommand table in firmware/flashgate, and declare it here after the
-// services it needs, e.g.
-//
-//	{Name: "netd", Path: exe, Args: []string{"netd"}, After: []string{"configd"}},
-//
-// The console does not depend on the others: a box whose configd crashes
-// must still give its admin a login.
 // godebug restores the current Go release's behaviour in every service. The
 // u-root busybox build compiles the firmware as a GOPATH-mode program, which
 // gets the GODEBUG defaults of Go 1.20: ServeMux method patterns switched
@@ -219,8 +205,46 @@ const localtimePath = "/etc/localtime"
 // servers: a symbolic link to netd's file (linkResolvConf).
 const resolvConfLink = "/etc/resolv.conf"
 
+// consoleWaitsForConfigd bounds how long the console getty waits for
+// configd to be ready before it starts anyway. configd is ready about a
+// second after it starts on the emulated qemu board.
+const consoleWaitsForConfigd = 10 * time.Second
+
+// servicesWaitForConsole bounds how long hostd, netd, iked and the web UI
+// wait for configd and the console's first prompt. It is longer than
+// consoleWaitsForConfigd plus the getty's own wait for configd, so that
+// with a broken configd the console still comes first.
+const servicesWaitForConsole = 30 * time.Second
+
+// serviceTable is what PID 1 supervises, in start order (see
+// supervisor.Service: a service may depend only on services declared before
+// it). It declares only services whose code exists in the binary, so the
+// status table never lists something that cannot run.
+//
+// The boot order is configd, then the console once configd is ready
+// (its database open, its sockets served: it notifies), then hostd, netd,
+// iked and the web UI once the console shows its first prompt (it
+// notifies too). On the one slow CPU of the small boards, starting
+// everything at once had the login prompt wait for five other Go programs
+// to start (issue 17); now the admin's prompt gets the CPU first and the
+// network follows it. To add a service: give its package a Main(args
+// []string) int, add it to the subcommand table in firmware/flashgate, and
+// declare it here after the services it needs, e.g.
+//
+//	{Name: "netd", Path: exe, Args: []string{"netd"}, After: afterConsole},
+//
+// Every wait is bounded (Service.AfterWait): a box whose configd crashes or
+// hangs still gets its console after consoleWaitsForConfigd (the getty
+// then waits for configd itself a little longer, and says it does not
+// answer) and its web UI, network and tunnels after servicesWaitForConsole.
 func serviceTable(exe string, c consoleSpec, web webListeners) []supervisor.Service {
 	env := []string{"PATH=/bbin:/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/", godebug}
+	// What hostd, netd, iked and the web UI wait for: configd, and the
+	// console's first prompt when the box has a console getty.
+	afterConsole := []string{"configd"}
+	if c.Device != "" {
+		afterConsole = append(afterConsole, "console")
+	}
 	const configdSock = paths.ConfigdSocket
 	// configd writes the defaults of a first boot or a factory reset, which
 	// name the board's own ports; it falls back to eth0/eth1 (and says so)
@@ -232,12 +256,33 @@ func serviceTable(exe string, c consoleSpec, web webListeners) []supervisor.Serv
 	}
 	table := []supervisor.Service{
 		// configd owns the database on the card; everything else reads it.
-		{Name: "configd", Path: exe, Args: configdArgs, Env: env, Restart: supervisor.RestartAlways},
+		// It notifies its readiness once its database is open: its
+		// sockets are bound before that.
+		{Name: "configd", Path: exe, Args: configdArgs, Env: env, Restart: supervisor.RestartAlways,
+			NotifiesReady: true},
+	}
+	if c.Device != "" {
+		// The getty the admin waits for: it notifies once its first
+		// prompt (login, or a first boot's password) is on the line.
+		table = append(table, supervisor.Service{
+			Name: "console",
+			Path: exe,
+			Args: []string{"console", "-device", c.Device, "-baud", strconv.Itoa(c.Baud),
+				"-board", c.Board, "-version", c.Version},
+			Env:           []string{"PATH=/bbin:/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/", "TERM=vt100", godebug},
+			After:         []string{"configd"},
+			AfterWait:     consoleWaitsForConfigd,
+			NotifiesReady: true,
+			Restart:       supervisor.RestartAlways,
+			StopTimeout:   2 * time.Second,
+		})
+	}
+	table = append(table, []supervisor.Service{
 		// hostd applies the host name, time zone, remote syslog and
 		// console speed; it changes only what its flags name, so the
 		// appliance's paths are given here and nowhere else.
 		{Name: "hostd", Path: exe, Args: hostdArgs(configdSock, c), Env: env,
-			After: []string{"configd"}, Restart: supervisor.RestartAlways},
+			After: afterConsole, AfterWait: servicesWaitForConsole, Restart: supervisor.RestartAlways},
 		// netd and iked follow configd's watch stream, and wait for it
 		// by themselves when it restarts.
 		// netd keeps the box's resolver with the WAN lease's DNS servers
@@ -245,30 +290,19 @@ func serviceTable(exe string, c consoleSpec, web webListeners) []supervisor.Serv
 		// leaves any resolver file alone unless told).
 		{Name: "netd", Path: exe, Args: []string{"netd", "-configd", paths.ConfigdRedactedSocket,
 			"-socket", paths.NetdSocket, "-resolv-conf", paths.NetdResolvConf}, Env: env,
-			After: []string{"configd"}, Needs: []string{modulesLoaded}, Restart: supervisor.RestartAlways,
+			After: afterConsole, AfterWait: servicesWaitForConsole, Needs: []string{modulesLoaded}, Restart: supervisor.RestartAlways,
 			User: &supervisor.User{UID: netdUID, GID: netdGID,
 				Caps: []uintptr{unix.CAP_NET_ADMIN, unix.CAP_NET_BIND_SERVICE, unix.CAP_NET_RAW, unix.CAP_SYS_TIME}},
 			Syscalls: supervisor.SyscallsNetworkService},
 		{Name: "iked", Path: exe, Args: []string{"iked", "-configd", paths.ConfigdReadSocket,
 			"-socket", paths.IkedSocket, "-socket-group", strconv.Itoa(ikedAPIGID)}, Env: env,
-			After: []string{"configd"}, Needs: []string{modulesLoaded}, Restart: supervisor.RestartAlways,
+			After: afterConsole, AfterWait: servicesWaitForConsole, Needs: []string{modulesLoaded}, Restart: supervisor.RestartAlways,
 			StopTimeout: 3 * time.Second,
 			User: &supervisor.User{UID: ikedUID, GID: ikedGID, Groups: []uint32{ikedAPIGID},
 				Caps: []uintptr{unix.CAP_NET_ADMIN, unix.CAP_NET_BIND_SERVICE, unix.CAP_NET_RAW}},
 			Syscalls: supervisor.SyscallsNetworkService},
-		webUIService(exe, env, web),
-	}
-	if c.Device != "" {
-		table = append(table, supervisor.Service{
-			Name: "console",
-			Path: exe,
-			Args: []string{"console", "-device", c.Device, "-baud", strconv.Itoa(c.Baud),
-				"-board", c.Board, "-version", c.Version},
-			Env:         []string{"PATH=/bbin:/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/", "TERM=vt100", godebug},
-			Restart:     supervisor.RestartAlways,
-			StopTimeout: 2 * time.Second,
-		})
-	}
+		webUIService(exe, env, web, afterConsole),
+	}...)
 	return table
 }
 
@@ -276,7 +310,7 @@ func serviceTable(exe string, c consoleSpec, web webListeners) []supervisor.Serv
 // the listeners PID 1 bound, and with the restricted sockets of configd
 // (which hands out no secrets, services/configd/restricted.go) and of the
 // supervisor.
-func webUIService(exe string, env []string, web webListeners) supervisor.Service {
+func webUIService(exe string, env []string, web webListeners, after []string) supervisor.Service {
 	args := []string{"webui", "-configd", paths.ConfigdWebSocket, "-supervisor", supervisor.WebSocketPath,
 		"-cert-dir", webUIRunDir, "-cert-fallback-dir", "", "-fingerprint-file", webUIRunDir + "/fingerprint"}
 	var files []*os.File
@@ -285,7 +319,7 @@ func webUIService(exe string, env []string, web webListeners) supervisor.Service
 		args = append(args, "-listen-fd", "3", "-http-fd", "4")
 	}
 	return supervisor.Service{Name: "webui", Path: exe, Args: args, Env: env,
-		After: []string{"configd"}, Restart: supervisor.RestartAlways,
+		After: after, AfterWait: servicesWaitForConsole, Restart: supervisor.RestartAlways,
 		User: &supervisor.User{UID: webUIUID, GID: webUIGID, Groups: []uint32{ikedAPIGID}}, ExtraFiles: files,
 		Syscalls: supervisor.SyscallsNetworkService}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/flashgate/flashgate/firmware/supervisor"
 	"github.com/flashgate/flashgate/internal/paths"
@@ -162,9 +163,59 @@ func TestServiceTableGivesHostdTheAppliancePaths(t *testing.T) {
 		if !slices.Equal(hostd.Args, tc.want) {
 			t.Errorf("console %+v: hostd args %q, want %q", tc.console, hostd.Args, tc.want)
 		}
-		if !slices.Equal(hostd.After, []string{"configd"}) || hostd.Restart != supervisor.RestartAlways {
-			t.Errorf("hostd after %q, restart %v; want after configd, restarted always", hostd.After, hostd.Restart)
+		if hostd.Restart != supervisor.RestartAlways {
+			t.Errorf("hostd restart %v; want restarted always", hostd.Restart)
 		}
+	}
+}
+
+// The boot order is a readiness contract (issue 17): configd first; the
+// console once configd is ready; hostd, netd, iked and the web UI once the
+// console shows its prompt, so that on one slow CPU the admin's prompt
+// comes first. Every wait is bounded, the console's well within the
+// others', so that a broken configd leaves a console first and then the
+// rest. Without a console getty the others wait for configd only.
+func TestServiceTableStartsTheConsoleFirst(t *testing.T) {
+	for _, tc := range []struct {
+		console consoleSpec
+		after   []string
+	}{
+		{consoleSpec{Device: "ttyS0", Baud: 115200}, []string{"configd", "console"}},
+		{consoleSpec{}, []string{"configd"}},
+	} {
+		table := serviceTable("/bbin/flashgate", tc.console, webListeners{})
+		if _, err := supervisor.New(supervisor.Config{Services: table, Conditions: []string{modulesLoaded}}); err != nil {
+			t.Fatalf("console %+v: the table does not validate: %v", tc.console, err)
+		}
+		byName := map[string]supervisor.Service{}
+		for _, s := range table {
+			byName[s.Name] = s
+		}
+		if cd := byName["configd"]; !cd.NotifiesReady || len(cd.After) != 0 {
+			t.Errorf("configd: notifies %v, after %q; want it to notify its readiness and wait for nothing", cd.NotifiesReady, cd.After)
+		}
+		if con, ok := byName["console"]; ok != (tc.console.Device != "") {
+			t.Errorf("console %+v: console getty in the table: %v", tc.console, ok)
+		} else if ok && (!con.NotifiesReady || !slices.Equal(con.After, []string{"configd"}) || con.AfterWait != consoleWaitsForConfigd) {
+			t.Errorf("console: notifies %v, after %q for %v; want it to notify, after configd for %v",
+				con.NotifiesReady, con.After, con.AfterWait, consoleWaitsForConfigd)
+		}
+		for _, name := range []string{"hostd", "netd", "iked", "webui"} {
+			svc, ok := byName[name]
+			if !ok {
+				t.Errorf("no %s in the table", name)
+				continue
+			}
+			if !slices.Equal(svc.After, tc.after) || svc.AfterWait != servicesWaitForConsole {
+				t.Errorf("console %+v: %s after %q for %v; want after %q for %v", tc.console, name, svc.After, svc.AfterWait, tc.after, servicesWaitForConsole)
+			}
+		}
+	}
+	// With configd broken, the console gets its prompt (the supervisor's
+	// wait, then the getty's own for configd's answer) before the
+	// others stop waiting for it.
+	if consoleWaitsForConfigd+15*time.Second >= servicesWaitForConsole {
+		t.Errorf("the console waits %v for configd, and 15 s more itself; the others wait only %v", consoleWaitsForConfigd, servicesWaitForConsole)
 	}
 }
 

@@ -243,6 +243,10 @@ func (h healthChecks) problem() (string, bool) {
 		if s.State != supervisor.StateRunning {
 			return fmt.Sprintf("%s is %s", s.Name, s.State), false
 		}
+		// configd with its database open, the console with its prompt.
+		if s.NotReady {
+			return fmt.Sprintf("%s runs but is not ready yet", s.Name), false
+		}
 		if up := s.Uptime.Std(); up < h.stable {
 			return fmt.Sprintf("%s has run for %.0f s of %.0f", s.Name, up.Seconds(), h.stable.Seconds()), false
 		}

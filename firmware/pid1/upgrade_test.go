@@ -77,6 +77,15 @@ func TestHealthChecks(t *testing.T) {
 	if got, fatal := crash.problem(); !fatal || got != "webui restarted 4 times (last: exit status 1)" {
 		t.Errorf("crash loop: %q, fatal %v", got, fatal)
 	}
+	// A service that runs but has not said it is ready (configd before
+	// its database is open, the console before its prompt) is not
+	// healthy yet, however long it has run.
+	notReady := healthChecks{status: func() ([]supervisor.ServiceStatus, bool) {
+		return []supervisor.ServiceStatus{{Name: "console", State: supervisor.StateRunning, Uptime: 600, NotReady: true}}, true
+	}, stable: time.Second}
+	if got, fatal := notReady.problem(); fatal || got != "console runs but is not ready yet" {
+		t.Errorf("not ready: %q, fatal %v", got, fatal)
+	}
 	none := healthChecks{status: func() ([]supervisor.ServiceStatus, bool) { return nil, false }}
 	if got, fatal := none.problem(); !fatal || !strings.Contains(got, "supervisor did not start") {
 		t.Errorf("no supervisor: %q, fatal %v", got, fatal)

@@ -66,6 +66,8 @@ func WriteStatus(w io.Writer, services []ServiceStatus, sys System) {
 			state += fmt.Sprintf(" (retry in %s)", s.NextStartIn.Std().Round(100*time.Millisecond))
 		case len(s.WaitingFor) > 0:
 			state += " (for " + strings.Join(s.WaitingFor, ", ") + ")"
+		case s.NotReady:
+			state += " (not ready)"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", s.Name, state, pid, s.Restarts, uptime, last)
 	}

@@ -45,8 +45,27 @@ type Service struct {
 	Args []string // arguments after argv[0]
 	Env  []string // environment; nil means a minimal PATH-only environment
 
-	// After lists services that must be running before this one starts.
+	// After lists services this one waits for before it first starts (and
+	// when it is started again after a stop): each must be ready, that is
+	// running and, if it declares NotifiesReady, have said so in this run.
+	// The wait is bounded by AfterWait: then the service starts without
+	// the dependencies that are not ready, and the supervisor logs which,
+	// so that a broken configd never leaves the box without a console or
+	// a web UI. Restarts after an exit (backoff) do not wait again.
 	After []string
+
+	// AfterWait bounds the wait for After, from when the service begins
+	// to wait (the supervisor's Start, or a Restart of a stopped
+	// service). Zero means DefaultAfterWait.
+	AfterWait time.Duration
+
+	// NotifiesReady says the service tells the supervisor when it is
+	// ready to serve, by calling NotifyReady (ready.go): a socket bound
+	// is not enough for configd, which binds its sockets before it opens
+	// the database. The supervisor hands it the write end of a pipe as
+	// the descriptor after its ExtraFiles, named in the environment as
+	// ReadyFDEnv. Without NotifiesReady a service is ready once it runs.
+	NotifiesReady bool
 
 	// Needs lists conditions (Config.Conditions) that must have been
 	// provided before this service first starts, such as "modules" for a
@@ -98,6 +117,18 @@ type User struct {
 // DefaultStopTimeout is the grace period between SIGTERM and SIGKILL.
 const DefaultStopTimeout = 5 * time.Second
 
+// DefaultAfterWait bounds how long a service waits for its After
+// dependencies to be ready.
+const DefaultAfterWait = 30 * time.Second
+
+// afterWait is the service's bound on waiting for its After.
+func (s *Service) afterWait() time.Duration {
+	if s.AfterWait > 0 {
+		return s.AfterWait
+	}
+	return DefaultAfterWait
+}
+
 // validateTable checks that names are unique and non-empty, paths are
 // absolute and dependencies name earlier services.
 func validateTable(table []Service, conditions []string) error {
@@ -126,6 +157,9 @@ func validateTable(table []Service, conditions []string) error {
 		}
 		if _, err := s.Syscalls.program(); err != nil {
 			return fmt.Errorf("service %q: %w", s.Name, err)
+		}
+		if s.AfterWait < 0 {
+			return fmt.Errorf("service %q: negative AfterWait %s", s.Name, s.AfterWait)
 		}
 		if s.User != nil && s.User.UID == 0 {
 			return fmt.Errorf("service %q: User with uid 0 (leave User nil to run as root)", s.Name)

@@ -16,9 +16,12 @@ type ServiceStatus struct {
 	// failure; meaningful only when LastExit is set.
 	LastExitCode int      `json:"last_exit_code"`
 	NextStartIn  Duration `json:"next_start_in,omitempty"` // in backoff
-	WaitingFor   []string `json:"waiting_for,omitempty"`   // dependencies not running, conditions not provided
-	Restart      string   `json:"restart_policy"`
-	Command      []string `json:"command"`
+	WaitingFor   []string `json:"waiting_for,omitempty"`   // dependencies not ready, conditions not provided
+	// NotReady: running, but it has not said it is ready yet
+	// (Service.NotifiesReady); the services After it still wait.
+	NotReady bool     `json:"not_ready,omitempty"`
+	Restart  string   `json:"restart_policy"`
+	Command  []string `json:"command"`
 }
 
 // Duration marshals as seconds in JSON, which scripts and the web UI can
@@ -72,6 +75,7 @@ func (s *Supervisor) statusLocked(p *proc, now time.Time) ServiceStatus {
 	if p.state == StateRunning || p.state == StateStopping {
 		st.Uptime = seconds(now.Sub(p.started))
 	}
+	st.NotReady = p.state == StateRunning && !p.ready
 	if p.state == StateBackoff {
 		st.NextStartIn = seconds(max(p.nextTry.Sub(now), 0))
 	}
@@ -82,7 +86,7 @@ func (s *Supervisor) statusLocked(p *proc, now time.Time) ServiceStatus {
 			}
 		}
 		for _, dep := range p.spec.After {
-			if s.byName[dep].state != StateRunning {
+			if !s.byName[dep].isReady() {
 				st.WaitingFor = append(st.WaitingFor, dep)
 			}
 		}

@@ -19,6 +19,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -30,7 +32,7 @@ import (
 type State string
 
 const (
-	StateWaiting  State = "waiting"  // for a dependency to be running or a condition
+	StateWaiting  State = "waiting"  // for a dependency to be ready or a condition
 	StateRunning  State = "running"  // a process exists
 	StateBackoff  State = "backoff"  // exited or failed to start; restart scheduled
 	StateStopping State = "stopping" // SIGTERM sent, waiting for the exit
@@ -109,6 +111,7 @@ type proc struct {
 
 	state    State
 	pid      int
+	ready    bool      // this run is ready (NotifiesReady: it said so)
 	started  time.Time // of the current or last run
 	starts   int
 	delay    time.Duration // last backoff delay
@@ -120,6 +123,11 @@ type proc struct {
 
 	stopRequested    bool
 	restartRequested bool
+
+	// waitSince is when the service began to wait for its After;
+	// waitTimer starts it without them when AfterWait has passed.
+	waitSince time.Time
+	waitTimer *time.Timer
 }
 
 // New validates the table and returns a supervisor that has started nothing.
@@ -149,7 +157,7 @@ func New(cfg Config) (*Supervisor, error) {
 		s.pending[c] = true
 	}
 	for _, spec := range cfg.Services {
-		p := &proc{spec: spec, ring: NewRing(cfg.LogBytes), state: StateWaiting}
+		p := &proc{spec: spec, ring: NewRing(cfg.LogBytes), state: StateWaiting, waitSince: time.Now()}
 		s.procs = append(s.procs, p)
 		s.byName[spec.Name] = p
 	}
@@ -169,28 +177,65 @@ func (s *Supervisor) logf(format string, args ...any) {
 	}
 }
 
-// Start starts every service whose dependencies are running. Services
-// waiting for a dependency start as soon as it runs.
+// Start starts every service whose dependencies are ready. Services
+// waiting for a dependency start as soon as it is ready, or when their
+// AfterWait has passed.
 func (s *Supervisor) Start() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := time.Now()
+	for _, p := range s.procs {
+		if p.state == StateWaiting && !p.stopRequested {
+			s.beginWaitLocked(p, now)
+		}
+	}
 	s.startReadyLocked()
 }
 
+// beginWaitLocked starts p's bounded wait for its After: when AfterWait
+// has passed, the timer starts it whether they are ready or not.
+func (s *Supervisor) beginWaitLocked(p *proc, now time.Time) {
+	p.waitSince = now
+	s.stopWaitTimerLocked(p)
+	if len(p.spec.After) == 0 {
+		return
+	}
+	p.waitTimer = time.AfterFunc(p.spec.afterWait(), func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.startReadyLocked()
+	})
+}
+
+func (s *Supervisor) stopWaitTimerLocked(p *proc) {
+	if p.waitTimer != nil {
+		p.waitTimer.Stop()
+		p.waitTimer = nil
+	}
+}
+
 // startReadyLocked starts, in table order, the waiting services whose
-// dependencies are all running. Table order is a topological order, so one
-// pass suffices.
+// conditions hold and whose dependencies are all ready, or have been
+// waited for long enough. Table order is a topological order, so one pass
+// suffices.
 func (s *Supervisor) startReadyLocked() {
 	if s.shuttingDown {
 		return
 	}
+	now := time.Now()
 	for _, p := range s.procs {
 		if p.state != StateWaiting || p.stopRequested {
 			continue
 		}
-		if s.depsRunningLocked(p) {
-			s.startLocked(p)
+		ok, late := s.depsReadyLocked(p, now)
+		if !ok {
+			continue
 		}
+		if len(late) > 0 {
+			s.logf("%s: starting anyway after waiting %s for %s",
+				p.spec.Name, p.spec.afterWait(), s.describeDepsLocked(late))
+		}
+		s.startLocked(p)
 	}
 }
 
@@ -211,18 +256,50 @@ func (s *Supervisor) Provide(condition string) error {
 	return nil
 }
 
-func (s *Supervisor) depsRunningLocked(p *proc) bool {
+// depsReadyLocked reports whether p may start: its conditions hold, and
+// its After are ready or its AfterWait has passed since it began to wait.
+// late lists the dependencies it then starts without.
+func (s *Supervisor) depsReadyLocked(p *proc, now time.Time) (ok bool, late []string) {
 	for _, c := range p.spec.Needs {
 		if s.pending[c] {
-			return false
+			return false, nil
 		}
 	}
 	for _, dep := range p.spec.After {
-		if s.byName[dep].state != StateRunning {
-			return false
+		if !s.byName[dep].isReady() {
+			late = append(late, dep)
 		}
 	}
-	return true
+	if len(late) > 0 && now.Sub(p.waitSince) < p.spec.afterWait() {
+		return false, nil
+	}
+	return true, late
+}
+
+// isReady reports whether the service runs and, if it notifies, has said
+// it is ready in this run.
+func (p *proc) isReady() bool {
+	return p.state == StateRunning && p.ready
+}
+
+// describeDepsLocked names services and what they are doing, for the log
+// line of a dependant that stops waiting for them: "configd (backoff, last
+// exit: exit status 1)", "configd (running, has not said it is ready),
+// console (waiting)".
+func (s *Supervisor) describeDepsLocked(names []string) string {
+	var parts []string
+	for _, n := range names {
+		d := s.byName[n]
+		what := string(d.state)
+		switch {
+		case d.state == StateRunning:
+			what += ", has not said it is ready"
+		case d.lastExit != "":
+			what += ", last exit: " + d.lastExit
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s)", n, what))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // startLocked forks the service. A start failure (missing binary, no memory
@@ -231,7 +308,8 @@ func (s *Supervisor) depsRunningLocked(p *proc) bool {
 func (s *Supervisor) startLocked(p *proc) {
 	now := time.Now()
 	p.timer = nil
-	pid, err := s.forkLocked(p)
+	s.stopWaitTimerLocked(p)
+	pid, readyPipe, err := s.forkLocked(p)
 	p.started = now
 	if err != nil {
 		p.lastExit = err.Error()
@@ -251,26 +329,32 @@ func (s *Supervisor) startLocked(p *proc) {
 	p.starts++
 	p.pid = pid
 	p.state = StateRunning
+	p.ready = !p.spec.NotifiesReady
 	p.exited = make(chan struct{})
 	s.byPid[pid] = p
+	if readyPipe != nil {
+		go s.watchReady(p, pid, readyPipe)
+	}
 	s.startReadyLocked()
 }
 
-func (s *Supervisor) forkLocked(p *proc) (int, error) {
+// forkLocked starts a run of p. For a service that notifies its
+// readiness it also returns the read end of the run's readiness pipe.
+func (s *Supervisor) forkLocked(p *proc) (int, *os.File, error) {
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
-		return 0, fmt.Errorf("open %s: %w", os.DevNull, err)
+		return 0, nil, fmt.Errorf("open %s: %w", os.DevNull, err)
 	}
 	defer devnull.Close()
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		return 0, fmt.Errorf("stdout pipe: %w", err)
+		return 0, nil, fmt.Errorf("stdout pipe: %w", err)
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		outR.Close()
 		outW.Close()
-		return 0, fmt.Errorf("stderr pipe: %w", err)
+		return 0, nil, fmt.Errorf("stderr pipe: %w", err)
 	}
 	env := p.spec.Env
 	if env == nil {
@@ -280,6 +364,20 @@ func (s *Supervisor) forkLocked(p *proc) (int, error) {
 	files := []uintptr{devnull.Fd(), outW.Fd(), errW.Fd()}
 	for _, f := range p.spec.ExtraFiles {
 		files = append(files, f.Fd())
+	}
+	var readyR, readyW *os.File
+	if p.spec.NotifiesReady {
+		if readyR, readyW, err = os.Pipe(); err != nil {
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			return 0, nil, fmt.Errorf("readiness pipe: %w", err)
+		}
+		// The descriptor after the extra files; a copy of the
+		// environment, never the table's own slice.
+		env = append(slices.Clip(env), fmt.Sprintf("%s=%d", ReadyFDEnv, len(files)))
+		files = append(files, readyW.Fd())
 	}
 	// Its own session: the service gets its own process group (so stop
 	// signals reach its children too) and may take a controlling
@@ -301,10 +399,16 @@ func (s *Supervisor) forkLocked(p *proc) (int, error) {
 	}, p.spec.Syscalls)
 	outW.Close()
 	errW.Close()
+	if readyW != nil {
+		readyW.Close()
+	}
 	if err != nil {
 		outR.Close()
 		errR.Close()
-		return 0, fmt.Errorf("exec %s: %w", p.spec.Path, err)
+		if readyR != nil {
+			readyR.Close()
+		}
+		return 0, nil, fmt.Errorf("exec %s: %w", p.spec.Path, err)
 	}
 	for _, pipe := range []struct {
 		r      *os.File
@@ -315,7 +419,7 @@ func (s *Supervisor) forkLocked(p *proc) (int, error) {
 			p.ring.copyLines(r, stream, time.Now)
 		}(pipe.r, pipe.stream)
 	}
-	return pid, nil
+	return pid, readyR, nil
 }
 
 // scheduleRestartLocked puts p in backoff after a run of length ran.
@@ -345,6 +449,7 @@ func (s *Supervisor) Exited(pid int, ws unix.WaitStatus) bool {
 	now := time.Now()
 	ran := now.Sub(p.started)
 	p.pid = 0
+	p.ready = false
 	p.lastExit, p.lastCode = describeExit(ws)
 	if p.timer != nil { // a pending SIGKILL
 		p.timer.Stop()
@@ -420,6 +525,7 @@ func (s *Supervisor) Stop(name string) error {
 			p.timer.Stop()
 			p.timer = nil
 		}
+		s.stopWaitTimerLocked(p)
 		p.state = StateStopped
 	}
 	s.logf("%s: stop requested", name)
@@ -452,6 +558,7 @@ func (s *Supervisor) Restart(name string) error {
 		}
 		p.delay = 0
 		p.state = StateWaiting
+		s.beginWaitLocked(p, time.Now())
 		s.startReadyLocked()
 	}
 	s.logf("%s: restart requested", name)
@@ -492,6 +599,7 @@ func (s *Supervisor) Shutdown(killWait time.Duration) {
 			p.timer.Stop()
 			p.timer = nil
 		}
+		s.stopWaitTimerLocked(p)
 	}
 	procs := append([]*proc(nil), s.procs...)
 	s.mu.Unlock()

@@ -21,6 +21,10 @@ import (
 // this test binary is a child subreaper so that orphans come back to it as
 // they come to PID 1 on the appliance.
 func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		runHelper()
+		return
+	}
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		fmt.Fprintf(os.Stderr, "PR_SET_CHILD_SUBREAPER: %v\n", err)
 		os.Exit(1)

@@ -22,6 +22,7 @@ import (
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/firmware/bootparam"
 	"github.com/flashgate/flashgate/firmware/bootslot"
+	"github.com/flashgate/flashgate/firmware/supervisor"
 	"github.com/flashgate/flashgate/firmware/upgrade"
 	"github.com/flashgate/flashgate/internal/localapi"
 	"github.com/flashgate/flashgate/internal/paths"
@@ -194,6 +195,11 @@ func Main(args []string) int {
 		redactedSrv.RegisterOnShutdown(redactedAPI.StopWatches)
 		go func() { errc <- redactedSrv.Serve(redactedLn) }()
 		logf("configd: serving the read-only API without secrets on %s", *redactedSocket)
+	}
+	// The database is open and every socket served: the services that
+	// wait for configd (the console first) start now.
+	if err := supervisor.NotifyReady(); err != nil {
+		logf("configd: %v", err)
 	}
 	select {
 	case err := <-errc:
