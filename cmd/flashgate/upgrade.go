@@ -52,6 +52,9 @@ func runUpgrade(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("refused before anything was written: %w", err)
 	}
+	if plan.Config != "" {
+		fmt.Fprintf(stdout, "%s\n", plan.Config)
+	}
 	fmt.Fprintf(stdout, "writing slot %s\n", plan.Target)
 	lastPct := int64(-1)
 	plan, err = b.Upload(ctx, *image, *downgrade, !*noReboot, func(sent, total int64) {

@@ -46,6 +46,7 @@ type Plan struct {
 	Size      int64  `json:"size"`
 	Error     string `json:"error"`
 	Rebooting bool   `json:"rebooting"`
+	Config    string `json:"config"` // what configuration the firmware will run with, when not the database as it is
 }
 
 // State is the part of GET /api/v1/upgrade the host tool follows.
