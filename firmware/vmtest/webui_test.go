@@ -1,6 +1,7 @@
 package vmtest
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -9,6 +10,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,6 +19,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/images"
+	"github.com/flashgate/flashgate/upgrade/imagefile"
 	"github.com/flashgate/flashgate/upgrade/remote"
 )
 
@@ -245,6 +249,31 @@ func TestWebUIUnprivilegedInVM(t *testing.T) {
 		t.Errorf("slots after the upload: %+v, %v; want slot b holding vmtest", view, err)
 	}
 
+	// The same firmware as a build from before database format 3 would
+	// describe itself (no extension after its manifest): configd, on the
+	// card, rewrites the database in format 2 before arming slot b, and
+	// then refuses every change until the reboot.
+	old := filepath.Join(t.TempDir(), "format2.fgup")
+	if err := withoutExtension(c.upgradeFile, old); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := box.Inspect(ctx, old, false); err != nil || !strings.Contains(p.Config, "reads configuration database format 2 only") {
+		t.Fatalf("inspect of a format 2 firmware: %+v, %v", p, err)
+	}
+	if plan, err := box.Upload(ctx, old, false, false, nil); err != nil || plan.Target != "b" {
+		t.Fatalf("upload of a format 2 firmware: %+v, %v", plan, err)
+	}
+	c.typeLine("exit")
+	c.expect(time.Minute, "> ")
+	c.typeLine("set system.hostname after-handoff")
+	c.expect(time.Minute, "handed to the firmware in the other slot")
+	c.expect(time.Minute, "> ")
+	c.typeLine("shell")
+	c.expect(time.Minute, "$ ")
+	if out := c.run("ls /cfg"); !strings.Contains(out, "config.db") || strings.Contains(out, "config.db.format2") {
+		t.Fatalf("/cfg after the hand-off: %q", out)
+	}
+
 	// The console (root) reaches netd's socket in netd's directory, and
 	// netd shows the WAN lease it took as its own user.
 	c.typeLine("exit")
@@ -252,4 +281,27 @@ func TestWebUIUnprivilegedInVM(t *testing.T) {
 	c.typeLine("show interfaces")
 	c.expect(time.Minute, "DHCP lease 10.0.2.15/24")
 	c.expect(time.Minute, "> ")
+}
+
+// withoutExtension writes the unsigned upgrade file src to dst with its
+// manifest's extension left out.
+func withoutExtension(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	h, err := imagefile.ReadHeader(bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	if h.Signer != nil {
+		return fmt.Errorf("%s is signed; the test re-encodes unsigned files only", src)
+	}
+	m := h.Manifest
+	m.Extension = nil
+	hdr, err := imagefile.EncodeHeader(m, nil)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, append(hdr, b[len(h.Raw):]...), 0o644)
 }
