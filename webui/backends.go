@@ -5,7 +5,16 @@ import (
 
 	"github.com/flashgate/flashgate/firmware/supervisor"
 	"github.com/flashgate/flashgate/ipsec"
+	"github.com/flashgate/flashgate/services/netd/netdapi"
 )
+
+// LinkSource reports the kernel's links, configured or not (netd's
+// GET /v1/links). *netdapi.Client implements it. The web UI asks netd
+// rather than reading /sys/class/net: the console and the UI give one
+// answer about the box's ports.
+type LinkSource interface {
+	Links(ctx context.Context) ([]netdapi.LinkStatus, error)
+}
 
 // TunnelSource reports the live state of the tunnels (iked).
 type TunnelSource interface {

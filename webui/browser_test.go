@@ -176,6 +176,7 @@ func TestBrowser(t *testing.T) {
 		Crypto:      report,
 		Board:       BoardInfo{Name: "build host", Description: "browser test on the build machine", Version: "test"},
 		Root:        "/",
+		Links:       linkTable{links: testLinks},
 		Fingerprint: cert.Fingerprint,
 		Logf:        t.Logf,
 	})

@@ -131,7 +131,7 @@ func (s *Server) dashboard(ctx context.Context) Dashboard {
 	} else {
 		d.Problems = append(d.Problems, "memory: "+err.Error())
 	}
-	if links, err := readLinks(s.opts.Root); err == nil {
+	if links, err := s.shownLinks(ctx); err == nil {
 		d.Links = links
 	} else {
 		d.Problems = append(d.Problems, "interfaces: "+err.Error())

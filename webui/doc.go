@@ -8,5 +8,7 @@
 // static files, and the small ring of throughput samples behind the graphs.
 // It owns no configuration: every edit goes to configd's candidate and is
 // applied by a commit through configd. Live state comes from iked (tunnels),
-// the supervisor (services, logs, reboot) and the kernel (/proc, /sys).
+// netd (the links and their counters), the supervisor (services, logs,
+// reboot) and the kernel (/proc for uptime, CPU and memory; the crypto
+// engines' report, read at start, looks at /proc and /sys).
 package webui

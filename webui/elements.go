@@ -163,7 +163,7 @@ func (s *Server) elementNewPage(k *kind) http.HandlerFunc {
 		}
 		form := s.newForm(k, "", true, vals, nil)
 		if k == kindInterfaces {
-			form.Ports = unconfiguredPorts(s.opts.Root, cand.Config)
+			form.Ports = s.unconfiguredPorts(r.Context(), cand.Config)
 		}
 		s.renderForm(w, r, http.StatusOK, form)
 	}
@@ -213,7 +213,7 @@ func (s *Server) elementSubmit(w http.ResponseWriter, r *http.Request, k *kind, 
 		form := s.newForm(k, name, creating, vals, ferrs)
 		if creating && k == kindInterfaces {
 			if cand, err := s.candidate(r.Context()); err == nil {
-				form.Ports = unconfiguredPorts(s.opts.Root, cand.Config)
+				form.Ports = s.unconfiguredPorts(r.Context(), cand.Config)
 			}
 		}
 		s.renderForm(w, r, http.StatusUnprocessableEntity, form)

@@ -82,7 +82,7 @@ func (s *Server) interfaceRows(r *http.Request) ([]InterfaceRow, []Link, error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	links, _ := readLinks(s.opts.Root)
+	links, _ := s.shownLinks(r.Context())
 	var rows []InterfaceRow
 	seen := map[string]bool{}
 	for _, ifc := range cand.Config.Interfaces {

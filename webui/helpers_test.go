@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/flashgate/flashgate/services/configd/configdapi"
 	"github.com/flashgate/flashgate/services/configd/configdtest"
+	"github.com/flashgate/flashgate/services/netd/netdapi"
 
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/services/configd"
@@ -83,6 +85,27 @@ func setAdmin(t testing.TB, c *configdapi.Client, name, password string) {
 	}
 }
 
+// testLinks are the kernel's links of the box the tests stand for, as netd
+// reports them (GET /v1/links): the two ports the default configuration
+// names, eth1 without a cable.
+var testLinks = []netdapi.LinkStatus{
+	{Name: "eth0", Role: "wan", Present: true, Port: true, Up: true, Operstate: "up", MTU: 1500, MAC: "00:0d:b9:00:00:01",
+		Addresses: []string{"10.0.2.15/24"}, RxBytes: 123456789, TxBytes: 98765432},
+	{Name: "eth1", Role: "lan", Present: true, Port: true, Up: true, Operstate: "down", MTU: 1500, MAC: "00:0d:b9:00:00:02",
+		Addresses: []string{"192.168.1.1/24"}},
+}
+
+// linkTable is a LinkSource holding the links netd would report, or,
+// with err, a netd that does not answer.
+type linkTable struct {
+	links []netdapi.LinkStatus
+	err   error
+}
+
+func (lt linkTable) Links(context.Context) ([]netdapi.LinkStatus, error) {
+	return slices.Clone(lt.links), lt.err
+}
+
 // harness is a web UI over a real configd, served over TLS by httptest.
 type harness struct {
 	t     testing.TB
@@ -109,7 +132,7 @@ func newHarnessConfigd(t testing.TB, withAdmin bool, configdOpts []configd.Serve
 		setAdmin(t, cfg, testAdmin, testPassword)
 	}
 	clock := &testClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	o := Options{Config: cfg, Now: clock.Now, Root: "testdata/root", Logf: t.Logf,
+	o := Options{Config: cfg, Now: clock.Now, Root: "testdata/root", Links: linkTable{links: testLinks}, Logf: t.Logf,
 		Board: BoardInfo{Name: "qemu-i386", Description: "QEMU i386 (pentium2, e1000)", Version: "test"}}
 	for _, f := range opts {
 		f(&o)

@@ -2,20 +2,17 @@ package webui
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// Host facts come straight from the kernel: /proc for uptime, CPU and
-// memory, /sys/class/net for links and counters. root is "/" on the box and
-// a fixture tree in tests.
+// Host facts come straight from the kernel's /proc: uptime, CPU and
+// memory. root is "/" on the box and a fixture tree in tests. The links
+// and their counters come from netd (links.go).
 
 // CPUTimes are the aggregate jiffies of /proc/stat's "cpu" line.
 type CPUTimes struct {
@@ -127,68 +124,4 @@ func readUptime(root string) (time.Duration, error) {
 		return 0, fmt.Errorf("proc/uptime: %w", err)
 	}
 	return time.Duration(s * float64(time.Second)).Truncate(time.Second), nil
-}
-
-// Link is one network interface as the kernel sees it.
-type Link struct {
-	Name      string   `json:"name"`
-	State     string   `json:"state"` // operstate: up, down, unknown, ...
-	MAC       string   `json:"mac,omitempty"`
-	MTU       int      `json:"mtu"`
-	Addresses []string `json:"addresses"`
-	RxBytes   uint64   `json:"rx_bytes"`
-	TxBytes   uint64   `json:"tx_bytes"`
-	RxPackets uint64   `json:"rx_packets"`
-	TxPackets uint64   `json:"tx_packets"`
-	RxErrors  uint64   `json:"rx_errors"`
-	TxErrors  uint64   `json:"tx_errors"`
-}
-
-// readLinks lists sys/class/net under root. Addresses come from the
-// running kernel (net.InterfaceByName) only when root is "/": a fixture
-// tree has no addresses to ask for.
-func readLinks(root string) ([]Link, error) {
-	dir := filepath.Join(root, "sys/class/net")
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var out []Link
-	for _, e := range ents {
-		name := e.Name()
-		p := filepath.Join(dir, name)
-		l := Link{Name: name, State: readTrim(p, "operstate"), MAC: readTrim(p, "address"), Addresses: []string{}}
-		l.MTU, _ = strconv.Atoi(readTrim(p, "mtu"))
-		l.RxBytes = readUint(p, "statistics/rx_bytes")
-		l.TxBytes = readUint(p, "statistics/tx_bytes")
-		l.RxPackets = readUint(p, "statistics/rx_packets")
-		l.TxPackets = readUint(p, "statistics/tx_packets")
-		l.RxErrors = readUint(p, "statistics/rx_errors")
-		l.TxErrors = readUint(p, "statistics/tx_errors")
-		if root == "/" {
-			if ifi, err := net.InterfaceByName(name); err == nil {
-				if addrs, err := ifi.Addrs(); err == nil {
-					for _, a := range addrs {
-						l.Addresses = append(l.Addresses, a.String())
-					}
-				}
-			}
-		}
-		out = append(out, l)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
-}
-
-func readTrim(dir, name string) string {
-	b, err := os.ReadFile(filepath.Join(dir, name))
-	if err != nil {
-		return ""
-	}
-	return string(bytes.TrimSpace(b))
-}
-
-func readUint(dir, name string) uint64 {
-	n, _ := strconv.ParseUint(readTrim(dir, name), 10, 64)
-	return n
 }

@@ -1,15 +1,15 @@
 package webui
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/services/netd/netdapi"
 )
 
 // addPortForm is the Add port form for a third NIC as an admin fills it in.
@@ -150,34 +150,30 @@ func TestRouteWalkCoversPorts(t *testing.T) {
 }
 
 func TestUnconfiguredPorts(t *testing.T) {
-	root := t.TempDir()
+	var links []netdapi.LinkStatus
 	for _, l := range []struct {
-		name   string
-		device bool
-	}{{"lo", false}, {"eth0", true}, {"eth1", true}, {"eth2", true}, {"enx00e04c680001", true}, {"tun0", false}, {"br0", false}} {
-		dir := filepath.Join(root, "sys/class/net", l.name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if l.device {
-			if err := os.WriteFile(filepath.Join(dir, "device"), nil, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+		name string
+		port bool
+	}{{"br0", false}, {"enx00e04c680001", true}, {"eth0", true}, {"eth1", true}, {"eth2", true}, {"ipsec0", false}, {"lo", false}, {"tun0", false}} {
+		links = append(links, netdapi.LinkStatus{Name: l.name, Present: true, Port: l.port, Operstate: "up", Addresses: []string{}})
 	}
-	got := unconfiguredPorts(root, config.Default())
+	got := unconfiguredPorts(links, config.Default())
 	want := []string{"enx00e04c680001", "eth2"}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("unconfiguredPorts with eth0, eth1 configured = %q, want %q (NICs only: no lo, tun0, br0)", got, want)
+		t.Errorf("unconfiguredPorts with eth0, eth1 configured = %q, want %q (ports only: no lo, tun0, br0, ipsec0)", got, want)
 	}
 	// The Add port form offers them as hints for the name.
-	h := newHarness(t, true, func(o *Options) { o.Root = root })
+	h := newHarness(t, true, func(o *Options) { o.Links = linkTable{links: links} })
 	b := h.browser()
 	b.login()
 	mustContain(t, "the Add port form on a box with eth2 and a USB NIC", b.get("/interfaces/new").Body,
 		`list="f-name-ports"`, `<option value="eth2">`, `<option value="enx00e04c680001">`, "not in the configuration: enx00e04c680001, eth2.")
 
-	if got := unconfiguredPorts(filepath.Join(root, "missing"), config.Default()); got != nil {
-		t.Errorf("unconfiguredPorts without /sys = %q, want none", got)
+	// Without netd's answer there are no hints, and the form still works.
+	h = newHarness(t, true, func(o *Options) { o.Links = linkTable{err: errors.New("netd is down")} })
+	b = h.browser()
+	b.login()
+	if r := b.get("/interfaces/new"); r.Code != http.StatusOK || strings.Contains(r.Body, `list="f-name-ports"`) || !strings.Contains(r.Body, `name="name"`) {
+		t.Errorf("the Add port form without netd: %d, hints shown %v; want the form without hints", r.Code, strings.Contains(r.Body, `list="f-name-ports"`))
 	}
 }

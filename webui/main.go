@@ -27,6 +27,7 @@ import (
 	"github.com/flashgate/flashgate/firmware/supervisor"
 	"github.com/flashgate/flashgate/ipsec/hwcrypto"
 	"github.com/flashgate/flashgate/services/configd/configdapi"
+	"github.com/flashgate/flashgate/services/netd/netdapi"
 )
 
 // FingerprintFile is where the certificate's fingerprint is written for
@@ -51,12 +52,13 @@ func run(ctx context.Context, args []string) int {
 	plainFD := fs.Int("http-fd", 0, "serve the HTTP redirector on this inherited listening socket instead of -http")
 	configdSock := fs.String("configd", configdapi.WebSocket, "configd's socket: its restricted API, which hands out no secrets")
 	ikedSock := fs.String("iked", ikedapi.DefaultSocket, "iked's socket")
+	netdSock := fs.String("netd", netdapi.WebSocket, "netd's socket for the web UI: the kernel's links")
 	superSock := fs.String("supervisor", supervisor.WebSocketPath, "the supervisor's socket (its part for the web UI: services, logs, reboot)")
 	certDir := fs.String("cert-dir", paths.WebUICertDir, "where the TLS certificate and key are kept when configd cannot keep them")
 	certFallback := fs.String("cert-fallback-dir", paths.WebUIRunDir, "where they are kept until reboot when neither configd nor -cert-dir can keep them")
 	configdWait := fs.Duration("configd-wait", 5*time.Second, "how long to wait at start for configd, which may be starting too")
 	fpFile := fs.String("fingerprint-file", FingerprintFile, "where to write the certificate's SHA-256 fingerprint")
-	root := fs.String("root", "/", "root of /proc and /sys (tests)")
+	root := fs.String("root", "/", "root of /proc and /sys (tests): uptime, CPU, memory, the kernel's release and the crypto engines")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -119,6 +121,7 @@ func run(ctx context.Context, args []string) int {
 		Config:      cfg,
 		Tunnels:     ikedapi.NewClient(*ikedSock),
 		Supervisor:  supervisor.NewClient(*superSock),
+		Links:       netdapi.New(*netdSock),
 		Crypto:      report,
 		Board:       board,
 		Root:        *root,

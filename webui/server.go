@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"embed"
+	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -22,6 +23,7 @@ import (
 	"github.com/flashgate/flashgate/ipsec"
 	"github.com/flashgate/flashgate/ipsec/hwcrypto"
 	"github.com/flashgate/flashgate/services/configd/configdapi"
+	"github.com/flashgate/flashgate/services/netd/netdapi"
 	"github.com/flashgate/flashgate/upgrade/imagefile"
 )
 
@@ -45,9 +47,13 @@ type Options struct {
 	Config     *configdapi.Client
 	Tunnels    TunnelSource
 	Supervisor Supervisor
-	Crypto     *hwcrypto.Report
-	Board      BoardInfo
-	// Root is where /proc and /sys are read ("/" on the box).
+	// Links is netd, which reports the box's links; without it the
+	// pages say the interfaces could not be read.
+	Links  LinkSource
+	Crypto *hwcrypto.Report
+	Board  BoardInfo
+	// Root is where /proc is read ("/" on the box): uptime, CPU and
+	// memory. The crypto engines' report (Crypto) is read by the caller.
 	Root string
 	// Fingerprint of the TLS certificate, shown on the System page.
 	Fingerprint     string
@@ -105,6 +111,9 @@ func New(opts Options) (*Server, error) {
 	if opts.Tunnels == nil {
 		opts.Tunnels = noTunnels{}
 	}
+	if opts.Links == nil {
+		opts.Links = noLinks{}
+	}
 	s := &Server{
 		opts:      opts,
 		sessions:  newSessionStore(opts.IdleTimeout, opts.AbsoluteTimeout, opts.Now),
@@ -120,6 +129,13 @@ func New(opts Options) (*Server, error) {
 	s.router = s.routes()
 	s.handler = securityHeaders(http.NewCrossOriginProtection().Handler(withSnapshot(s.checkHost(s.router))))
 	return s, nil
+}
+
+// noLinks stands in when no link source is given.
+type noLinks struct{}
+
+func (noLinks) Links(context.Context) ([]netdapi.LinkStatus, error) {
+	return nil, errors.New("no netd to ask")
 }
 
 // noTunnels stands in when no tunnel source is given.

@@ -20,7 +20,8 @@ import (
 //
 //   - configd-web.sock (configd's restricted API) and supervisor-web.sock
 //     (services, logs, reboot): root:443, 0660;
-//   - iked/iked.sock, through the supplementary group ikedAPIGID;
+//   - iked/iked.sock, through the supplementary group ikedAPIGID, and
+//     netd/netd-web.sock (the kernel's links), through netdWebGID;
 //   - webUIRunDir (its certificate when configd cannot keep it, the
 //     fingerprint for the console): 443:443, 0700;
 //   - its listeners on 443 and 80, which PID 1 binds and hands over as
@@ -66,9 +67,14 @@ const (
 //   - its directory paths.NetdRunDir (503:503, 0755) for netd.sock (0600:
 //     root and netd) and resolv.conf (0644), which /etc/resolv.conf links
 //     to, since netd may not write /etc.
+//
+// netdWebGID is the group of netd's socket for the web UI (netd-web.sock,
+// the kernel's links): netd and the web UI are members (supplementary),
+// nobody else, as for iked's API.
 const (
-	netdUID = 503
-	netdGID = 503
+	netdUID    = 503
+	netdGID    = 503
+	netdWebGID = 504
 )
 
 // webUIRunDir is the web UI's own directory in RAM.
@@ -289,10 +295,13 @@ func serviceTable(exe string, c consoleSpec, web webListeners) []supervisor.Serv
 		// netd keeps the box's resolver with the WAN lease's DNS servers
 		// in its own directory, which /etc/resolv.conf links to (it
 		// leaves any resolver file alone unless told).
+		// Its links are also on a socket of their own for the web UI
+		// (netdWebGID), which may not reconcile or read the firewall.
 		{Name: "netd", Path: exe, Args: []string{"netd", "-configd", paths.ConfigdRedactedSocket,
-			"-socket", paths.NetdSocket, "-resolv-conf", paths.NetdResolvConf}, Env: env,
+			"-socket", paths.NetdSocket, "-resolv-conf", paths.NetdResolvConf,
+			"-web-socket", paths.NetdWebSocket, "-web-group", strconv.Itoa(netdWebGID)}, Env: env,
 			After: afterConsole, AfterWait: servicesWaitForConsole, Needs: []string{modulesLoaded}, Restart: supervisor.RestartAlways,
-			User: &supervisor.User{UID: netdUID, GID: netdGID,
+			User: &supervisor.User{UID: netdUID, GID: netdGID, Groups: []uint32{netdWebGID},
 				Caps: []uintptr{unix.CAP_NET_ADMIN, unix.CAP_NET_BIND_SERVICE, unix.CAP_NET_RAW, unix.CAP_SYS_TIME}},
 			Syscalls: supervisor.SyscallsNetworkService},
 		{Name: "iked", Path: exe, Args: []string{"iked", "-configd", paths.ConfigdReadSocket,
@@ -321,7 +330,7 @@ func webUIService(exe string, env []string, web webListeners, after []string) su
 	}
 	return supervisor.Service{Name: "webui", Path: exe, Args: args, Env: env,
 		After: after, AfterWait: servicesWaitForConsole, Restart: supervisor.RestartAlways,
-		User: &supervisor.User{UID: webUIUID, GID: webUIGID, Groups: []uint32{ikedAPIGID}}, ExtraFiles: files,
+		User: &supervisor.User{UID: webUIUID, GID: webUIGID, Groups: []uint32{ikedAPIGID, netdWebGID}}, ExtraFiles: files,
 		Syscalls: supervisor.SyscallsNetworkService}
 }
 

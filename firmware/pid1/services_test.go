@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -89,8 +90,10 @@ func TestServiceTableRunsNetdUnprivileged(t *testing.T) {
 		if want := []uintptr{unix.CAP_NET_BIND_SERVICE, unix.CAP_NET_ADMIN, unix.CAP_NET_RAW, unix.CAP_SYS_TIME}; !slices.Equal(caps, want) {
 			t.Errorf("netd keeps capabilities %v; want exactly %v", caps, want)
 		}
-		if len(s.User.Groups) != 0 {
-			t.Errorf("netd is in the groups %v; want none", s.User.Groups)
+		// Only the group of its socket for the web UI: not the web UI's
+		// own (configd-web.sock changes the configuration) nor iked's API.
+		if !slices.Equal(s.User.Groups, []uint32{netdWebGID}) {
+			t.Errorf("netd is in the groups %v; want only %d (its socket for the web UI)", s.User.Groups, netdWebGID)
 		}
 		for flag, want := range map[string]string{"-configd": paths.ConfigdRedactedSocket, "-socket": paths.NetdSocket,
 			"-resolv-conf": paths.NetdResolvConf} {
@@ -102,6 +105,15 @@ func TestServiceTableRunsNetdUnprivileged(t *testing.T) {
 			if filepath.Dir(p) != paths.NetdRunDir {
 				t.Errorf("%s is not in netd's directory %s", p, paths.NetdRunDir)
 			}
+		}
+		// netd serves the web UI its links on a socket of their own, in
+		// its directory, for netdWebGID only (the web UI reads no
+		// /sys/class/net itself).
+		if i := slices.Index(s.Args, "-web-socket"); i < 0 || i+1 >= len(s.Args) || s.Args[i+1] != paths.NetdWebSocket || filepath.Dir(paths.NetdWebSocket) != paths.NetdRunDir {
+			t.Errorf("netd args %q, want -web-socket %s in %s", s.Args, paths.NetdWebSocket, paths.NetdRunDir)
+		}
+		if i := slices.Index(s.Args, "-web-group"); i < 0 || i+1 >= len(s.Args) || s.Args[i+1] != strconv.Itoa(netdWebGID) {
+			t.Errorf("netd args %q, want -web-group %d", s.Args, netdWebGID)
 		}
 		return
 	}
@@ -239,6 +251,8 @@ func TestServiceTableRunsTheWebUIUnprivileged(t *testing.T) {
 	}
 	if webui.User == nil || webui.User.UID != 443 || webui.User.GID != 443 {
 		t.Errorf("webui runs as %+v, want uid and gid 443", webui.User)
+	} else if !slices.Equal(webui.User.Groups, []uint32{ikedAPIGID, netdWebGID}) {
+		t.Errorf("webui's supplementary groups %v, want iked's API (%d) and netd's socket for it (%d)", webui.User.Groups, ikedAPIGID, netdWebGID)
 	}
 	if len(webui.ExtraFiles) != 2 || webui.ExtraFiles[0] != web.HTTPS || webui.ExtraFiles[1] != web.HTTP {
 		t.Errorf("webui extra files %v, want the HTTPS and the HTTP listener", webui.ExtraFiles)

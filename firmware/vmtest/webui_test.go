@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -116,17 +117,20 @@ func TestWebUIUnprivilegedInVM(t *testing.T) {
 	for _, want := range []string{"configd-read.sock      connects", "psk of tunnel hq: IN THE CLEAR", "candidate (the edits): refused",
 		"export with secrets in the clear: refused", "configd-web.sock       refused: permission denied",
 		"configd.sock           refused: permission denied", "supervisor.sock        refused: permission denied",
-		"config.db              refused: permission denied", "iked/iked.sock         connects"} {
+		"config.db              refused: permission denied", "iked/iked.sock         connects",
+		fmt.Sprintf("%-22s refused: permission denied", "netd/netd.sock"), fmt.Sprintf("%-22s refused: permission denied", "netd/netd-web.sock")} {
 		if !strings.Contains(ikedAccess, want) {
 			t.Errorf("flashgate access 501:501:502 (iked's user) on the box:\n%s\nwant %q", ikedAccess, want)
 		}
 	}
 	// netd parses DHCP and NTP: its own user, CAP_NET_BIND_SERVICE,
 	// CAP_NET_ADMIN, CAP_NET_RAW and CAP_SYS_TIME (bits 10, 12, 13, 25),
-	// no supplementary group, no_new_privs.
+	// only the supplementary group of its socket for the web UI (504),
+	// no_new_privs.
 	netdStatus := c.run("cat /proc/" + netdPID + "/status")
-	if !regexp.MustCompile(`(?m)^Groups:\s*$`).MatchString(netdStatus) {
-		t.Errorf("/proc/%s/status of netd:\n%s\nwant no supplementary group", netdPID, netdStatus)
+	// The kernel ends each group with a blank.
+	if !regexp.MustCompile(`(?m)^Groups:\s*504\s*$`).MatchString(netdStatus) {
+		t.Errorf("/proc/%s/status of netd:\n%s\nwant the supplementary group 504 only", netdPID, netdStatus)
 	}
 	for _, want := range []string{"Uid:\t503\t503\t503\t503", "Gid:\t503\t503\t503\t503",
 		"CapEff:\t0000000002003400", "CapPrm:\t0000000002003400", "NoNewPrivs:\t1", "Seccomp:\t2"} {
@@ -136,10 +140,10 @@ func TestWebUIUnprivilegedInVM(t *testing.T) {
 	}
 	// Its user reads the configuration without keys and can change
 	// nothing; its socket is its own.
-	netdAccess := c.run("flashgate access 503:503")
+	netdAccess := c.run("flashgate access 503:503:504")
 	for _, want := range []string{fmt.Sprintf("%-22s connects", "configd-redacted.sock"), "psk of tunnel hq: redacted",
 		"candidate (the edits): refused", "export with secrets in the clear: refused",
-		fmt.Sprintf("%-22s connects", "netd/netd.sock"), fmt.Sprintf("%-22s refused: permission denied", "configd-read.sock"),
+		fmt.Sprintf("%-22s connects", "netd/netd.sock"), fmt.Sprintf("%-22s connects", "netd/netd-web.sock"), fmt.Sprintf("%-22s refused: permission denied", "configd-read.sock"),
 		fmt.Sprintf("%-22s refused: permission denied", "configd-web.sock"), fmt.Sprintf("%-22s refused: permission denied", "configd.sock"),
 		fmt.Sprintf("%-22s refused: permission denied", "supervisor.sock"),
 		fmt.Sprintf("%-22s refused: permission denied", "config.db")} {
@@ -179,10 +183,11 @@ func TestWebUIUnprivilegedInVM(t *testing.T) {
 		t.Errorf("flashgate ipsec status on the box does not list the tunnel hq:\n%s", out)
 	}
 
-	access := c.run("flashgate access 443:443:502")
-	for _, want := range []string{fmt.Sprintf("%-22s refused: permission denied", "netd/netd.sock"), "as uid 443 gid 443 groups [502]:", "configd-web.sock       connects", "psk of tunnel hq: redacted", "iked/iked.sock         connects", "configd-read.sock      refused: permission denied",
+	access := c.run("flashgate access 443:443:502,504")
+	for _, want := range []string{fmt.Sprintf("%-22s refused: permission denied", "netd/netd.sock"), "as uid 443 gid 443 groups [502 504]:", "configd-web.sock       connects", "psk of tunnel hq: redacted", "iked/iked.sock         connects", "configd-read.sock      refused: permission denied",
 		"export with secrets in the clear: refused", "configd.sock           refused: permission denied",
-		"supervisor.sock        refused: permission denied", "config.db              refused: permission denied"} {
+		"supervisor.sock        refused: permission denied", "config.db              refused: permission denied",
+		fmt.Sprintf("%-22s connects", "netd/netd-web.sock")} {
 		if !strings.Contains(access, want) {
 			t.Errorf("flashgate access 443:443 on the box:\n%s\nwant %q", access, want)
 		}
@@ -227,6 +232,30 @@ func TestWebUIUnprivilegedInVM(t *testing.T) {
 	if err := box.Login(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The ports on the dashboard are netd's answer on its web socket (the
+	// UI reads no /sys/class/net): the qemu board's eth0 and eth1, with
+	// the LAN's address, and no problem reading them.
+	var dash struct {
+		Interfaces []struct {
+			Name      string   `json:"name"`
+			State     string   `json:"state"`
+			Addresses []string `json:"addresses"`
+		} `json:"interfaces"`
+		Problems []string `json:"problems"`
+	}
+	if err := box.Get(ctx, "/api/v1/dashboard", &dash); err != nil {
+		t.Fatal(err)
+	}
+	lanShown := false
+	for _, l := range dash.Interfaces {
+		if l.Name == "eth1" && slices.Contains(l.Addresses, "192.168.1.1/24") {
+			lanShown = true
+		}
+	}
+	if !lanShown || strings.Contains(strings.Join(dash.Problems, "\n"), "interfaces") {
+		t.Errorf("the dashboard's interfaces %+v, problems %q; want eth1 with 192.168.1.1/24 from netd", dash.Interfaces, dash.Problems)
+	}
+
 	wrong := *box
 	wrong.Password = "not-the-password"
 	if _, err := wrong.Upload(ctx, c.upgradeFile, false, false, nil); err == nil || !strings.Contains(err.Error(), "Wrong password") {

@@ -24,6 +24,10 @@ const (
 	// NetdSocket is netd's status and reconcile API (netd's, 0600: root
 	// and netd).
 	NetdSocket = NetdRunDir + "/netd.sock"
+	// NetdWebSocket is the part of netd's API the web UI may use, the
+	// kernel's links (netd's user and the group of netd's API for the
+	// web UI, 0660).
+	NetdWebSocket = NetdRunDir + "/netd-web.sock"
 	// ConfigdRedactedSocket is configd's read-only API without secrets
 	// (the running configuration with every secret replaced by a mark, and
 	// its watch stream): root and netd's group (0660). netd needs no key.

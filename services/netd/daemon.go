@@ -323,6 +323,22 @@ func (d *Daemon) Status() netdapi.Status {
 	return st
 }
 
+// Links lists every link of the kernel with its state and counters; the
+// configured ones carry their role.
+func (d *Daemon) Links() ([]netdapi.LinkStatus, error) {
+	if d.Rec.Netlink == nil {
+		return nil, fmt.Errorf("netd reads no links here (no netlink handle)")
+	}
+	cur, _, _ := d.Rec.Current()
+	roles := map[string]string{}
+	if cur != nil {
+		for _, l := range cur.Links {
+			roles[l.Name] = l.Role
+		}
+	}
+	return d.Rec.Netlink.Links(roles)
+}
+
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 
 	"github.com/flashgate/flashgate/services/netd/netdapi"
 
@@ -326,35 +327,64 @@ func (n *Netlink) Status(want []Link) []netdapi.LinkStatus {
 	out := make([]netdapi.LinkStatus, 0, len(want))
 	for _, w := range want {
 		st := netdapi.LinkStatus{Name: w.Name, Role: w.Role, Addresses: []string{}}
-		l, err := n.h.LinkByName(w.Name)
-		if err != nil {
-			out = append(out, st)
-			continue
-		}
-		a := l.Attrs()
-		st.Present = true
-		st.Up = a.Flags&net.FlagUp != 0
-		st.Operstate = a.OperState.String()
-		st.MTU = a.MTU
-		if len(a.HardwareAddr) > 0 {
-			st.MAC = a.HardwareAddr.String()
-		}
-		if s := a.Statistics; s != nil {
-			st.RxBytes, st.TxBytes = s.RxBytes, s.TxBytes
-			st.RxPackets, st.TxPackets = s.RxPackets, s.TxPackets
-			st.RxErrors, st.TxErrors = s.RxErrors, s.TxErrors
-			st.RxDropped, st.TxDropped = s.RxDropped, s.TxDropped
-		}
-		if addrs, err := n.h.AddrList(l, netlink.FAMILY_ALL); err == nil {
-			for _, ad := range addrs {
-				if p, ok := prefixOf(ad.IPNet); ok {
-					st.Addresses = append(st.Addresses, p.String())
-				}
-			}
+		if l, err := n.h.LinkByName(w.Name); err == nil {
+			n.fillStatus(&st, l)
 		}
 		out = append(out, st)
 	}
 	return out
+}
+
+// Links reads every link of the namespace, configured or not, sorted by
+// name; roles gives the configured ones' roles.
+func (n *Netlink) Links(roles map[string]string) ([]netdapi.LinkStatus, error) {
+	links, err := retryDump(n.h.LinkList)
+	if err != nil {
+		return nil, fmt.Errorf("list links: %w", err)
+	}
+	out := make([]netdapi.LinkStatus, 0, len(links))
+	for _, l := range links {
+		st := netdapi.LinkStatus{Name: l.Attrs().Name, Role: roles[l.Attrs().Name], Addresses: []string{}}
+		n.fillStatus(&st, l)
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b netdapi.LinkStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// fillStatus sets what the kernel says of l: state, MTU, counters,
+// addresses, and whether it is a port.
+func (n *Netlink) fillStatus(st *netdapi.LinkStatus, l netlink.Link) {
+	a := l.Attrs()
+	st.Present = true
+	st.Port = isPort(a)
+	st.Up = a.Flags&net.FlagUp != 0
+	st.Operstate = a.OperState.String()
+	st.MTU = a.MTU
+	if len(a.HardwareAddr) > 0 {
+		st.MAC = a.HardwareAddr.String()
+	}
+	if s := a.Statistics; s != nil {
+		st.RxBytes, st.TxBytes = s.RxBytes, s.TxBytes
+		st.RxPackets, st.TxPackets = s.RxPackets, s.TxPackets
+		st.RxErrors, st.TxErrors = s.RxErrors, s.TxErrors
+		st.RxDropped, st.TxDropped = s.RxDropped, s.TxDropped
+	}
+	if addrs, err := n.h.AddrList(l, netlink.FAMILY_ALL); err == nil {
+		for _, ad := range addrs {
+			if p, ok := prefixOf(ad.IPNet); ok {
+				st.Addresses = append(st.Addresses, p.String())
+			}
+		}
+	}
+}
+
+// isPort says whether a link is a network port: one with a device behind
+// it, a NIC on the PCI bus, USB or virtio (the kernel's
+// IFLA_PARENT_DEV_NAME, what /sys/class/net/NAME/device links to).
+// Loopback, tunnels, bridges, veths and ipsecN have none.
+func isPort(a *netlink.LinkAttrs) bool {
+	return a.ParentDev != "" && a.Flags&net.FlagLoopback == 0
 }
 
 func prefixOf(n *net.IPNet) (netip.Prefix, bool) {

@@ -1,10 +1,12 @@
 package netd
 
 import (
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
 
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
 	"github.com/flashgate/flashgate/internal/testnet"
@@ -140,5 +142,25 @@ func TestNetlinkReconcile(t *testing.T) {
 	}
 	if a := show("ip", "-o", "addr", "show", "dev", "lan0"); !strings.Contains(a, "192.168.63.1/24") {
 		t.Errorf("lan0 was not configured because another interface is missing: %s", a)
+	}
+}
+
+// TestIsPort: a port is a link with a device behind it (the kernel's
+// parent device: a PCI, USB or virtio NIC), never loopback.
+func TestIsPort(t *testing.T) {
+	for _, tc := range []struct {
+		what  string
+		attrs netlink.LinkAttrs
+		port  bool
+	}{
+		{"a PCI NIC", netlink.LinkAttrs{Name: "eth0", ParentDev: "0000:00:03.0", ParentDevBus: "pci"}, true},
+		{"a USB NIC", netlink.LinkAttrs{Name: "enx00e04c680001", ParentDev: "2-1:1.0", ParentDevBus: "usb"}, true},
+		{"a virtio NIC", netlink.LinkAttrs{Name: "eth1", ParentDev: "virtio1", ParentDevBus: "virtio"}, true},
+		{"loopback", netlink.LinkAttrs{Name: "lo", Flags: net.FlagLoopback | net.FlagUp}, false},
+		{"a veth, bridge, TUN or ipsecN", netlink.LinkAttrs{Name: "ipsec0"}, false},
+	} {
+		if got := isPort(&tc.attrs); got != tc.port {
+			t.Errorf("isPort(%s) = %v, want %v", tc.what, got, tc.port)
+		}
 	}
 }

@@ -29,6 +29,8 @@ const DefaultSocket = netdapi.Socket
 func Main(args []string) int {
 	fs := flag.NewFlagSet("netd", flag.ContinueOnError)
 	socket := fs.String("socket", DefaultSocket, "unix socket of netd's local API")
+	webSocket := fs.String("web-socket", "", "unix socket of the part of the API the web UI may use, the kernel's links (empty: none; the appliance passes "+netdapi.WebSocket+")")
+	webGroup := fs.Int("web-group", -1, "group of -web-socket, whose members (the web UI's user) may use it besides root; -1: root only")
 	configdSocket := fs.String("configd", configdapi.Socket, "unix socket of configd")
 	boardName := fs.String("board", "", "board name (default: flashgate.board= on the kernel command line)")
 	printOnly := fs.Bool("print", false, "print the ruleset of the running configuration and exit")
@@ -81,6 +83,12 @@ func Main(args []string) int {
 		return 1
 	}
 	go localapi.Serve(ctx, ln, d.Handler())
+	if *webSocket != "" {
+		if err := serveWeb(ctx, d, *webSocket, *webGroup); err != nil {
+			log.Printf("netd: %v", err)
+			return 1
+		}
+	}
 
 	cfg, source := firstConfig(ctx, cl, board, *configdWait)
 	log.Printf("netd: applying %s", source)

@@ -70,6 +70,9 @@ func hasCapability(t *testing.T, cap int) bool {
 const (
 	testNetdUID = 64053
 	testNetdGID = 64054
+	// testNetdWebGID stands for the group of netd's socket for the web
+	// UI, which netd is a member of (as on the appliance) to give it.
+	testNetdWebGID = 64055
 )
 
 // TestMainInNamespace runs Main as the appliance does, in a namespace of
@@ -137,7 +140,7 @@ func TestMainInNamespace(t *testing.T) {
 	// server today, but TestMainProcess refuses to run with it).
 	testnet.RequireTool(t, "setpriv", "util-linux")
 	const caps = "+net_admin,+net_bind_service,+net_raw"
-	cmd := ns.Command("setpriv", "--reuid", strconv.Itoa(testNetdUID), "--regid", strconv.Itoa(testNetdGID), "--clear-groups",
+	cmd := ns.Command("setpriv", "--reuid", strconv.Itoa(testNetdUID), "--regid", strconv.Itoa(testNetdGID), "--groups", strconv.Itoa(testNetdWebGID),
 		"--inh-caps", "-all,"+caps, "--ambient-caps", "-all,"+caps, "--bounding-set", "-all,"+caps, "--no-new-privs", "--",
 		exe, "-test.run=^TestMainProcess$")
 	// The namespace shares the host's file system: without -resolv-conf
@@ -145,7 +148,8 @@ func TestMainInNamespace(t *testing.T) {
 	// the CI machine's DNS with it). Main's resolver file is checked below.
 	resolv := filepath.Join(runDir, "resolv.conf")
 	hostResolv, hostResolvErr := os.ReadFile("/etc/resolv.conf")
-	cmd.Env = append(os.Environ(), "NETD_TEST_MAIN_ARGS=-socket "+sock+" -configd "+filepath.Join(dir, "none.sock")+" -configd-wait 200ms -board qemu -resolv-conf "+resolv)
+	webSock := filepath.Join(runDir, "netd-web.sock")
+	cmd.Env = append(os.Environ(), "NETD_TEST_MAIN_ARGS=-socket "+sock+" -web-socket "+webSock+" -web-group "+strconv.Itoa(testNetdWebGID)+" -configd "+filepath.Join(dir, "none.sock")+" -configd-wait 200ms -board qemu -resolv-conf "+resolv)
 	out, err := os.Create(filepath.Join(dir, "netd.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -248,6 +252,41 @@ func TestMainInNamespace(t *testing.T) {
 	var fw netdapi.FirewallStatus
 	if err := get("/v1/firewall", &fw); err != nil {
 		t.Fatal(err)
+	}
+
+	// The web UI's socket: its group's, the kernel's links through the
+	// contract's client (eth0 and eth1 with their roles, lo without one;
+	// veths are no ports), and nothing else.
+	var fi syscall.Stat_t
+	if err := syscall.Stat(webSock, &fi); err != nil || fi.Gid != testNetdWebGID || fi.Mode&0o777 != 0o660 {
+		t.Errorf("-web-socket %s: gid %d mode %o (%v), want %d and 0660", webSock, fi.Gid, fi.Mode&0o777, err, testNetdWebGID)
+	}
+	links, err := netdapi.New(webSock).Links(context.Background())
+	roles := map[string]string{}
+	for _, l := range links {
+		roles[l.Name] = l.Role
+		if l.Port || !l.Present {
+			t.Errorf("link %s on the web socket: port %v present %v; want a present link that is no port (a veth, loopback)", l.Name, l.Port, l.Present)
+		}
+	}
+	if err != nil || roles["eth0"] != "wan" || roles["eth1"] != "lan" || roles["lo"] != "" || len(links) != 3 {
+		t.Errorf("GET /v1/links on the web socket: %+v, %v; want eth0 (wan), eth1 (lan) and lo", links, err)
+	}
+	webHC := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", webSock)
+		}}}
+	for _, route := range []string{netdapi.RouteStatus, netdapi.RouteFirewall, netdapi.RouteReconcile} {
+		method, path, _ := strings.Cut(route, " ")
+		req, _ := http.NewRequest(method, "http://netd"+path, nil)
+		resp, err := webHC.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("%s on the web socket: %s, want 404 (the web UI gets the links only)", route, resp.Status)
+		}
 	}
 	if len(fw.Kernel) == 0 || len(fw.Kernel) != len(fw.Rules) || !strings.Contains(strings.Join(fw.Rules, "\n"), `iifname "eth1" meta l4proto tcp th dport 443`) {
 		t.Errorf("firewall status: %d rules built, %d in the kernel:\n%s", len(fw.Rules), len(fw.Kernel), strings.Join(fw.Rules, "\n"))

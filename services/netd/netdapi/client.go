@@ -33,6 +33,13 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 	return st, c.do(ctx, "GET", "/v1/status", &st)
 }
 
+// Links returns every link the kernel has, sorted by name (GET
+// /v1/links); the only route WebSocket serves.
+func (c *Client) Links(ctx context.Context) ([]LinkStatus, error) {
+	var links []LinkStatus
+	return links, c.do(ctx, "GET", "/v1/links", &links)
+}
+
 // Firewall returns the ruleset as built and the kernel's counters (GET
 // /v1/firewall).
 func (c *Client) Firewall(ctx context.Context) (FirewallStatus, error) {

@@ -9,6 +9,12 @@
 //	GET  /v1/status     links (state, addresses, counters), leases, the last apply, the NTP client
 //	GET  /v1/firewall   the ruleset in nft syntax and the hit counters
 //	POST /v1/reconcile  apply the current configuration again now
+//	GET  /v1/links      every link the kernel has, configured or not, with
+//	                    its state, addresses and counters
+//
+// netd serves all of them on Socket (root only) and only GET /v1/links on
+// WebSocket, which the web UI's group may use: the UI shows the box's
+// ports as netd sees them and reads nothing of /sys itself.
 package netdapi
 
 import (
@@ -21,11 +27,16 @@ import (
 // Socket is where netd serves its local API on the appliance.
 const Socket = paths.NetdSocket
 
+// WebSocket is where netd serves the part of its API the web UI may use:
+// GET /v1/links, nothing that changes the box or shows its firewall.
+const WebSocket = paths.NetdWebSocket
+
 // The routes.
 const (
 	RouteStatus    = "GET /v1/status"
 	RouteFirewall  = "GET /v1/firewall"
 	RouteReconcile = "POST /v1/reconcile"
+	RouteLinks     = "GET /v1/links"
 )
 
 // Status is what the local API reports.
@@ -58,11 +69,17 @@ type StaticLease struct {
 	Hostname string     `json:"hostname,omitempty"`
 }
 
-// LinkStatus is what the status API reports for one interface.
+// LinkStatus is what the status API reports for one interface, and
+// GET /v1/links for every link of the kernel (Role is empty for a link the
+// configuration does not name).
 type LinkStatus struct {
-	Name      string   `json:"name"`
-	Role      string   `json:"role"`
-	Present   bool     `json:"present"`
+	Name    string `json:"name"`
+	Role    string `json:"role"`
+	Present bool   `json:"present"`
+	// Port says the link is a network port, a NIC on the PCI bus or USB,
+	// which the configuration could name: not loopback, a tunnel, a
+	// bridge, a veth or another link made in software.
+	Port      bool     `json:"port"`
 	Up        bool     `json:"up"`        // administratively
 	Operstate string   `json:"operstate"` // "up", "down", "lowerlayerdown", ...
 	MTU       int      `json:"mtu"`
