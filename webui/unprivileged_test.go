@@ -15,9 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/config"
-	"github.com/flashgate/flashgate/services/configd"
 	"github.com/flashgate/flashgate/services/configd/configdapi"
+	"github.com/flashgate/flashgate/services/configd/configdtest"
 )
 
 // TestWebUIProcessHelper is the web UI service in a child process: see
@@ -43,30 +42,9 @@ func TestRunsAsItsOwnUserOnInheritedListeners(t *testing.T) {
 	dir := t.TempDir()
 	os.Chmod(filepath.Dir(dir), 0o755)
 	os.Chmod(dir, 0o755)
-	store, err := config.Open(filepath.Join(dir, "config.db"), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	files := configd.NewFileStore(filepath.Join(dir, "files"), nil, t.Logf)
-	serve := func(name string, group int, opts ...configd.ServerOption) string {
-		sock := filepath.Join(dir, name)
-		ln, err := net.Listen("unix", sock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		os.Chmod(sock, 0o600)
-		if group >= 0 {
-			os.Chown(sock, 0, group)
-			os.Chmod(sock, 0o660)
-		}
-		srv := &http.Server{Handler: configd.NewServer(store, "ram", "", t.Logf, append(opts, configd.WithFiles(files))...)}
-		go srv.Serve(ln)
-		t.Cleanup(func() { srv.Close() })
-		return sock
-	}
-	fullSock := serve("configd.sock", -1)
-	webSock := serve("configd-web.sock", gid, configd.Restricted())
+	// configd's full API root's, its restricted one the web UI's group's.
+	cd := configdtest.Start(t, configdtest.Options{Dir: dir, Web: true, WebGroup: gid})
+	fullSock, webSock := cd.Socket, cd.WebSocket
 	runDir := filepath.Join(dir, "run-webui")
 	os.Mkdir(runDir, 0o700)
 	os.Chown(runDir, uid, gid)

@@ -1,16 +1,15 @@
 package main
 
 import (
-	"net"
-	"net/http"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/flashgate/flashgate/config"
-	"github.com/flashgate/flashgate/services/configd"
+	"github.com/flashgate/flashgate/services/configd/configdapi"
+	"github.com/flashgate/flashgate/services/configd/configdtest"
 )
 
 // TestAccessHelper is `flashgate access` in a child process (it changes
@@ -35,45 +34,20 @@ func TestAccessAsTheWebUIsUser(t *testing.T) {
 	dir := t.TempDir()
 	os.Chmod(filepath.Dir(dir), 0o755)
 	os.Chmod(dir, 0o755)
+	// configd's three sockets as it makes them: the full API root's, the
+	// restricted one the web UI's group's, the read-only one iked's.
+	cd := configdtest.Start(t, configdtest.Options{Dir: dir, Storage: "card", Web: true, WebGroup: 64044, Read: true, ReadGroup: 64046})
 	db := filepath.Join(dir, "config.db")
-	store, err := config.Open(db, config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	_, etag := store.Candidate()
-	if _, err := store.EditCandidate(etag, func(c *config.Config) error {
-		for _, kv := range [][]string{{"tunnels.hq.remote_address", "198.51.100.1"}, {"tunnels.hq.psk", "a pre-shared key, long enough"},
-			{"tunnels.hq.local_subnets", "192.168.1.0/24"}, {"tunnels.hq.remote_subnets", "10.0.0.0/16"}} {
-			if err := c.Set(kv[0], kv[1]); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.Commit("test", "a tunnel with a key"); err != nil {
-		t.Fatal(err)
-	}
-	serve := func(name string, gid int, opts ...configd.ServerOption) {
-		sock := filepath.Join(dir, name)
-		ln, err := net.Listen("unix", sock)
-		if err != nil {
+	ctx := context.Background()
+	for _, kv := range [][]string{{"tunnels.hq.remote_address", "198.51.100.1"}, {"tunnels.hq.psk", "a pre-shared key, long enough"},
+		{"tunnels.hq.local_subnets", "192.168.1.0/24"}, {"tunnels.hq.remote_subnets", "10.0.0.0/16"}} {
+		if _, err := cd.Client.Set(ctx, "", kv[0], kv[1]); err != nil {
 			t.Fatal(err)
 		}
-		os.Chmod(sock, 0o600)
-		if gid >= 0 {
-			os.Chown(sock, 0, gid)
-			os.Chmod(sock, 0o660)
-		}
-		srv := &http.Server{Handler: configd.NewServer(store, "card", "", t.Logf, opts...)}
-		go srv.Serve(ln)
-		t.Cleanup(func() { srv.Close() })
 	}
-	serve("configd.sock", -1)
-	serve("configd-web.sock", 64044, configd.Restricted())
-	serve("configd-read.sock", 64046, configd.ReadOnly())
+	if _, err := cd.Client.Commit(ctx, configdapi.CommitRequest{Who: "test", Message: "a tunnel with a key"}); err != nil {
+		t.Fatal(err)
+	}
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestAccessHelper$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "FG_ACCESS_ARGS=-run "+dir+" -db "+db+" 64043:64044")

@@ -2,16 +2,13 @@ package main
 
 import (
 	"context"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/flashgate/flashgate/config"
-	"github.com/flashgate/flashgate/services/configd"
 	"github.com/flashgate/flashgate/services/configd/configdapi"
+	"github.com/flashgate/flashgate/services/configd/configdtest"
 )
 
 // A card whose database is not a bbolt file: configd sets it aside and runs
@@ -22,21 +19,10 @@ func TestConfigNoticesSetAside(t *testing.T) {
 	if err := os.WriteFile(db, []byte("this is not a configuration database, it is a half-written card"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	store, err := config.Open(db, config.Options{})
-	if err != nil {
-		t.Fatalf("open a corrupt database: %v (it must be set aside, not refused)", err)
-	}
-	defer store.Close()
-	sock := filepath.Join(dir, "configd.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: configd.NewServer(store, "card", "", t.Logf)}
-	go srv.Serve(l)
-	defer srv.Close()
+	// configd opens it as on the card (it must set it aside, not refuse it).
+	cd := configdtest.Start(t, configdtest.Options{Dir: dir, Storage: "card"})
 
-	got := configNotices(context.Background(), configdapi.New(sock))
+	got := configNotices(context.Background(), cd.Client)
 	if len(got) == 0 || !strings.Contains(got[0], "set aside") || !strings.Contains(got[0], "default configuration") {
 		t.Fatalf("notices %q: want one saying the configuration was set aside and the defaults run", got)
 	}

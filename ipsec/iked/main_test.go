@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"log"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,8 +20,8 @@ import (
 	"github.com/flashgate/flashgate/internal/testnet"
 	"github.com/flashgate/flashgate/ipsec"
 	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
-	"github.com/flashgate/flashgate/services/configd"
 	"github.com/flashgate/flashgate/services/configd/configdapi"
+	"github.com/flashgate/flashgate/services/configd/configdtest"
 )
 
 // runMainEnv makes the test binary run Main instead of the tests, so that
@@ -315,23 +313,12 @@ func TestFollowConfigd(t *testing.T) {
 	tun.RemoteSubnets = []config.Prefix{config.MustPrefix("10.2.0.0/24")}
 	tun.StartAction = config.StartRespond
 	tun.ESPProposals = []string{config.DefaultESPProposal, "aes128-sha1"} // sha1: reported as weak
-	store, err := config.Open(filepath.Join(dir, "config.db"), config.Options{Defaults: func() *config.Config {
+	cd := configdtest.Start(t, configdtest.Options{Dir: dir, Storage: "test", Store: config.Options{Defaults: func() *config.Config {
 		c := config.Default()
 		c.Tunnels = []config.Tunnel{tun}
 		return c
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	srv := configd.NewServer(store, "test", "", t.Logf)
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: srv}
-	go hs.Serve(l)
-	defer func() { srv.StopWatches(); hs.Close() }()
+	}}})
+	defer cd.Stop()
 
 	hasTunnel := func(name string) bool {
 		for _, s := range d.Status() {
@@ -354,12 +341,12 @@ func TestFollowConfigd(t *testing.T) {
 	}
 
 	// A commit that removes the tunnel removes it from iked.
-	cand, etag := store.Candidate()
+	cand, etag := cd.Store.Candidate()
 	cand.Tunnels = []config.Tunnel{}
-	if _, err := store.ReplaceCandidate(etag, cand); err != nil {
+	if _, err := cd.Store.ReplaceCandidate(etag, cand); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Commit("test", "remove the tunnel"); err != nil {
+	if _, err := cd.Store.Commit("test", "remove the tunnel"); err != nil {
 		t.Fatal(err)
 	}
 	if !waitFor(5*time.Second, func() bool { return !hasTunnel("branch") }) {

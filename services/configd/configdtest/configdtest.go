@@ -35,16 +35,24 @@ type Options struct {
 	// (configd-web.sock), with WebOptions.
 	Web        bool
 	WebOptions []configd.ServerOption
+	// Read also serves the read-only API iked gets (configd-read.sock).
+	Read bool
+	// WebGroup and ReadGroup give the restricted and the read-only API's
+	// sockets to that group (0660), as configd's -web-group and
+	// -read-group do; 0 leaves them root's (0600), as the full API's.
+	WebGroup, ReadGroup int
 }
 
 // Server is a real configd on unix sockets.
 type Server struct {
-	Store     *config.Store
-	Dir       string
-	Socket    string             // the full API: configd.sock
-	Client    *configdapi.Client // on Socket
-	WebSocket string             // the restricted API, with Options.Web
-	WebClient *configdapi.Client // on WebSocket
+	Store      *config.Store
+	Dir        string
+	Socket     string             // the full API: configd.sock
+	Client     *configdapi.Client // on Socket
+	WebSocket  string             // the restricted API, with Options.Web
+	WebClient  *configdapi.Client // on WebSocket
+	ReadSocket string             // the read-only API, with Options.Read
+	ReadClient *configdapi.Client // on ReadSocket
 
 	t       testing.TB
 	o       Options
@@ -72,6 +80,10 @@ func Start(t testing.TB, o Options) *Server {
 		s.WebSocket = filepath.Join(o.Dir, "configd-web.sock")
 		s.WebClient = configdapi.New(s.WebSocket)
 	}
+	if o.Read {
+		s.ReadSocket = filepath.Join(o.Dir, "configd-read.sock")
+		s.ReadClient = configdapi.New(s.ReadSocket)
+	}
 	s.start()
 	t.Cleanup(s.Stop)
 	return s
@@ -87,8 +99,12 @@ func (s *Server) start() {
 	files := configd.NewFileStore(filepath.Join(s.Dir, configd.DefaultFilesDir), nil, s.t.Logf)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel, s.stopped = cancel, false
-	serve := func(sock string, opts ...configd.ServerOption) {
-		ln, err := localapi.Listen(sock, localapi.RootOnly)
+	serve := func(sock string, gid int, opts ...configd.ServerOption) {
+		access := localapi.RootOnly
+		if gid != 0 {
+			access = localapi.Group(gid)
+		}
+		ln, err := localapi.Listen(sock, access)
 		if err != nil {
 			s.t.Fatalf("configdtest: %v", err)
 		}
@@ -105,9 +121,12 @@ func (s *Server) start() {
 			srv.Shutdown(sctx)
 		}()
 	}
-	serve(s.Socket)
+	serve(s.Socket, 0)
 	if s.o.Web {
-		serve(s.WebSocket, append([]configd.ServerOption{configd.Restricted()}, s.o.WebOptions...)...)
+		serve(s.WebSocket, s.o.WebGroup, append([]configd.ServerOption{configd.Restricted()}, s.o.WebOptions...)...)
+	}
+	if s.o.Read {
+		serve(s.ReadSocket, s.o.ReadGroup, configd.ReadOnly())
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -88,5 +90,32 @@ func TestServerRestart(t *testing.T) {
 	waitfor.Cond(t, 10*time.Second, "the restarted configd's current configuration", func() bool { return f.applied() == "[1 2 2]" })
 	if st, err := s.WebClient.Status(ctx); err != nil || st.Revision != 2 {
 		t.Errorf("restricted API status = %+v, %v; want revision 2", st, err)
+	}
+}
+
+// The sockets as configd makes them on the box: the full API root's only,
+// the restricted and the read-only API their groups' (0660); the read-only
+// one hands out the running configuration and refuses the candidate.
+func TestServerSockets(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root: the sockets are given to other groups")
+	}
+	s := Start(t, Options{Web: true, Read: true, WebGroup: 64044, ReadGroup: 64046})
+	for _, tc := range []struct {
+		sock string
+		gid  uint32
+		mode os.FileMode
+	}{{s.Socket, 0, 0o600}, {s.WebSocket, 64044, 0o660}, {s.ReadSocket, 64046, 0o660}} {
+		var st syscall.Stat_t
+		if err := syscall.Stat(tc.sock, &st); err != nil || st.Gid != tc.gid || os.FileMode(st.Mode)&0o777 != tc.mode {
+			t.Errorf("%s: gid %d mode %o (%v), want gid %d mode %o", tc.sock, st.Gid, st.Mode&0o777, err, tc.gid, tc.mode)
+		}
+	}
+	ctx := context.Background()
+	if _, rev, err := s.ReadClient.Running(ctx); err != nil || rev != 1 {
+		t.Errorf("the read-only API's running configuration: revision %d, %v; want 1", rev, err)
+	}
+	if _, err := s.ReadClient.Candidate(ctx); err == nil {
+		t.Error("the read-only API handed out the candidate")
 	}
 }
