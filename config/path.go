@@ -48,6 +48,88 @@ func (c *Config) Set(path string, values ...string) error {
 	return nil
 }
 
+// Get returns the value at path as the strings Set takes back: one for a
+// value, one per entry for a list of values (a secret in the clear: the
+// caller decides what to show). present says whether the configuration's
+// JSON form holds it: false for a field left out when it is zero
+// (omitempty, omitzero) or that lies under one, as a form that shows the
+// value in effect must know. An error says path names nothing (no such
+// field, no entry of that name) or a group of fields.
+func (c *Config) Get(path string) (values []string, present bool, err error) {
+	segs, err := splitPath(path)
+	if err != nil {
+		return nil, false, err
+	}
+	v := reflect.ValueOf(c).Elem()
+	present = true
+	for n, seg := range segs {
+		here := strings.Join(segs[:n+1], ".")
+		switch {
+		case isNamedList(v.Type()):
+			i := findNamed(v, seg)
+			if i < 0 {
+				return nil, false, &PathError{here, fmt.Errorf("no entry named %q", seg)}
+			}
+			v = v.Index(i)
+		case v.Kind() == reflect.Slice:
+			i, err := strconv.Atoi(seg)
+			if err != nil || i < 0 || i >= v.Len() {
+				return nil, false, &PathError{here, fmt.Errorf("%q is not an index of this list (0-%d)", seg, v.Len()-1)}
+			}
+			v = v.Index(i)
+		case v.Kind() == reflect.Struct && !isLeaf(v.Type()):
+			sf, ok := structFieldByJSON(v.Type(), seg)
+			if !ok {
+				return nil, false, &PathError{here, unknownField(v, seg)}
+			}
+			v = v.FieldByIndex(sf.Index)
+			if omittedWhenZero(sf, v) {
+				present = false
+			}
+		default:
+			return nil, false, &PathError{here, fmt.Errorf("%s is a value and has no fields", strings.Join(segs[:n], "."))}
+		}
+	}
+	switch {
+	case isLeaf(v.Type()):
+		s, _ := leafText(v)
+		return []string{s}, present, nil
+	case v.Kind() == reflect.Slice && !isNamedList(v.Type()) && isLeaf(v.Type().Elem()):
+		values = make([]string, v.Len())
+		for i := range values {
+			values[i], _ = leafText(v.Index(i))
+		}
+		return values, present, nil
+	}
+	return nil, present, &PathError{path, fmt.Errorf("names a group of fields, not a value")}
+}
+
+// Index is the position of the named entry path names in its list
+// ("tunnels.branch": 0 for the first tunnel), as validation's field paths
+// ("tunnels[0]") count it; false when there is no such entry.
+func (c *Config) Index(path string) (int, bool) {
+	segs, err := splitPath(path)
+	if err != nil || len(segs) < 2 {
+		return -1, false
+	}
+	list, err := c.resolve(strings.Join(segs[:len(segs)-1], "."), false)
+	if err != nil || !isNamedList(list.Type()) {
+		return -1, false
+	}
+	i := findNamed(list, segs[len(segs)-1])
+	return i, i >= 0
+}
+
+// structFieldByJSON is the field of t with JSON name name.
+func structFieldByJSON(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := 0; i < t.NumField(); i++ {
+		if jsonName(t.Field(i)) == name {
+			return t.Field(i), true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
 // Delete removes the element or list entry at path, or clears a field to
 // its zero value. The top-level sections cannot be deleted.
 func (c *Config) Delete(path string) error {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -116,4 +117,48 @@ func FuzzSetPath(f *testing.F) {
 			t.Fatalf("edited config changes in a JSON round trip")
 		}
 	})
+}
+
+// Get reads back what Set wrote, in the strings Set takes, and says
+// whether the JSON form holds the field; Index finds a named entry's
+// position.
+func TestGetAndIndex(t *testing.T) {
+	c := Default()
+	for _, kv := range [][]string{{"tunnels.a.remote_address", "192.0.2.1"}, {"tunnels.b.remote_address", "192.0.2.2"},
+		{"tunnels.b.remote_subnets", "10.1.0.0/16", "10.2.0.0/16"}, {"tunnels.b.ike_lifetime", "2h"}, {"tunnels.b.psk", "a key"}} {
+		if err := c.Set(kv[0], kv[1:]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		path    string
+		want    []string
+		present bool
+		err     string
+	}{
+		{"system.hostname", []string{"flashgate"}, true, ""},
+		{"tunnels.b.remote_subnets", []string{"10.1.0.0/16", "10.2.0.0/16"}, true, ""},
+		{"tunnels.b.remote_subnets.1", []string{"10.2.0.0/16"}, true, ""},
+		{"tunnels.b.ike_lifetime", []string{"2h0m0s"}, true, ""},
+		{"tunnels.b.psk", []string{"a key"}, true, ""},
+		{"tunnels.a.local_id", []string{""}, false, ""},            // omitempty and empty
+		{"system.remote_syslog.host", []string{""}, false, ""},     // under an omitted group
+		{"tunnels.c.remote_address", nil, false, "no entry named"}, // no such tunnel
+		{"tunnels.b.nosuch", nil, false, "unknown field"},
+		{"tunnels.b", nil, true, "group of fields"},
+	} {
+		got, present, err := c.Get(tc.path)
+		if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("Get(%s) error %v, want %q", tc.path, err, tc.err)
+			continue
+		}
+		if err == nil && (!slices.Equal(got, tc.want) || present != tc.present) {
+			t.Errorf("Get(%s) = %q, present %v; want %q, %v", tc.path, got, present, tc.want, tc.present)
+		}
+	}
+	for path, want := range map[string]int{"tunnels.a": 0, "tunnels.b": 1, "interfaces.eth1": 1, "tunnels.c": -1, "system": -1, "system.hostname": -1} {
+		if got, ok := c.Index(path); got != want || ok != (want >= 0) {
+			t.Errorf("Index(%s) = %d, %v; want %d", path, got, ok, want)
+		}
+	}
 }

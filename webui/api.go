@@ -382,8 +382,7 @@ func (s *Server) apiPutElement(k *kind) http.HandlerFunc {
 				localapi.WriteError(w, http.StatusBadGateway, err.Error())
 				return
 			}
-			_, _, exists := lookupJSON(cand.Config, k.elementPath(name))
-			creating = !exists
+			creating = !k.exists(cand.Config, name)
 		}
 		ferrs, err := s.saveElement(r.Context(), k, name, vals, creating, true)
 		switch {

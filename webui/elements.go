@@ -267,7 +267,7 @@ func validationProblems(c *config.Config) config.ValidationErrors {
 // problems the candidate already had are not this delete's.
 func (s *Server) deleteElement(ctx context.Context, k *kind, name string) error {
 	return s.editCandidate(ctx, func(c *config.Config) error {
-		if _, _, ok := lookupJSON(c, k.elementPath(name)); !ok {
+		if !k.exists(c, name) {
 			return fmt.Errorf("there is no %s called %q", k.Singular, name)
 		}
 		had := map[config.FieldError]bool{}

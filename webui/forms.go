@@ -1,7 +1,6 @@
 package webui
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -91,72 +90,29 @@ func (k *kind) elementPath(name string) string {
 	return k.Path + "." + name
 }
 
-// lookupJSON finds the value at a config path in the JSON form of c, and
-// for named-list elements their index.
-func lookupJSON(c *config.Config, path string) (any, int, bool) {
-	var root any
-	if err := json.Unmarshal(c.JSON(), &root); err != nil {
-		return nil, -1, false
+// exists says whether element name of k is in c (a single object always
+// is).
+func (k *kind) exists(c *config.Config, name string) bool {
+	if k.Single {
+		return true
 	}
-	return walkJSON(root, strings.Split(path, "."))
+	_, ok := c.Index(k.elementPath(name))
+	return ok
 }
 
-func walkJSON(v any, segs []string) (any, int, bool) {
-	idx := -1
-	for _, seg := range segs {
-		switch x := v.(type) {
-		case map[string]any:
-			var ok bool
-			if v, ok = x[seg]; !ok {
-				return nil, -1, false
-			}
-			idx = -1
-		case []any:
-			found := false
-			for i, e := range x {
-				if m, ok := e.(map[string]any); ok && m["name"] == seg {
-					v, idx, found = e, i, true
-					break
-				}
-			}
-			if !found {
-				return nil, -1, false
-			}
-		default:
-			return nil, -1, false
-		}
+// index is element name's position in its list, as validation's field
+// paths count it; -1 for a single object or a missing element.
+func (k *kind) index(c *config.Config, name string) int {
+	if k.Single {
+		return -1
 	}
-	return v, idx, true
-}
-
-// jsonStrings renders a JSON leaf as form values.
-func jsonStrings(v any) []string {
-	switch x := v.(type) {
-	case nil:
-		return nil
-	case string:
-		return []string{x}
-	case bool:
-		return []string{strconv.FormatBool(x)}
-	case float64:
-		if x == 0 {
-			return []string{""}
-		}
-		return []string{strconv.FormatFloat(x, 'f', -1, 64)}
-	case []any:
-		out := make([]string, 0, len(x))
-		for _, e := range x {
-			out = append(out, jsonStrings(e)...)
-		}
-		return out
-	}
-	return []string{fmt.Sprint(v)}
+	i, _ := c.Index(k.elementPath(name))
+	return i
 }
 
 // values returns the element's fields as form values; secrets stay out.
 func (k *kind) values(c *config.Config, name string) (map[string][]string, bool) {
-	elem, _, ok := lookupJSON(c, k.elementPath(name))
-	if !ok {
+	if !k.exists(c, name) {
 		return nil, false
 	}
 	out := map[string][]string{}
@@ -168,18 +124,17 @@ func (k *kind) values(c *config.Config, name string) (map[string][]string, bool)
 			out[f.Key] = f.Get(c, name)
 			continue
 		}
-		v, _, ok := walkJSON(elem, strings.Split(f.Key, "."))
-		if !ok && f.Default != nil {
-			out[f.Key] = []string{f.Default(c, name)}
+		vals, present, err := c.Get(k.elementPath(name) + "." + f.Key)
+		if err != nil || !present {
+			if f.Default != nil {
+				out[f.Key] = []string{f.Default(c, name)}
+			}
 			continue
 		}
-		if ok {
-			vals := jsonStrings(v)
-			for i, s := range vals {
-				vals[i] = compactDuration(s)
-			}
-			out[f.Key] = vals
+		for i, s := range vals {
+			vals[i] = compactDuration(s)
 		}
+		out[f.Key] = vals
 	}
 	return out, true
 }
@@ -293,7 +248,7 @@ func (k *kind) apply(c *config.Config, name string, vals map[string][]string, cr
 			errs.add("name", fmt.Sprintf("%q is not a valid name: letters, digits, - and _, at most 32 characters, starting with a letter or digit.", name))
 			return errs
 		}
-		_, _, exists = lookupJSON(c, k.elementPath(name))
+		exists = k.exists(c, name)
 		switch {
 		case creating && exists:
 			errs.add("name", fmt.Sprintf("A %s called %q already exists.", k.Singular, name))
@@ -321,7 +276,7 @@ func (k *kind) apply(c *config.Config, name string, vals map[string][]string, cr
 		}
 		path := k.elementPath(name) + "." + f.Key
 		if f.Default != nil && len(v) > 0 {
-			if _, _, set := lookupJSON(c, path); !set && normalCheck(f, first(v)) == f.Default(c, name) {
+			if _, set, _ := c.Get(path); !set && normalCheck(f, first(v)) == f.Default(c, name) {
 				continue // the default, left unsaid
 			}
 		}
@@ -370,7 +325,7 @@ func (k *kind) apply(c *config.Config, name string, vals map[string][]string, cr
 	}
 	var ve config.ValidationErrors
 	if errors.As(c.Validate(), &ve) {
-		_, idx, _ := lookupJSON(c, k.elementPath(name))
+		idx := k.index(c, name)
 		for _, fe := range ve {
 			key, ok := k.fieldFor(fe.Path, name, idx)
 			if !ok {
