@@ -171,6 +171,12 @@ func imageFigures(res []Result, why string) []Figure {
 		}
 		return ""
 	}
+	rssOf := func(metric string) string {
+		if v, ok := Find(res, rss, metric); ok {
+			return fmt.Sprintf("; RSS %.0f KiB", v)
+		}
+		return ""
+	}
 	used := func() string {
 		if v, ok := Find(res, rss, "mem_used_kb"); ok {
 			return fmt.Sprintf("; the whole box (kernel, initramfs in RAM, every process) uses %.0f KiB (MemTotal - MemAvailable)", v)
@@ -179,7 +185,8 @@ func imageFigures(res []Result, why string) []Figure {
 	}
 	figs = append(figs,
 		one(res, "boot.qemu.rss_init_kb", rss, "rss_init_kb", "KiB", 1, "<= 8 MB", "PID 1 with the supervisor in it, idle, in the qemu appliance"+pss("pss_init_kb"), why),
-		one(res, "boot.qemu.rss_total_kb", rss, "rss_total_kb", "KiB", 1, "<= 40 MB", "all firmware processes, idle, 10 tunnels configured"+pss("pss_total_kb")+used(), why))
+		one(res, "boot.qemu.rss_total_kb", rss, "rss_total_kb", "KiB", 1, "<= 40 MB", "all firmware processes, idle, 10 tunnels configured"+pss("pss_total_kb")+used(), why),
+		one(res, "boot.qemu.pss_console_kb", rss, "pss_console_kb", "KiB", 1, "", "the serial console's getty (firmware/cli in the multi-call binary), with the admin logged in (the CLI, which has started the expert shell)"+rssOf("rss_console_kb"), why))
 	return figs
 }
 

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flashgate/flashgate/images/imagestest"
 )
 
 // kernelMessage is a kernel message the console interleaves with our
@@ -19,11 +21,11 @@ func consoleText(s string) string {
 
 // checkConsoleTunnel is issue 9's VM check: through the serial port, add
 // a tunnel with set, commit, and see it in show tunnels.
-func checkConsoleTunnel(t *testing.T, s *serial) {
+func checkConsoleTunnel(t *testing.T, s *imagestest.Serial) {
 	for _, l := range consoleTunnelLines() {
-		s.cli(l)
+		s.CLI(l)
 	}
-	diff := consoleText(s.cli("show diff"))
+	diff := consoleText(s.CLI("show diff"))
 	for _, want := range []string{
 		"+ set tunnels wan remote_address " + wanProbe.String(),
 		"+ set tunnels wan psk <redacted>",
@@ -36,7 +38,7 @@ func checkConsoleTunnel(t *testing.T, s *serial) {
 	if strings.Contains(diff, pskWAN) {
 		t.Errorf("show diff printed the pre-shared key:\n%s", diff)
 	}
-	if out := consoleText(s.cli("commit e2e: tunnel to the WAN probe")); !regexp.MustCompile(`Committed revision \d+\.`).MatchString(out) {
+	if out := consoleText(s.CLI("commit e2e: tunnel to the WAN probe")); !regexp.MustCompile(`Committed revision \d+\.`).MatchString(out) {
 		t.Fatalf("commit printed:\n%s\nwant Committed revision N.", out)
 	}
 	// iked's status line for the tunnel: "wan: DOWN since 2s ago, data
@@ -44,7 +46,7 @@ func checkConsoleTunnel(t *testing.T, s *serial) {
 	line := regexp.MustCompile(`(?m)^wan: [A-Z]+ since `)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		tunnels := consoleText(s.cli("show tunnels"))
+		tunnels := consoleText(s.CLI("show tunnels"))
 		if line.MatchString(tunnels) {
 			break
 		}
@@ -61,21 +63,21 @@ const confirmWindow = time.Minute
 
 // startUnconfirmedCommit adds tunnel "later" and commits it with
 // `commit confirmed 1`; it returns when the commit is running.
-func startUnconfirmedCommit(t *testing.T, s *serial) time.Time {
+func startUnconfirmedCommit(t *testing.T, s *imagestest.Serial) time.Time {
 	for _, l := range []string{
 		"set tunnels.later.remote_address 10.10.0.20",
 		"set tunnels.later.psk e2e-psk-that-is-rolled-back-0123",
 		"set tunnels.later.local_subnets 192.168.1.0/24",
 		"set tunnels.later.remote_subnets 10.10.20.0/24",
 	} {
-		s.cli(l)
+		s.CLI(l)
 	}
-	out := consoleText(s.cli("commit confirmed 1 e2e: never confirmed"))
+	out := consoleText(s.CLI("commit confirmed 1 e2e: never confirmed"))
 	at := time.Now()
 	if !strings.Contains(out, "unless you type confirm") {
 		t.Fatalf("commit confirmed 1 printed:\n%s\nwant \"Committed revision N. It is rolled back in 1m0s unless you type confirm.\"", out)
 	}
-	if running := consoleText(s.cli("show config running tunnels.later")); !strings.Contains(running, "set tunnels later remote_address 10.10.0.20") {
+	if running := consoleText(s.CLI("show config running tunnels.later")); !strings.Contains(running, "set tunnels later remote_address 10.10.0.20") {
 		t.Fatalf("right after commit confirmed, show config running tunnels.later:\n%s\nwant its remote_address", running)
 	}
 	return at
@@ -86,13 +88,13 @@ var historyRow = regexp.MustCompile(`(?m)^ *\d+  (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d
 
 // checkRolledBack waits, on the console, for configd to roll the
 // unconfirmed commit back by itself, and checks what is running then.
-func checkRolledBack(t *testing.T, s *serial, committed time.Time) {
+func checkRolledBack(t *testing.T, s *imagestest.Serial, committed time.Time) {
 	// Nothing to see before the window ends: keep the console quiet.
 	time.Sleep(time.Until(committed.Add(confirmWindow - 5*time.Second)))
 	deadline := committed.Add(confirmWindow + 90*time.Second)
 	var history string
 	for {
-		history = consoleText(s.cli("show history"))
+		history = consoleText(s.CLI("show history"))
 		if strings.Contains(history, "confirm-timeout") {
 			break
 		}
@@ -119,7 +121,7 @@ func checkRolledBack(t *testing.T, s *serial, committed time.Time) {
 	if took < confirmWindow-2*time.Second || took > confirmWindow+30*time.Second {
 		t.Errorf("rolled back %s after commit confirmed 1; want when the %s window ends", took, confirmWindow)
 	}
-	running := consoleText(s.cli("show config running tunnels"))
+	running := consoleText(s.CLI("show config running tunnels"))
 	if strings.Contains(running, "set tunnels later") {
 		t.Errorf("after the rollback the running configuration still has tunnel later:\n%s", running)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flashgate/flashgate/images/imagestest"
 )
 
 // serviceRow is one row of `flashgate status`.
@@ -31,16 +33,16 @@ func parseStatus(out string) map[string]serviceRow {
 // checkServiceRestart is issue 3's first VM check: kill a service (the web
 // UI, from the expert shell) and see the supervisor restart it and count
 // the restart, in `flashgate status` and in the web UI's services view.
-func checkServiceRestart(t *testing.T, s *serial, api *API) {
-	s.enterShell()
-	before := parseStatus(s.shell("flashgate status"))
+func checkServiceRestart(t *testing.T, s *imagestest.Serial, api *API) {
+	s.EnterShell()
+	before := parseStatus(s.Shell("flashgate status"))
 	w, ok := before["webui"]
 	if !ok || w.state != "running" || w.pid == 0 {
 		t.Fatalf("flashgate status before the kill: webui %+v (all: %+v); want it running with a pid", w, before)
 	}
-	s.shell("kill " + strconv.Itoa(w.pid))
-	s.expect(30*time.Second, "flashgate init: webui: restarted (pid")
-	after := parseStatus(s.shell("flashgate status"))
+	s.Shell("kill " + strconv.Itoa(w.pid))
+	s.Expect(30*time.Second, "flashgate init: webui: restarted (pid")
+	after := parseStatus(s.Shell("flashgate status"))
 	if got := after["webui"]; got.state != "running" || got.pid == w.pid || got.restarts != w.restarts+1 {
 		t.Errorf("flashgate status after kill %d: webui %+v; want running under a new pid with %d restarts", w.pid, got, w.restarts+1)
 	}
@@ -49,7 +51,7 @@ func checkServiceRestart(t *testing.T, s *serial, api *API) {
 			t.Errorf("service %s changed when only webui was killed: %+v, then %+v", name, r, after[name])
 		}
 	}
-	s.leaveShell()
+	s.LeaveShell()
 
 	// The restarted web UI has new sessions: log in again.
 	if err := api.WaitLogin("admin", adminPassword, 90*time.Second); err != nil {
@@ -84,21 +86,21 @@ var watchdogTimeout = regexp.MustCompile(`watchdog timeout (\d+s)`)
 // without an orderly reboot, within the watchdog's time (the i6300esb qemu
 // emulates resets after its second timeout) plus a margin; then it boots
 // to a login prompt again.
-func checkWatchdogReset(t *testing.T, s *serial) {
-	s.enterShell()
-	m := watchdogTimeout.FindStringSubmatch(s.shell("flashgate status"))
+func checkWatchdogReset(t *testing.T, s *imagestest.Serial) {
+	s.EnterShell()
+	m := watchdogTimeout.FindStringSubmatch(s.Shell("flashgate status"))
 	if m == nil {
 		t.Fatalf("flashgate status does not show an armed watchdog (\"watchdog timeout N s\")")
 	}
 	timeout, _ := time.ParseDuration(m[1])
-	from := s.at
-	s.typeLine("flashgate watchdog stop-petting")
-	s.expect(time.Minute, "petting stopped")
+	from := s.At
+	s.TypeLine("flashgate watchdog stop-petting")
+	s.Expect(time.Minute, "petting stopped")
 	stopped := time.Now()
-	s.expect(2*timeout+90*time.Second, "SYSLINUX")
+	s.Expect(2*timeout+90*time.Second, "SYSLINUX")
 	elapsed := time.Since(stopped)
 	t.Logf("watchdog (timeout %s) reset the VM %.1f s after petting stopped", timeout, elapsed.Seconds())
-	between := s.since(from)
+	between := s.Since(from)
 	for _, orderly := range []string{"flashgate init: reboot", "reboot: Restarting system"} {
 		if strings.Contains(between, orderly) {
 			t.Errorf("the VM went down with %q: an orderly reboot, not a watchdog reset", orderly)
@@ -110,42 +112,42 @@ func checkWatchdogReset(t *testing.T, s *serial) {
 	if elapsed < timeout/2 {
 		t.Errorf("the VM reset %s after petting stopped, long before the watchdog's %s ran out: something else reset it", elapsed.Round(time.Second), timeout)
 	}
-	s.expect(3*time.Minute, "flashgate init: pid 1")
-	s.login(adminPassword, false)
+	s.Expect(3*time.Minute, "flashgate init: pid 1")
+	s.Login(adminPassword, false)
 }
 
 // checkRebootToLogin is issue 3's reboot check, with the CLI's reboot:
 // services stop in order, the kernel restarts, and the same qemu process
 // boots the card again to a login prompt, its configuration intact.
-func checkRebootToLogin(t *testing.T, s *serial) {
-	s.typeLine("reboot")
-	s.expect(time.Minute, "Type yes to go on")
+func checkRebootToLogin(t *testing.T, s *imagestest.Serial) {
+	s.TypeLine("reboot")
+	s.Expect(time.Minute, "Type yes to go on")
 	start := time.Now()
-	s.typeLine("yes")
-	s.expect(time.Minute, "flashgate init: reboot: stopping services")
-	s.expect(time.Minute, "flashgate init: rebooting")
-	s.expect(time.Minute, "SYSLINUX")
-	s.expect(3*time.Minute, "flashgate init: pid 1")
-	s.login(adminPassword, false)
+	s.TypeLine("yes")
+	s.Expect(time.Minute, "flashgate init: reboot: stopping services")
+	s.Expect(time.Minute, "flashgate init: rebooting")
+	s.Expect(time.Minute, "SYSLINUX")
+	s.Expect(3*time.Minute, "flashgate init: pid 1")
+	s.Login(adminPassword, false)
 	t.Logf("reboot to a logged-in CLI: %.1f s", time.Since(start).Seconds())
-	if out := consoleText(s.cli("show config running tunnels.wan.remote_address")); !strings.Contains(out, "set tunnels wan remote_address "+wanProbe.String()) {
+	if out := consoleText(s.CLI("show config running tunnels.wan.remote_address")); !strings.Contains(out, "set tunnels wan remote_address "+wanProbe.String()) {
 		t.Errorf("after the reboot the running configuration lacks tunnel wan:\n%s", out)
 	}
 }
 
 // checkPoweroff is issue 3's poweroff check: the CLI's poweroff stops the
 // services, the kernel powers down, and qemu exits with status 0.
-func checkPoweroff(t *testing.T, s *serial) {
-	s.typeLine("poweroff")
-	s.expect(time.Minute, "Type yes to go on")
-	s.typeLine("yes")
-	s.expect(time.Minute, "flashgate init: poweroff: stopping services")
-	s.expect(time.Minute, "reboot: Power down")
+func checkPoweroff(t *testing.T, s *imagestest.Serial) {
+	s.TypeLine("poweroff")
+	s.Expect(time.Minute, "Type yes to go on")
+	s.TypeLine("yes")
+	s.Expect(time.Minute, "flashgate init: poweroff: stopping services")
+	s.Expect(time.Minute, "reboot: Power down")
 	// images.VM has no accessor for qemu's exit status; WaitFor reports
 	// it once qemu is gone, in the form "qemu exited (<status>)".
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, _, err := s.vm.WaitFor(ctx, len(s.vm.Log()), "never printed: waiting for qemu to exit")
+	_, _, err := s.VM.WaitFor(ctx, len(s.VM.Log()), "never printed: waiting for qemu to exit")
 	switch {
 	case err == nil:
 		t.Fatal("qemu printed a marker it cannot print")

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/images/imagestest"
 	"github.com/flashgate/flashgate/internal/testnet"
 )
 
@@ -41,10 +42,10 @@ func TestApplianceLifecycle(t *testing.T) {
 	// The whole serial log stays beside the image, pass or fail.
 	logFile := filepath.Join(filepath.Dir(image), t.Name()+".log")
 	t.Cleanup(func() { os.WriteFile(logFile, []byte(a.Log()), 0o644) })
-	s := &serial{tb: t, vm: a.VM}
-	s.expect(4*time.Minute, "flashgate init: pid 1, version e2e")
-	s.expect(time.Minute, "flashgate init: board qemu")
-	s.login(adminPassword, true)
+	s := imagestest.NewSerial(t, a.VM)
+	s.Expect(4*time.Minute, "flashgate init: pid 1, version e2e")
+	s.Expect(time.Minute, "flashgate init: board qemu")
+	s.Login(adminPassword, true)
 	t.Logf("qemu start to a logged-in CLI on first boot: %.1f s", time.Since(start).Seconds())
 	api := NewAPI(lab.HostA, firstBootLAN.String())
 	if err := api.WaitLogin("admin", adminPassword, 90*time.Second); err != nil {
@@ -73,10 +74,10 @@ func TestApplianceLifecycle(t *testing.T) {
 		ok := t.Run(st.name, func(t *testing.T) {
 			// Failures must end the subtest, not its parent: the console
 			// helpers report to the step's t.
-			s.tb = t
+			s.TB = t
 			st.run(t)
 		})
-		s.tb = t
+		s.TB = t
 		t.Logf("%s: %.1f s", st.name, time.Since(stepStart).Seconds())
 		if !ok {
 			t.Fatalf("step %s failed; the steps after it depend on it and were not run", st.name)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/images"
+	"github.com/flashgate/flashgate/images/imagestest"
 )
 
 // rssTunnels is how many tunnels the appliance has for rss_total_kb
@@ -55,16 +56,16 @@ var (
 // readMemory reads the memory of the given processes through the expert
 // shell: `cat` of their /proc status and smaps_rollup files, one process at
 // a time so that every figure is tied to its pid.
-func readMemory(tb testing.TB, s *serial, pids []int) map[int]procMemory {
+func readMemory(tb testing.TB, s *imagestest.Serial, pids []int) map[int]procMemory {
 	tb.Helper()
 	out := map[int]procMemory{}
 	for _, pid := range pids {
-		st := consoleText(s.shell(fmt.Sprintf("cat /proc/%d/status", pid)))
+		st := consoleText(s.Shell(fmt.Sprintf("cat /proc/%d/status", pid)))
 		name, p, rss := statusName.FindStringSubmatch(st), statusPID.FindStringSubmatch(st), statusRSS.FindStringSubmatch(st)
 		if name == nil || p == nil || rss == nil || p[1] != strconv.Itoa(pid) {
 			tb.Fatalf("/proc/%d/status has no Name, Pid %d and VmRSS:\n%s", pid, pid, st)
 		}
-		roll := consoleText(s.shell(fmt.Sprintf("cat /proc/%d/smaps_rollup", pid)))
+		roll := consoleText(s.Shell(fmt.Sprintf("cat /proc/%d/smaps_rollup", pid)))
 		pss, rrss := rollupPSS.FindStringSubmatch(roll), rollupRSS.FindStringSubmatch(roll)
 		if pss == nil || rrss == nil {
 			tb.Fatalf("/proc/%d/smaps_rollup has no Rss or Pss:\n%s", pid, roll)
@@ -93,7 +94,9 @@ func readMemory(tb testing.TB, s *serial, pids []int) map[int]procMemory {
 // multi-call binary all services run (in the initramfs, so RAM) in every
 // process that maps them; pss_init_kb and
 // pss_total_kb share them out instead, so pss_total_kb is what the
-// firmware's processes cost the box together. mem_used_kb is MemTotal
+// firmware's processes cost the box together; rss_console_kb and
+// pss_console_kb are the console getty's (issue 16: what the console costs
+// once it no longer links the services' code). mem_used_kb is MemTotal
 // minus MemAvailable: all the box uses, kernel and initramfs included.
 // first_prompt_s is qemu start to the first-boot password prompt. One boot is one
 // measurement: run with -benchtime 1x.
@@ -103,7 +106,7 @@ func BenchmarkApplianceRSS(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var init, total procMemory
+	var init, total, console procMemory
 	var used, fa64k, fa4k int
 	var login time.Duration
 	for i := 0; i < b.N; i++ {
@@ -128,10 +131,10 @@ func BenchmarkApplianceRSS(b *testing.B) {
 				b.Logf("serial console:\n%s", vm.Log())
 			}
 		})
-		s := &serial{tb: b, vm: vm}
-		s.expect(4*time.Minute, "No admin password is set.")
-		_, login, _ = vm.WaitFor(b.Context(), s.at, "New admin password: ")
-		s.login(adminPassword, true)
+		s := imagestest.NewSerial(b, vm)
+		s.Expect(4*time.Minute, "No admin password is set.")
+		_, login, _ = vm.WaitFor(b.Context(), s.At, "New admin password: ")
+		s.Login(adminPassword, true)
 
 		api := loopbackAPI(port)
 		if err := api.WaitLogin("admin", adminPassword, 90*time.Second); err != nil {
@@ -157,8 +160,8 @@ func BenchmarkApplianceRSS(b *testing.B) {
 			b.Fatalf("the appliance shows %d tunnels (%v), want %d:\n%s", len(ts), err, rssTunnels, diagnose(api))
 		}
 
-		s.enterShell()
-		rows := parseStatus(s.shell("flashgate status"))
+		s.EnterShell()
+		rows := parseStatus(s.Shell("flashgate status"))
 		// Every process runs the one multi-call binary, so /proc's Name
 		// is "flashgate" for all: name them by service.
 		pids, service := []int{1}, map[int]string{1: "pid1+supervisor"}
@@ -177,13 +180,14 @@ func BenchmarkApplianceRSS(b *testing.B) {
 		// The whole box's view: what the kernel says is in use on the
 		// 256 MB board (kernel, the initramfs in RAM, page cache and
 		// every process), which no per-process sum double counts.
-		info := consoleText(s.shell("cat /proc/meminfo"))
+		info := consoleText(s.Shell("cat /proc/meminfo"))
 		memTotal, memAvail := meminfoKB(info, "MemTotal"), meminfoKB(info, "MemAvailable")
 		if memTotal == 0 || memAvail == 0 {
 			b.Fatalf("/proc/meminfo has no MemTotal or MemAvailable:\n%s", info)
 		}
 		used = memTotal - memAvail
 		init, total = mem[1], procMemory{}
+		console = mem[rows["console"].pid]
 		var parts []string
 		for _, pid := range pids {
 			m := mem[pid]
@@ -199,6 +203,8 @@ func BenchmarkApplianceRSS(b *testing.B) {
 	b.ReportMetric(float64(total.rss), "rss_total_kb")
 	b.ReportMetric(float64(init.pss), "pss_init_kb")
 	b.ReportMetric(float64(total.pss), "pss_total_kb")
+	b.ReportMetric(float64(console.rss), "rss_console_kb")
+	b.ReportMetric(float64(console.pss), "pss_console_kb")
 	b.ReportMetric(float64(used), "mem_used_kb")
 	b.ReportMetric(login.Seconds(), "first_prompt_s")
 	if fa64k > 0 || fa4k > 0 {
@@ -221,14 +227,14 @@ var supervisorPID = regexp.MustCompile(`(?m)^pid (\d+): rss`)
 // is pages mapped but never touched: RAM that is in use anyway, by the
 // initramfs. This is a diagnostic, read through debugfs; the appliance
 // itself keeps the kernel's default.
-func faultAroundProbe(tb testing.TB, s *serial) (rss64k, rss4k int) {
+func faultAroundProbe(tb testing.TB, s *imagestest.Serial) (rss64k, rss4k int) {
 	tb.Helper()
 	const knob = "/sys/kernel/debug/fault_around_bytes"
-	s.shell("mount -t debugfs debugfs /sys/kernel/debug")
+	s.Shell("mount -t debugfs debugfs /sys/kernel/debug")
 	// read is a file's one-line content: the shell's output also echoes
 	// the command line typed.
 	read := func(path string) string {
-		lines := strings.Split(strings.TrimSpace(consoleText(s.shell("cat "+path))), "\n")
+		lines := strings.Split(strings.TrimSpace(consoleText(s.Shell("cat "+path))), "\n")
 		return strings.TrimSpace(lines[len(lines)-1])
 	}
 	// flashgate's kernels have no debugfs (kernel/config): the knob is
@@ -238,16 +244,16 @@ func faultAroundProbe(tb testing.TB, s *serial) (rss64k, rss4k int) {
 		return 0, 0
 	}
 	measure := func(bytes int) int {
-		s.shell(fmt.Sprintf("echo %d > %s", bytes, knob))
+		s.Shell(fmt.Sprintf("echo %d > %s", bytes, knob))
 		if got := read(knob); got != strconv.Itoa(bytes) {
 			tb.Fatalf("%s reads %q after writing %d", knob, got, bytes)
 		}
 		sock := fmt.Sprintf("/tmp/probe-%d.sock", bytes)
-		s.shell(fmt.Sprintf("flashgate supervisor -socket %s > /dev/null 2>&1 &", sock))
+		s.Shell(fmt.Sprintf("flashgate supervisor -socket %s > /dev/null 2>&1 &", sock))
 		var m []string
 		for range 20 {
 			time.Sleep(500 * time.Millisecond)
-			if m = supervisorPID.FindStringSubmatch(consoleText(s.shell("flashgate status -socket " + sock))); m != nil {
+			if m = supervisorPID.FindStringSubmatch(consoleText(s.Shell("flashgate status -socket " + sock))); m != nil {
 				break
 			}
 		}
@@ -257,7 +263,7 @@ func faultAroundProbe(tb testing.TB, s *serial) (rss64k, rss4k int) {
 		pid, _ := strconv.Atoi(m[1])
 		time.Sleep(3 * time.Second) // idle, like PID 1 in the measurement above
 		rss := readMemory(tb, s, []int{pid})[pid].rss
-		s.shell("kill " + m[1])
+		s.Shell("kill " + m[1])
 		return rss
 	}
 	def, err := strconv.Atoi(read(knob))
@@ -266,7 +272,7 @@ func faultAroundProbe(tb testing.TB, s *serial) (rss64k, rss4k int) {
 	}
 	rss64k = measure(def)
 	rss4k = measure(4096)
-	s.shell(fmt.Sprintf("echo %d > %s", def, knob))
+	s.Shell(fmt.Sprintf("echo %d > %s", def, knob))
 	tb.Logf("an idle standalone supervisor: VmRSS %d KiB with the kernel's %d-byte fault-around, %d KiB with none", rss64k, def, rss4k)
 	return rss64k, rss4k
 }

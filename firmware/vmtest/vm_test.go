@@ -1,7 +1,6 @@
 package vmtest
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/images"
+	"github.com/flashgate/flashgate/images/imagestest"
 )
 
 // vmLife bounds qemu's whole life in a test; each wait has its own limit.
@@ -20,11 +20,10 @@ const vmLife = 25 * time.Minute
 
 const password = "vmtest-password-1"
 
-// console follows the serial console of one VM from a position on.
+// console is the serial console of one booted VM (imagestest's driver),
+// with where its log is kept and the image's upgrade file.
 type console struct {
-	t   testing.TB
-	vm  *images.VM
-	at  int
+	*imagestest.Serial
 	log string // where the whole serial log is kept
 
 	upgradeFile string // the image's .fgup, the same firmware as the box runs
@@ -75,62 +74,15 @@ func bootImage(t testing.TB, opts ...func(*images.QEMUConfig)) *console {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &console{t: t, vm: vm, log: filepath.Join(out, t.Name()+".log"), upgradeFile: rep.UpgradeFile}
+	c := &console{Serial: imagestest.NewSerial(t, vm), log: filepath.Join(out, t.Name()+".log"), upgradeFile: rep.UpgradeFile}
 	t.Cleanup(func() {
 		vm.Stop()
 		os.WriteFile(c.log, vm.Log(), 0o644)
 		if t.Failed() {
-			t.Logf("serial console in %s; its end:\n%s", c.log, tail(vm.Log(), 3000))
+			t.Logf("serial console in %s; its end:\n%s", c.log, imagestest.Tail(vm.Log(), 3000))
 		}
 	})
 	return c
-}
-
-func tail(b []byte, n int) string {
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
-}
-
-// expect waits for the first of markers to appear after the current
-// position, moves past it and returns its index.
-func (c *console) expect(limit time.Duration, markers ...string) int {
-	c.t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		log := c.vm.Log()
-		if c.at > len(log) {
-			c.at = len(log)
-		}
-		best, bestAt := -1, -1
-		for i, m := range markers {
-			if j := bytes.Index(log[c.at:], []byte(m)); j >= 0 && (bestAt < 0 || j < bestAt) {
-				best, bestAt = i, j
-			}
-		}
-		if best >= 0 {
-			c.at += bestAt + len(markers[best])
-			return best
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("the console never showed %q within %s", markers, limit)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// since returns what the console printed after position from.
-func (c *console) since(from int) string {
-	return string(c.vm.Log()[from:c.at])
-}
-
-func (c *console) typeLine(s string) {
-	c.t.Helper()
-	time.Sleep(200 * time.Millisecond) // let the prompt settle, as a person would
-	if err := c.vm.Type(s + "\r"); err != nil {
-		c.t.Fatalf("type %q: %v", s, err)
-	}
 }
 
 // login gets from boot to the expert shell: the first-boot password if the
@@ -138,23 +90,23 @@ func (c *console) typeLine(s string) {
 // or through the console CLI's `shell` command when the firmware has the
 // CLI (its prompt is "admin@<hostname>> ").
 func (c *console) login() {
-	c.t.Helper()
-	if c.expect(10*time.Minute, "No admin password is set.", "login: ") == 0 {
-		c.expect(time.Minute, "New admin password: ")
-		c.typeLine(password)
-		c.expect(time.Minute, "Repeat password: ")
-		c.typeLine(password)
-		c.expect(2*time.Minute, "login: ")
+	c.TB.Helper()
+	if c.Expect(10*time.Minute, "No admin password is set.", "login: ") == 0 {
+		c.Expect(time.Minute, "New admin password: ")
+		c.TypeLine(password)
+		c.Expect(time.Minute, "Repeat password: ")
+		c.TypeLine(password)
+		c.Expect(2*time.Minute, "login: ")
 	}
-	c.typeLine("admin")
-	c.expect(time.Minute, "Password: ")
-	c.typeLine(password)
-	if c.expect(time.Minute, "Expert shell (", "admin@") == 1 {
-		c.expect(time.Minute, "> ")
-		c.typeLine("shell")
-		c.expect(time.Minute, "Expert shell (")
+	c.TypeLine("admin")
+	c.Expect(time.Minute, "Password: ")
+	c.TypeLine(password)
+	if c.Expect(time.Minute, "Expert shell (", "admin@") == 1 {
+		c.Expect(time.Minute, "> ")
+		c.TypeLine("shell")
+		c.Expect(time.Minute, "Expert shell (")
 	}
-	c.expect(time.Minute, "$ ")
+	c.Expect(time.Minute, "$ ")
 }
 
 var consoleRow = regexp.MustCompile(`(?m)^console +running +(\d+) +(\d+) `)
@@ -166,15 +118,15 @@ type pid1Memory struct{ rss, pss, private int }
 // status runs `flashgate status` and returns the console getty's pid and
 // restarts, and PID 1's memory.
 func (c *console) status() (pid, restarts int, mem pid1Memory) {
-	c.t.Helper()
-	from := c.at
-	c.typeLine("flashgate status")
-	c.expect(time.Minute, "orphans reaped")
-	out := c.since(from)
+	c.TB.Helper()
+	from := c.At
+	c.TypeLine("flashgate status")
+	c.Expect(time.Minute, "orphans reaped")
+	out := c.Since(from)
 	m := consoleRow.FindStringSubmatch(out)
 	r := pid1RSS.FindStringSubmatch(out)
 	if m == nil || r == nil {
-		c.t.Fatalf("flashgate status did not show a running console and PID 1's RSS:\n%s", out)
+		c.TB.Fatalf("flashgate status did not show a running console and PID 1's RSS:\n%s", out)
 	}
 	pid, _ = strconv.Atoi(m[1])
 	restarts, _ = strconv.Atoi(m[2])
@@ -189,36 +141,33 @@ func (c *console) status() (pid, restarts int, mem pid1Memory) {
 // both: the kernel's host name, and /etc/localtime, a TZif file whose
 // footer is the zone's POSIX rule. It ends in the expert shell.
 func (c *console) systemSettings() {
-	c.t.Helper()
-	c.typeLine("exit")
-	c.expect(time.Minute, "admin@")
-	c.expect(time.Minute, "> ")
-	c.typeLine("set system.hostname vmgw")
-	c.expect(time.Minute, "> ")
-	c.typeLine("set system.timezone Europe/Berlin")
-	c.expect(time.Minute, "> ")
-	c.typeLine(`commit "vm test: hostd applies the host name and time zone"`)
-	c.expect(time.Minute, "Committed revision")
-	c.expect(time.Minute, "> ")
-	c.typeLine("shell")
-	c.expect(time.Minute, "Expert shell (")
-	c.expect(time.Minute, "$ ")
+	c.TB.Helper()
+	c.TypeLine("exit")
+	c.Expect(time.Minute, "admin@")
+	c.Expect(time.Minute, "> ")
+	c.TypeLine("set system.hostname vmgw")
+	c.Expect(time.Minute, "> ")
+	c.TypeLine("set system.timezone Europe/Berlin")
+	c.Expect(time.Minute, "> ")
+	c.TypeLine(`commit "vm test: hostd applies the host name and time zone"`)
+	c.Expect(time.Minute, "Committed revision")
+	c.Expect(time.Minute, "> ")
+	c.TypeLine("shell")
+	c.Expect(time.Minute, "Expert shell (")
+	c.Expect(time.Minute, "$ ")
 	for _, check := range []struct{ cmd, want string }{
 		{"cat /proc/sys/kernel/hostname", "\nvmgw"},
 		{"cat /etc/localtime", "CET-1CEST,M3.5.0,M10.5.0/3"},
 	} {
 		var out string
 		for try := 0; try < 10; try++ {
-			from := c.at
-			c.typeLine(check.cmd)
-			c.expect(time.Minute, "$ ")
-			if out = strings.ReplaceAll(c.since(from), "\r", ""); strings.Contains(out, check.want) {
+			if out = strings.ReplaceAll(c.Shell(check.cmd), "\r", ""); strings.Contains(out, check.want) {
 				break
 			}
 			time.Sleep(time.Second)
 		}
 		if !strings.Contains(out, check.want) {
-			c.t.Errorf("10 s after the commit, %s shows %q; want %q (hostd applies it)", check.cmd, out, check.want)
+			c.TB.Errorf("10 s after the commit, %s shows %q; want %q (hostd applies it)", check.cmd, out, check.want)
 		}
 	}
 }
@@ -229,9 +178,9 @@ func (c *console) systemSettings() {
 // with qemu exiting 0.
 func TestFirmwareInVM(t *testing.T) {
 	c := bootImage(t)
-	c.expect(4*time.Minute, "flashgate init: pid 1, version vmtest")
-	c.expect(time.Minute, "flashgate init: board qemu")
-	c.expect(time.Minute, "flashgate init: watchdog: /dev/watchdog armed")
+	c.Expect(4*time.Minute, "flashgate init: pid 1, version vmtest")
+	c.Expect(time.Minute, "flashgate init: board qemu")
+	c.Expect(time.Minute, "flashgate init: watchdog: /dev/watchdog armed")
 	c.login()
 
 	pid, restarts, mem := c.status()
@@ -246,9 +195,9 @@ func TestFirmwareInVM(t *testing.T) {
 
 	// Kill the getty (and with it this shell): the supervisor restarts
 	// it and counts the restart.
-	c.typeLine("kill " + strconv.Itoa(pid))
-	c.expect(time.Minute, "flashgate init: console: signal: terminated after")
-	c.expect(time.Minute, "flashgate init: console: restarted (pid")
+	c.TypeLine("kill " + strconv.Itoa(pid))
+	c.Expect(time.Minute, "flashgate init: console: signal: terminated after")
+	c.Expect(time.Minute, "flashgate init: console: restarted (pid")
 	c.login()
 	newPID, restarts, _ := c.status()
 	if restarts != 1 || newPID == pid {
@@ -256,24 +205,24 @@ func TestFirmwareInVM(t *testing.T) {
 	}
 
 	// The watchdog test hook: the board must reset by itself.
-	c.typeLine("flashgate watchdog stop-petting")
-	c.expect(time.Minute, "watchdog petting stopped")
-	c.expect(3*time.Minute, "flashgate init: pid 1, version vmtest")
+	c.TypeLine("flashgate watchdog stop-petting")
+	c.Expect(time.Minute, "watchdog petting stopped")
+	c.Expect(3*time.Minute, "flashgate init: pid 1, version vmtest")
 	c.login()
 
-	c.typeLine("flashgate reboot")
-	c.expect(time.Minute, "flashgate init: reboot: stopping services")
-	c.expect(time.Minute, "flashgate init: rebooting")
-	c.expect(4*time.Minute, "flashgate init: pid 1, version vmtest")
+	c.TypeLine("flashgate reboot")
+	c.Expect(time.Minute, "flashgate init: reboot: stopping services")
+	c.Expect(time.Minute, "flashgate init: rebooting")
+	c.Expect(4*time.Minute, "flashgate init: pid 1, version vmtest")
 	c.login()
 
-	c.typeLine("flashgate poweroff")
-	c.expect(time.Minute, "flashgate init: powering off")
+	c.TypeLine("flashgate poweroff")
+	c.Expect(time.Minute, "flashgate init: powering off")
 	// qemu exits by itself (ACPI power-off); its exit status is images'
 	// to report: WaitFor fails with it once qemu is gone.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, _, err := c.vm.WaitFor(ctx, c.at, "this marker is never printed")
+	_, _, err := c.VM.WaitFor(ctx, c.At, "this marker is never printed")
 	if err == nil || !strings.Contains(err.Error(), "qemu exited (<nil>)") {
 		t.Errorf("after poweroff: %v; want qemu to exit with status 0", err)
 	}
@@ -293,7 +242,7 @@ func BenchmarkPID1IdleQEMU(b *testing.B) {
 		c.login()
 		time.Sleep(idleWait)
 		_, _, mem = c.status()
-		c.vm.Stop()
+		c.VM.Stop()
 	}
 	b.ReportMetric(float64(mem.rss), "rss_KiB")
 	b.ReportMetric(float64(mem.pss), "pss_KiB")

@@ -33,11 +33,8 @@ var (
 // run types cmd in the expert shell and returns what it printed up to the
 // next prompt, without carriage returns.
 func (c *console) run(cmd string) string {
-	c.t.Helper()
-	from := c.at
-	c.typeLine(cmd)
-	c.expect(time.Minute, "$ ")
-	return strings.ReplaceAll(c.since(from), "\r", "")
+	c.TB.Helper()
+	return strings.ReplaceAll(c.Shell(cmd), "\r", "")
 }
 
 // TestWebUIUnprivilegedInVM: in the booted appliance the web UI runs as
@@ -62,20 +59,20 @@ func TestWebUIUnprivilegedInVM(t *testing.T) {
 	c.login()
 
 	// A tunnel with a key, committed at the CLI.
-	c.typeLine("exit")
-	c.expect(time.Minute, "admin@")
-	c.expect(time.Minute, "> ")
+	c.TypeLine("exit")
+	c.Expect(time.Minute, "admin@")
+	c.Expect(time.Minute, "> ")
 	for _, l := range []string{"set tunnels.hq.remote_address 198.51.100.1", "set tunnels.hq.psk vm-test-pre-shared-key-1234",
 		"set tunnels.hq.local_subnets 192.168.1.0/24", "set tunnels.hq.remote_subnets 10.200.0.0/16"} {
-		c.typeLine(l)
-		c.expect(time.Minute, "> ")
+		c.TypeLine(l)
+		c.Expect(time.Minute, "> ")
 	}
-	c.typeLine(`commit "vm test: a tunnel with a key"`)
-	c.expect(time.Minute, "Committed revision")
-	c.expect(time.Minute, "> ")
-	c.typeLine("shell")
-	c.expect(time.Minute, "Expert shell (")
-	c.expect(time.Minute, "$ ")
+	c.TypeLine(`commit "vm test: a tunnel with a key"`)
+	c.Expect(time.Minute, "Committed revision")
+	c.Expect(time.Minute, "> ")
+	c.TypeLine("shell")
+	c.Expect(time.Minute, "Expert shell (")
+	c.Expect(time.Minute, "$ ")
 
 	var pid, ikedPID, netdPID string
 	for try := 0; try < 30 && (pid == "" || ikedPID == "" || netdPID == ""); try++ {
@@ -305,11 +302,11 @@ func TestWebUIUnprivilegedInVM(t *testing.T) {
 
 	// The console (root) reaches netd's socket in netd's directory, and
 	// netd shows the WAN lease it took as its own user.
-	c.typeLine("exit")
-	c.expect(time.Minute, "> ")
-	c.typeLine("show interfaces")
-	c.expect(time.Minute, "DHCP lease 10.0.2.15/24")
-	c.expect(time.Minute, "> ")
+	c.TypeLine("exit")
+	c.Expect(time.Minute, "> ")
+	c.TypeLine("show interfaces")
+	c.Expect(time.Minute, "DHCP lease 10.0.2.15/24")
+	c.Expect(time.Minute, "> ")
 }
 
 // withoutExtension writes the unsigned upgrade file src to dst with its

@@ -1,7 +1,9 @@
-// Package imagestest holds a stand-in firmware card for tests of the
-// upgrade path (configd's firmware routes, the web UI's upgrade page, the
-// console's upgrade command): a qemu card image laid out by the image
-// builder, and signed upgrade files to write to it.
+// Package imagestest holds the fixtures of the tests that use the image
+// builder's output: a stand-in firmware card for tests of the upgrade path
+// (configd's firmware routes, the web UI's upgrade page, the console's
+// upgrade command), a qemu card image laid out by the image builder with
+// signed upgrade files to write to it; and Serial, the one driver of a
+// booted appliance's serial console (firmware/vmtest and e2e).
 package imagestest
 
 import (
