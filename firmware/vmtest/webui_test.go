@@ -289,13 +289,13 @@ func TestWebUIUnprivilegedInVM(t *testing.T) {
 	if plan, err := box.Upload(ctx, old, false, false, nil); err != nil || plan.Target != "b" {
 		t.Fatalf("upload of a format 2 firmware: %+v, %v", plan, err)
 	}
-	c.typeLine("exit")
-	c.expect(time.Minute, "> ")
-	c.typeLine("set system.hostname after-handoff")
-	c.expect(time.Minute, "handed to the firmware in the other slot")
-	c.expect(time.Minute, "> ")
-	c.typeLine("shell")
-	c.expect(time.Minute, "$ ")
+	c.TypeLine("exit")
+	c.Expect(time.Minute, "> ")
+	c.TypeLine("set system.hostname after-handoff")
+	c.Expect(time.Minute, "handed to the firmware in the other slot")
+	c.Expect(time.Minute, "> ")
+	c.TypeLine("shell")
+	c.Expect(time.Minute, "$ ")
 	if out := c.run("ls /cfg"); !strings.Contains(out, "config.db") || strings.Contains(out, "config.db.format2") {
 		t.Fatalf("/cfg after the hand-off: %q", out)
 	}
