@@ -44,6 +44,8 @@ func upgradeFigures(res []Result, why string) []Figure {
 			"qemu killed at a random moment from the start of the upload to the new firmware's health checks", why),
 		one(res, "upgrade.powercut.bricked", b, "bricked", "", 1, "0",
 			"trials whose next boot lacked a web UI, ran neither version, lost the configuration, or failed fsck.vfat -n / e2fsck -fn", why),
+		one(res, "upgrade.powercut.not_run", b, "not_run", "", 1, "",
+			"trials with no cut: the pristine card did not reach its web UI within the limits three times (a loaded host); not in trials", why),
 	}
 }
 
