@@ -336,6 +336,14 @@ func (l *interopLab) childUps() int {
 	return len(l.ups)
 }
 
+// up is the i-th CHILD_SA that came up, read under the lab's lock (the
+// engine's callback appends from its own goroutine).
+func (l *interopLab) up(i int) ChildUp {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ups[i]
+}
+
 // charonSAs returns swanctl --list-sas output.
 func (l *interopLab) charonSAs() string {
 	out, _ := l.swanctl("--list-sas")
@@ -480,7 +488,7 @@ func TestStrongSwanInterop(t *testing.T) {
 					!strings.Contains(sas, charonNames[s.ike]) || !strings.Contains(sas, charonNames[s.esp]) {
 					t.Fatalf("we-initiate=%v: charon's view:\n%s", weInitiate, sas)
 				}
-				u := l.ups[0]
+				u := l.up(0)
 				if !strings.Contains(sas, fmt.Sprintf("in  %08x", u.Out.SPI)) || !strings.Contains(sas, fmt.Sprintf("out %08x", u.In.SPI)) {
 					t.Errorf("we-initiate=%v: our SPIs in %08x out %08x are not charon's out/in:\n%s", weInitiate, u.In.SPI, u.Out.SPI, sas)
 				}
@@ -505,15 +513,15 @@ func TestStrongSwanInterop(t *testing.T) {
 		}
 		sa := l.ourSAs()[0]
 		// Ours, then charon's, of each kind.
-		if err := sa.RekeyChild(l.ups[0].In.SPI); err != nil {
+		if err := sa.RekeyChild(l.up(0).In.SPI); err != nil {
 			t.Fatal(err)
 		}
 		if !waitFor(10*time.Second, func() bool { return l.childUps() == 2 }) {
 			t.Fatalf("our CHILD_SA rekey (with PFS) failed: %v", l.failures)
 		}
-		l.checkKeysWithCharon(l.ups[1], true) // PFS keys: g^ir | Ni | Nr
-		if l.ups[1].Replaces != l.ups[0].In.SPI {
-			t.Errorf("rekeyed pair replaces %08x, want %08x", l.ups[1].Replaces, l.ups[0].In.SPI)
+		l.checkKeysWithCharon(l.up(1), true) // PFS keys: g^ir | Ni | Nr
+		if l.up(1).Replaces != l.up(0).In.SPI {
+			t.Errorf("rekeyed pair replaces %08x, want %08x", l.up(1).Replaces, l.up(0).In.SPI)
 		}
 		if out, err := l.swanctl("--rekey", "--child", "net"); err != nil {
 			t.Fatalf("charon rekey: %v %s", err, out)
@@ -521,7 +529,7 @@ func TestStrongSwanInterop(t *testing.T) {
 		if !waitFor(10*time.Second, func() bool { return l.childUps() == 3 }) {
 			t.Fatalf("charon's CHILD_SA rekey failed: %v", l.failures)
 		}
-		l.checkKeysWithCharon(l.ups[2], false)
+		l.checkKeysWithCharon(l.up(2), false)
 		if err := sa.RekeyIKE(); err != nil {
 			t.Fatal(err)
 		}
@@ -547,7 +555,7 @@ func TestStrongSwanInterop(t *testing.T) {
 		if !waitFor(10*time.Second, func() bool { return l.childUps() == 4 }) {
 			t.Fatalf("CHILD_SA rekey on the rekeyed IKE SA failed: %v", l.failures)
 		}
-		l.checkKeysWithCharon(l.ups[3], true)
+		l.checkKeysWithCharon(l.up(3), true)
 		l.closeAll()
 	})
 
@@ -606,7 +614,7 @@ func TestStrongSwanInterop(t *testing.T) {
 		if !waitFor(5*time.Second, func() bool {
 			l.mu.Lock()
 			defer l.mu.Unlock()
-			return errors.As(l.downs[l.ups[0].In.SPI], &cf)
+			return errors.As(l.downs[l.ups[0].In.SPI], &cf) // l.ups under the lock held here
 		}) || cf.Reason != ReasonPeerDeleted {
 			t.Fatalf("after charon deleted the CHILD_SA: %v", l.downs)
 		}

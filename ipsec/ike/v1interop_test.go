@@ -139,7 +139,7 @@ func TestStrongSwanIKEv1(t *testing.T) {
 					!strings.Contains(sas, v1CharonNames[s.ike]) || !strings.Contains(sas, v1CharonNames[espName]) {
 					t.Fatalf("we-initiate=%v: charon's view:\n%s", weInitiate, sas)
 				}
-				u := l.ups[0]
+				u := l.up(0)
 				if !strings.Contains(sas, fmt.Sprintf("in  %08x", u.Out.SPI)) || !strings.Contains(sas, fmt.Sprintf("out %08x", u.In.SPI)) {
 					t.Errorf("we-initiate=%v: our SPIs in %08x out %08x are not charon's out/in:\n%s", weInitiate, u.In.SPI, u.Out.SPI, sas)
 				}
@@ -185,15 +185,15 @@ func TestStrongSwanIKEv1(t *testing.T) {
 			t.Fatalf("no phase 2 SA: %v", l.failures)
 		}
 		sa := l.ourSAs()[0]
-		if err := sa.RekeyChild(l.ups[0].In.SPI); err != nil {
+		if err := sa.RekeyChild(l.up(0).In.SPI); err != nil {
 			t.Fatal(err)
 		}
 		if !waitFor(10*time.Second, func() bool { return l.childUps() == 2 }) {
 			t.Fatalf("our phase 2 rekey failed: %v", l.failures)
 		}
-		l.checkV1KeysWithCharon(l.ups[1])
-		if l.ups[1].Replaces != l.ups[0].In.SPI {
-			t.Errorf("rekeyed pair replaces %08x, want %08x", l.ups[1].Replaces, l.ups[0].In.SPI)
+		l.checkV1KeysWithCharon(l.up(1))
+		if l.up(1).Replaces != l.up(0).In.SPI {
+			t.Errorf("rekeyed pair replaces %08x, want %08x", l.up(1).Replaces, l.up(0).In.SPI)
 		}
 		if out, err := l.swanctl("--rekey", "--child", "net"); err != nil {
 			t.Fatalf("charon rekey: %v %s", err, out)
@@ -201,11 +201,11 @@ func TestStrongSwanIKEv1(t *testing.T) {
 		if !waitFor(10*time.Second, func() bool { return l.childUps() == 3 }) {
 			t.Fatalf("charon's phase 2 rekey failed: %v", l.failures)
 		}
-		l.checkV1KeysWithCharon(l.ups[2])
+		l.checkV1KeysWithCharon(l.up(2))
 		// charon keeps the SA it replaced until it expires (its
 		// delete_rekeyed = no for IKEv1), and so do we for a while.
-		if sas := l.charonSAs(); !strings.Contains(sas, fmt.Sprintf("in  %08x", l.ups[2].Out.SPI)) || !strings.Contains(sas, "INSTALLED") {
-			t.Fatalf("after two phase 2 rekeys charon has not our newest pair %08x:\n%s", l.ups[2].In.SPI, sas)
+		if sas := l.charonSAs(); !strings.Contains(sas, fmt.Sprintf("in  %08x", l.up(2).Out.SPI)) || !strings.Contains(sas, "INSTALLED") {
+			t.Fatalf("after two phase 2 rekeys charon has not our newest pair %08x:\n%s", l.up(2).In.SPI, sas)
 		}
 		if err := sa.RekeyIKE(); err != nil {
 			t.Fatal(err)
@@ -237,14 +237,14 @@ func TestStrongSwanIKEv1(t *testing.T) {
 			t.Fatalf("after charon's phase 1 rekey no new ISAKMP SA holds the phase 2 SAs; failures %v\n%s", l.failures, l.charonSAs())
 		}
 		// A phase 2 SA from the twice-rekeyed ISAKMP SA checks its SKEYID_d.
-		if err := now.RekeyChild(l.ups[2].In.SPI); err != nil {
+		if err := now.RekeyChild(l.up(2).In.SPI); err != nil {
 			t.Fatal(err)
 		}
 		n := l.childUps()
 		if !waitFor(10*time.Second, func() bool { return l.childUps() == n+1 }) {
 			t.Fatalf("phase 2 rekey on the rekeyed ISAKMP SA failed: %v", l.failures)
 		}
-		l.checkV1KeysWithCharon(l.ups[n])
+		l.checkV1KeysWithCharon(l.up(n))
 		l.closeAll()
 	})
 
