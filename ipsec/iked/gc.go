@@ -1,12 +1,11 @@
 package iked
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"runtime/debug"
-	"strconv"
-	"strings"
+
+	"github.com/flashgate/flashgate/internal/procfile"
 )
 
 // iked's garbage collector settings (docs/architecture.md, "iked's
@@ -57,29 +56,9 @@ func tuneGC(logf func(string, ...any)) {
 
 // memTotal is MemTotal of a /proc/meminfo, in bytes.
 func memTotal(file string) (int64, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return 0, err
+	kb, err := procfile.KiB(file, "MemTotal")
+	if err == nil && kb == 0 {
+		err = fmt.Errorf("%s: MemTotal is 0", file)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:")
-		if !ok {
-			continue
-		}
-		fields := strings.Fields(rest)
-		if len(fields) != 2 || fields[1] != "kB" {
-			return 0, fmt.Errorf("%s: MemTotal line %q", file, sc.Text())
-		}
-		kb, err := strconv.ParseInt(fields[0], 10, 64)
-		if err != nil || kb <= 0 {
-			return 0, fmt.Errorf("%s: MemTotal line %q", file, sc.Text())
-		}
-		return kb << 10, nil
-	}
-	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("%s: %w", file, err)
-	}
-	return 0, fmt.Errorf("%s: no MemTotal", file)
+	return kb << 10, err
 }
