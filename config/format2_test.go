@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -467,35 +466,7 @@ func TestHandOffPowerLoss(t *testing.T) {
 	rng := rand.New(rand.NewPCG(2, uint64(time.Now().UnixNano())))
 	inside, leftover := 0, 0
 	for round := range rounds {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestHandOffPowerLoss$", "-test.count=1")
-		cmd.Env = append(os.Environ(), handOffPowerLossEnv+"="+path)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		lines := make(chan string, 1024)
-		go func() {
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-			close(lines)
-		}()
-		select {
-		case l := <-lines:
-			if l != "ready" {
-				cmd.Process.Kill()
-				cmd.Wait()
-				t.Fatalf("round %d: helper said %q", round, l)
-			}
-		case <-time.After(time.Minute):
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("round %d: helper did not start", round)
-		}
+		cmd, lines := startWriter(t, round, "TestHandOffPowerLoss", handOffPowerLossEnv, path)
 		time.Sleep(time.Duration(rng.IntN(1_500_000)) * time.Microsecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		handing := false

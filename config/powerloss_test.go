@@ -81,35 +81,7 @@ func TestPowerLoss(t *testing.T) {
 		last := configHash(c)
 		s.Close()
 
-		cmd := exec.Command(os.Args[0], "-test.run=^TestPowerLoss$", "-test.count=1")
-		cmd.Env = append(os.Environ(), powerLossEnv+"="+path)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		lines := make(chan string, 1024)
-		go func() {
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-			close(lines)
-		}()
-		select {
-		case l := <-lines:
-			if l != "ready" {
-				cmd.Process.Kill()
-				cmd.Wait()
-				t.Fatalf("round %d: helper said %q", round, l)
-			}
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("round %d: helper did not start", round)
-		}
+		cmd, lines := startWriter(t, round, "TestPowerLoss", powerLossEnv, path)
 		time.Sleep(time.Duration(rng.IntN(120_000)) * time.Microsecond)
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatalf("round %d: kill: %v", round, err)
@@ -153,4 +125,42 @@ func TestPowerLoss(t *testing.T) {
 	if midCommit == 0 {
 		t.Errorf("no kill landed inside a commit: the test proved nothing")
 	}
+}
+
+// startWriter runs this test binary's test name as a helper process with
+// env set to path and waits until it prints "ready" (a minute: the shared
+// machine can be slow to start a process). The channel gives the rest of
+// what it prints, and is closed when it exits.
+func startWriter(t *testing.T, round int, name, env, path string) (*exec.Cmd, <-chan string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env+"="+path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 1024)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	select {
+	case l := <-lines:
+		if l != "ready" {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("round %d: helper said %q", round, l)
+		}
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("round %d: helper did not start", round)
+	}
+	return cmd, lines
 }
