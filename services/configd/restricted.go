@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/flashgate/flashgate/internal/localapi"
 
@@ -51,18 +52,25 @@ func Restricted() ServerOption {
 
 // redactor makes and resolves redaction marks.
 type redactor struct {
-	key [32]byte
+	once sync.Once
+	key  [32]byte
 }
 
+// newRedactor returns a redactor whose key is drawn at its first use, not
+// here: early in a boot getrandom blocks until the kernel's random pool is
+// ready (about a second on the emulated qemu board), and configd tells the
+// supervisor it is ready, which the console's login prompt waits for,
+// only once all its APIs are built (issue 17).
 func newRedactor() *redactor {
-	r := &redactor{}
-	if _, err := rand.Read(r.key[:]); err != nil {
-		panic("configd: no randomness: " + err.Error()) // crypto/rand does not fail on Linux ≥ 3.17
-	}
-	return r
+	return &redactor{}
 }
 
 func (r *redactor) digest(kind, secret string) []byte {
+	r.once.Do(func() {
+		if _, err := rand.Read(r.key[:]); err != nil {
+			panic("configd: no randomness: " + err.Error()) // crypto/rand does not fail on Linux ≥ 3.17
+		}
+	})
 	m := hmac.New(sha256.New, r.key[:])
 	m.Write([]byte(kind))
 	m.Write([]byte{0})
