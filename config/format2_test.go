@@ -26,14 +26,7 @@ import (
 // rollback that shares its parts with an older revision.
 func handOffStore(t *testing.T) (*Store, string, *fakeClock) {
 	t.Helper()
-	orig, err := os.ReadFile(filepath.Join("testdata", "v2.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "config.db")
-	if err := os.WriteFile(path, orig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := copyV2Fixture(t)
 	clock := newFakeClock()
 	clock.Advance(3 * time.Hour) // the fixture's confirmation window closed
 	s := openTest(t, path, clock)

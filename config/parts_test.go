@@ -188,6 +188,21 @@ func TestDamagedPartIsSetAside(t *testing.T) {
 	}
 }
 
+// copyV2Fixture copies testdata/v2.db, written by the format 2 firmware,
+// to a new file for the test to open (and change).
+func copyV2Fixture(t *testing.T) string {
+	t.Helper()
+	orig, err := os.ReadFile(filepath.Join("testdata", "v2.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "config.db")
+	if err := os.WriteFile(path, orig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // v2.db was written by the format 2 store (the firmware before the parts,
 // commit d14c125) with the fake clock at 2026-11-30T12:00Z:
 //
@@ -199,14 +214,7 @@ func TestDamagedPartIsSetAside(t *testing.T) {
 // It is committed, not generated, so that it stays what the old firmware
 // wrote: a box upgrading opens exactly this kind of file.
 func TestV2Fixture(t *testing.T) {
-	orig, err := os.ReadFile(filepath.Join("testdata", "v2.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "config.db")
-	if err := os.WriteFile(path, orig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := copyV2Fixture(t)
 	clock := newFakeClock()
 	clock.Advance(2*time.Hour + 5*time.Minute) // inside the confirmation window
 	s := openTest(t, path, clock)
@@ -254,12 +262,7 @@ func TestV2Fixture(t *testing.T) {
 // The commit-confirmed the old firmware left pending rolls back to its
 // revision when the window passes under the new one.
 func TestV2FixturePendingRollsBack(t *testing.T) {
-	orig, err := os.ReadFile(filepath.Join("testdata", "v2.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "config.db")
-	os.WriteFile(path, orig, 0o600)
+	path := copyV2Fixture(t)
 	clock := newFakeClock()
 	clock.Advance(2*time.Hour + 20*time.Minute) // the window closed while the box was off
 	s := openTest(t, path, clock)
