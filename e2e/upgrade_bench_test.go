@@ -158,6 +158,15 @@ func BenchmarkUpgradePowerCut(b *testing.B) {
 						}
 					}
 					why, cut = powerCutTrial(ctx, w, file, t.cut, v1, v2)
+					if !cut {
+						// Keep the console of a boot that did not come
+						// up: a stall of the firmware's own looks the
+						// same as a starved machine from here.
+						os.MkdirAll(keep, 0o755)
+						os.WriteFile(fmt.Sprintf("%s/notrun-%d-%d.log", keep, t.n, attempt+1), w.logs, 0o644)
+						progress(b, "trial %d: the console of that boot is in %s", t.n, keep)
+						w.logs = nil
+					}
 				}
 				mu.Lock()
 				if cut {
