@@ -41,6 +41,7 @@ var Suites = []Suite{
 	{Package: "./images", Pattern: "BootQEMU", Benchtime: "3x", Timeout: 10 * time.Minute},
 	{Package: "./images", Pattern: "BootBoards", Benchtime: "1x", Timeout: 60 * time.Minute},
 	{Package: "./e2e", Pattern: "ApplianceRSS", Benchtime: "1x", Timeout: 10 * time.Minute},
+	{Package: "./e2e", Pattern: "ApplianceMem128", Benchtime: "1x", Timeout: 15 * time.Minute},
 	{Package: "./e2e", Pattern: "E2ETunnelUp", Benchtime: "1x", Timeout: 15 * time.Minute},
 	// 100 power cuts at one to two minutes each ($FLASHGATE_POWERCUT_TRIALS lowers it).
 	{Package: "./e2e", Pattern: "UpgradePowerCut", Benchtime: "1x", Timeout: 4 * time.Hour},

@@ -101,7 +101,6 @@ func readMemory(tb testing.TB, s *imagestest.Serial, pids []int) map[int]procMem
 // first_prompt_s is qemu start to the first-boot password prompt. One boot is one
 // measurement: run with -benchtime 1x.
 func BenchmarkApplianceRSS(b *testing.B) {
-	image := cardImage(b)
 	board, err := boards.Lookup("qemu")
 	if err != nil {
 		b.Fatal(err)
@@ -110,50 +109,10 @@ func BenchmarkApplianceRSS(b *testing.B) {
 	var used, fa64k, fa4k int
 	var login time.Duration
 	for i := 0; i < b.N; i++ {
-		card := filepath.Join(b.TempDir(), "card.img")
-		if err := images.CopyCard(image, card); err != nil {
-			b.Fatal(err)
-		}
-		port := freeLoopbackPort(b)
-		// The WAN on an isolated user network (restrict=on): the tunnels'
-		// IKE goes nowhere. The LAN's user network forwards the web UI
-		// port from the host's loopback.
-		vm, err := images.StartVM(images.QEMUConfig{
-			Board: board, Image: card, WebUIPort: port,
-			NetDevs: []string{"user,restrict=on"},
-		}, 10*time.Minute)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() {
-			vm.Stop()
-			if b.Failed() {
-				b.Logf("serial console:\n%s", vm.Log())
-			}
-		})
-		s := imagestest.NewSerial(b, vm)
-		s.Expect(4*time.Minute, "No admin password is set.")
-		_, login, _ = vm.WaitFor(b.Context(), s.At, "New admin password: ")
-		s.Login(adminPassword, true)
-
-		api := loopbackAPI(port)
-		if err := api.WaitLogin("admin", adminPassword, 90*time.Second); err != nil {
-			b.Fatal(err)
-		}
-		for n := range rssTunnels {
-			body := map[string]any{
-				"remote_address": fmt.Sprintf("10.0.2.%d", 100+n),
-				"psk":            fmt.Sprintf("e2e-rss-psk-%02d-0123456789abcdef", n),
-				"local_subnets":  []string{"192.168.1.0/24"}, "remote_subnets": []string{fmt.Sprintf("10.20.%d.0/24", n)},
-				"start_action": "initiate",
-			}
-			if err := api.Do("PUT", fmt.Sprintf("/api/v1/tunnels/t%02d", n), body, nil); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := api.Do("POST", "/api/v1/commit", map[string]any{"message": "e2e: 10 tunnels for the RSS benchmark"}, nil); err != nil {
-			b.Fatal(err)
-		}
+		var vm *images.VM
+		var s *imagestest.Serial
+		var api *API
+		vm, s, api, login = bootIdleAppliance(b, board, 0, rssTunnels)
 		time.Sleep(idleSettle)
 		var ts []tunnelView
 		if err := api.Do("GET", "/api/v1/tunnels", nil, &ts); err != nil || len(ts) != rssTunnels {
@@ -275,4 +234,108 @@ func faultAroundProbe(tb testing.TB, s *imagestest.Serial) (rss64k, rss4k int) {
 	s.Shell(fmt.Sprintf("echo %d > %s", def, knob))
 	tb.Logf("an idle standalone supervisor: VmRSS %d KiB with the kernel's %d-byte fault-around, %d KiB with none", rss64k, def, rss4k)
 	return rss64k, rss4k
+}
+
+// bootIdleAppliance boots a copy of the qemu card (with memMB of RAM, 0
+// for the board's), sets the admin password at the first-boot prompt,
+// logs in at the console and through the API, and commits tunnels
+// tunnels to peers that do not exist (iked keeps initiating them).
+// login is qemu start to the first-boot password prompt.
+func bootIdleAppliance(b *testing.B, board boards.Board, memMB, tunnels int) (vm *images.VM, s *imagestest.Serial, api *API, login time.Duration) {
+	b.Helper()
+	card := filepath.Join(b.TempDir(), "card.img")
+	if err := images.CopyCard(cardImage(b), card); err != nil {
+		b.Fatal(err)
+	}
+	port := freeLoopbackPort(b)
+	// The WAN on an isolated user network (restrict=on): the tunnels'
+	// IKE goes nowhere. The LAN's user network forwards the web UI
+	// port from the host's loopback.
+	vm, err := images.StartVM(images.QEMUConfig{
+		Board: board, Image: card, WebUIPort: port, MemMB: memMB,
+		NetDevs: []string{"user,restrict=on"},
+	}, 10*time.Minute)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		vm.Stop()
+		if b.Failed() {
+			b.Logf("serial console:\n%s", vm.Log())
+		}
+	})
+	s = imagestest.NewSerial(b, vm)
+	s.Expect(4*time.Minute, "No admin password is set.")
+	_, login, _ = vm.WaitFor(b.Context(), s.At, "New admin password: ")
+	s.Login(adminPassword, true)
+
+	api = loopbackAPI(port)
+	if err := api.WaitLogin("admin", adminPassword, 90*time.Second); err != nil {
+		b.Fatal(err)
+	}
+	for n := range tunnels {
+		body := map[string]any{
+			"remote_address": fmt.Sprintf("10.0.%d.%d", 2+n/200, 20+n%200),
+			"psk":            fmt.Sprintf("e2e-rss-psk-%04d-0123456789abcdef", n),
+			"local_subnets":  []string{"192.168.1.0/24"}, "remote_subnets": []string{fmt.Sprintf("10.%d.%d.0/24", 20+n/250, n%250)},
+			"start_action": "initiate",
+		}
+		if err := api.Do("PUT", fmt.Sprintf("/api/v1/tunnels/t%04d", n), body, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := api.Do("POST", "/api/v1/commit", map[string]any{"message": fmt.Sprintf("e2e: %d tunnels for the memory benchmark", tunnels)}, nil); err != nil {
+		b.Fatal(err)
+	}
+	return vm, s, api, login
+}
+
+// mem128Tunnels is how many tunnels BenchmarkApplianceMem128 configures
+// (bench.md / issue 22: boot.qemu128.mem_available_kb, 100 tunnels).
+const mem128Tunnels = 100
+
+// BenchmarkApplianceMem128 boots the qemu card with 128 MB of RAM, the
+// smallest board flashgate lists (a net4801 with 128 MB; an ALIX 2d13 has
+// 256), commits 100 tunnels to peers that do not exist (iked keeps
+// initiating every one), leaves the box idle and reports MemAvailable
+// (mem_available_kb, target >= 64 MB) and MemTotal as the box's kernel
+// sees them, and the PSS sum of every firmware process (pss_total_kb).
+// One boot is one measurement: run with -benchtime 1x.
+func BenchmarkApplianceMem128(b *testing.B) {
+	board, err := boards.Lookup("qemu")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var avail, memTotal, pss int
+	for i := 0; i < b.N; i++ {
+		vm, s, api, _ := bootIdleAppliance(b, board, 128, mem128Tunnels)
+		time.Sleep(idleSettle)
+		var ts []tunnelView
+		if err := api.Do("GET", "/api/v1/tunnels", nil, &ts); err != nil || len(ts) != mem128Tunnels {
+			b.Fatalf("the appliance shows %d tunnels (%v), want %d:\n%s", len(ts), err, mem128Tunnels, diagnose(api))
+		}
+		s.EnterShell()
+		rows := parseStatus(s.Shell("flashgate status"))
+		pids := []int{1}
+		for name, r := range rows {
+			if r.state != "running" || r.pid == 0 {
+				b.Fatalf("service %s is %s at idle with %d tunnels in 128 MB: %+v", name, r.state, mem128Tunnels, rows)
+			}
+			pids = append(pids, r.pid)
+		}
+		pss = 0
+		for _, m := range readMemory(b, s, pids) {
+			pss += m.pss
+		}
+		info := consoleText(s.Shell("cat /proc/meminfo"))
+		memTotal, avail = meminfoKB(info, "MemTotal"), meminfoKB(info, "MemAvailable")
+		if memTotal == 0 || avail == 0 {
+			b.Fatalf("/proc/meminfo has no MemTotal or MemAvailable:\n%s", info)
+		}
+		b.Logf("128 MB, %d tunnels, idle: MemTotal %d KiB, MemAvailable %d KiB, PSS of %d processes %d KiB", mem128Tunnels, memTotal, avail, len(pids), pss)
+		vm.Stop()
+	}
+	b.ReportMetric(float64(avail), "mem_available_kb")
+	b.ReportMetric(float64(memTotal), "mem_total_kb")
+	b.ReportMetric(float64(pss), "pss_total_kb")
 }

@@ -62,6 +62,10 @@ type QEMUConfig struct {
 	// the board's (boards.Board.Emulation), as the boot tests do.
 	Emulate bool
 
+	// MemMB is the guest's RAM in MB; 0 means the board's (its smallest
+	// model's, for an emulated board).
+	MemMB int
+
 	// MACSeed tells apart the NICs of appliances on one network: the MAC
 	// of NIC i is 52:54:00:fa:<seed>:<i+1>.
 	MACSeed byte
@@ -85,6 +89,10 @@ func (c QEMUConfig) Args() ([]string, error) {
 	if c.Image == "" {
 		return nil, errors.New("no card image to boot")
 	}
+	mem := q.MemMB
+	if c.MemMB > 0 {
+		mem = c.MemMB
+	}
 	serial := c.Serial
 	if serial == "" {
 		serial = "mon:stdio"
@@ -95,7 +103,7 @@ func (c QEMUConfig) Args() ([]string, error) {
 		// IDE CD-ROM, which none of the boards has. The phantom CD-ROM
 		// alone cost every boot its ATAPI probe on the second channel.
 		"-nodefaults",
-		"-m", strconv.Itoa(q.MemMB),
+		"-m", strconv.Itoa(mem),
 		"-display", "none",
 		"-serial", serial,
 		"-drive", "file=" + c.Image + ",format=raw,if=ide,index=0,media=disk",
