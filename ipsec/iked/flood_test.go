@@ -261,19 +261,83 @@ func TestSpoofedFloodLeavesConfiguredPeerIn(t *testing.T) {
 
 // BenchmarkIKEFloodSpoofed: the configured peer's tunnel setup during a
 // flood of IKE_SA_INIT from 1000 spoofed addresses at the attacker's full
-// speed (figure ike.flood.legit_setup_s).
+// speed (figure ike.flood.legit_setup_s). The flood lasts at least
+// floodMeasured, over which it also reports how many datagrams a second
+// the attacker sent, iked's sockets read (the kernel's UDP InDatagrams in
+// gwA's namespace, counted when a reader takes a datagram) and the kernel
+// dropped because a socket's buffer was full (RcvbufErrors).
 func BenchmarkIKEFloodSpoofed(b *testing.B) {
+	const floodMeasured = 10 * time.Second
 	var total time.Duration
+	var sentRate, readRate, dropRate float64
 	for range b.N {
 		s, charon, d := floodTarget(b)
+		before := udpCounters(b, s.GwA)
+		start := time.Now()
 		stop := make(chan struct{})
 		sent := spoofedFlood(b, s, 30*time.Second, stop)
 		time.Sleep(2 * time.Second)
 		total += legitSetup(b, s, charon, d)
+		time.Sleep(time.Until(start.Add(floodMeasured)))
 		close(stop)
-		b.Logf("%d spoofed IKE_SA_INIT sent; engine %+v", <-sent, d.Stats().IKE)
+		n := <-sent
+		took := time.Since(start).Seconds()
+		after := udpCounters(b, s.GwA)
+		read, dropped := after.in-before.in, after.rcvbufErrors-before.rcvbufErrors
+		sentRate += float64(n) / took
+		readRate += float64(read) / took
+		dropRate += float64(dropped) / took
+		st := d.Stats()
+		b.Logf("%d spoofed IKE_SA_INIT sent in %.1f s, %d read by iked, %d dropped by the kernel (full socket buffer), %d by iked (worker behind), %d answers not sent; engine %+v",
+			n, took, read, dropped, st.QueueDrops, st.SendDrops, st.IKE)
 	}
 	b.ReportMetric(total.Seconds()/float64(b.N), "legit_setup_s")
+	b.ReportMetric(sentRate/float64(b.N), "sent/s")
+	b.ReportMetric(readRate/float64(b.N), "read/s")
+	b.ReportMetric(dropRate/float64(b.N), "kernel_drops/s")
+}
+
+// udpSNMP is the UDP line of a namespace's /proc/net/snmp.
+type udpSNMP struct{ in, rcvbufErrors uint64 }
+
+func udpCounters(tb testing.TB, ns *testnet.NS) udpSNMP {
+	tb.Helper()
+	var u udpSNMP
+	err := ns.Do(func() error {
+		// thread-self: /proc/self/net is the main thread's namespace.
+		b, err := os.ReadFile("/proc/thread-self/net/snmp")
+		if err != nil {
+			return err
+		}
+		var names []string
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 0 || f[0] != "Udp:" {
+				continue
+			}
+			if names == nil {
+				names = f
+				continue
+			}
+			for i := 1; i < len(f) && i < len(names); i++ {
+				v, _ := strconv.ParseUint(f[i], 10, 64)
+				switch names[i] {
+				case "InDatagrams":
+					u.in = v
+				case "RcvbufErrors":
+					u.rcvbufErrors = v
+				}
+			}
+		}
+		if names == nil {
+			return fmt.Errorf("no Udp line in /proc/net/snmp")
+		}
+		return nil
+	})
+	if err != nil {
+		tb.Fatalf("UDP counters of %s: %v", ns.Name, err)
+	}
+	return u
 }
 
 // BenchmarkIKEFloodRSS: `flashgate iked` as its own process on gwA while
