@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/flashgate/flashgate/internal/mmsg"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,7 +29,7 @@ type udpSocket struct {
 	rawESP bool // an IP protocol 50 socket: datagrams start with the IPv4 header
 
 	// receive side
-	rmsgs    []mmsghdr
+	rmsgs    []unix.Mmsghdr
 	riov     []unix.Iovec
 	rbufs    [][]byte
 	rbufSize int
@@ -39,7 +40,7 @@ type udpSocket struct {
 	recvFn   func(fd uintptr) bool
 
 	// send side
-	smsgs  []mmsghdr
+	smsgs  []unix.Mmsghdr
 	siov   []unix.Iovec
 	snames []unix.RawSockaddrInet4
 	sctl   [][]byte
@@ -47,13 +48,6 @@ type udpSocket struct {
 	sdone  int
 	serr   error
 	sendFn func(fd uintptr) bool
-}
-
-// mmsghdr is struct mmsghdr of recvmmsg(2)/sendmmsg(2). Go pads it to
-// Msghdr's alignment as C does: 64 bytes on amd64, 32 on 386.
-type mmsghdr struct {
-	hdr unix.Msghdr
-	len uint32
 }
 
 const (
@@ -156,10 +150,10 @@ func (s *udpSocket) init(fd int, name string) error {
 	if s.rawESP {
 		batch, bufSize = rawBatch, rawBufSize
 	}
-	s.rmsgs = make([]mmsghdr, batch)
+	s.rmsgs = make([]unix.Mmsghdr, batch)
 	s.riov = make([]unix.Iovec, batch)
 	s.rnames = make([]unix.RawSockaddrInet4, batch)
-	s.smsgs = make([]mmsghdr, batch)
+	s.smsgs = make([]unix.Mmsghdr, batch)
 	s.siov = make([]unix.Iovec, batch)
 	s.snames = make([]unix.RawSockaddrInet4, batch)
 	s.rbufSize = bufSize
@@ -185,7 +179,7 @@ func (s *udpSocket) recv() (int, error) {
 	for i := range s.rmsgs {
 		s.riov[i].Base = &s.rbufs[i][0]
 		s.riov[i].SetLen(len(s.rbufs[i]))
-		h := &s.rmsgs[i].hdr
+		h := &s.rmsgs[i].Hdr
 		h.Name = (*byte)(unsafe.Pointer(&s.rnames[i]))
 		h.Namelen = unix.SizeofSockaddrInet4
 		h.Iov = &s.riov[i]
@@ -202,7 +196,7 @@ func (s *udpSocket) recv() (int, error) {
 }
 
 func (s *udpSocket) recvmmsg(fd uintptr) bool {
-	n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&s.rmsgs[0])), uintptr(len(s.rmsgs)), unix.MSG_DONTWAIT, 0, 0)
+	n, e := mmsg.Recv(fd, s.rmsgs, unix.MSG_DONTWAIT)
 	if e == unix.EAGAIN {
 		return false
 	}
@@ -210,7 +204,7 @@ func (s *udpSocket) recvmmsg(fd uintptr) bool {
 		s.rerr = fmt.Errorf("recvmmsg: %w", e)
 		return true
 	}
-	s.rn = int(n)
+	s.rn = n
 	return true
 }
 
@@ -220,28 +214,16 @@ func (s *udpSocket) recvmmsg(fd uintptr) bool {
 // fail authentication.
 func (s *udpSocket) message(i int) (data []byte, segSize int, from netip.AddrPort, truncated bool) {
 	m := &s.rmsgs[i]
-	if m.hdr.Flags&unix.MSG_TRUNC != 0 {
+	if m.Hdr.Flags&unix.MSG_TRUNC != 0 {
 		return nil, 1, netip.AddrPort{}, true
 	}
-	data = s.rbufs[i][:m.len]
+	data = s.rbufs[i][:m.Len]
 	segSize = len(data)
-	ctl := s.rctl[i][:m.hdr.Controllen]
-	for len(ctl) >= unix.SizeofCmsghdr {
-		h := (*unix.Cmsghdr)(unsafe.Pointer(&ctl[0]))
-		if h.Len < unix.SizeofCmsghdr || int(h.Len) > len(ctl) {
-			break
+	// The kernel reports the segment size as an int.
+	if gro := mmsg.ControlData(s.rctl[i][:m.Hdr.Controllen], unix.IPPROTO_UDP, unix.UDP_GRO); len(gro) >= 4 {
+		if v := int(*(*int32)(unsafe.Pointer(&gro[0]))); v > 0 {
+			segSize = v
 		}
-		if h.Level == unix.IPPROTO_UDP && h.Type == unix.UDP_GRO && int(h.Len) >= unix.CmsgLen(4) {
-			// The kernel reports the segment size as an int.
-			if v := int(*(*int32)(unsafe.Pointer(&ctl[unix.CmsgLen(0)]))); v > 0 {
-				segSize = v
-			}
-		}
-		step := unix.CmsgSpace(int(h.Len) - unix.CmsgLen(0))
-		if step > len(ctl) {
-			break
-		}
-		ctl = ctl[step:]
 	}
 	n := &s.rnames[i]
 	port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&n.Port))[:])
@@ -275,7 +257,7 @@ func (s *udpSocket) queue(data []byte, segSize int, to netip.AddrPort) bool {
 	n.Addr = to.Addr().As4()
 	s.siov[i].Base = &data[0]
 	s.siov[i].SetLen(len(data))
-	h := &s.smsgs[i].hdr
+	h := &s.smsgs[i].Hdr
 	h.Name = (*byte)(unsafe.Pointer(n))
 	h.Namelen = unix.SizeofSockaddrInet4
 	h.Iov = &s.siov[i]
@@ -317,12 +299,12 @@ func (s *udpSocket) flush() error {
 
 func (s *udpSocket) sendmmsg(fd uintptr) bool {
 	msgs := s.smsgs[s.sdone:s.sn]
-	n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), unix.MSG_DONTWAIT, 0, 0)
+	n, e := mmsg.Send(fd, msgs, unix.MSG_DONTWAIT)
 	if e == unix.EAGAIN {
 		return false
 	}
 	if e != 0 {
-		if e == unix.EIO && msgs[0].hdr.Controllen != 0 {
+		if e == unix.EIO && msgs[0].Hdr.Controllen != 0 {
 			// The route's device cannot segment UDP (no checksum
 			// offload): send one packet per message from now on.
 			s.gso = false
@@ -330,7 +312,7 @@ func (s *udpSocket) sendmmsg(fd uintptr) bool {
 		s.serr = fmt.Errorf("sendmmsg: %w", e)
 		return true
 	}
-	s.sdone += int(n)
+	s.sdone += n
 	return true
 }
 

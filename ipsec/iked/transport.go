@@ -190,16 +190,16 @@ func (t *udpTransport) Run(handle func(pkt []byte, local, remote netip.AddrPort)
 	t.workers = w
 	t.mu.Unlock()
 	t.wg.Add(1)
-	go t.read(t.udp500, t.ikePort, false, w.deliver)
+	go t.read(t.udp500, t.ikePort, false, newDatagramBatch(ikeBatch, maxIKEDatagram), w.deliver)
 	if t.udp4500 != nil {
 		t.wg.Add(1)
-		go t.read(t.udp4500, t.nattPort, true, w.deliver)
+		go t.read(t.udp4500, t.nattPort, true, newDatagramBatch(ikeBatch, maxIKEDatagram), w.deliver)
 	}
 	t.mu.Lock()
 	t.handle = w.deliver
 	for _, c := range t.peers {
 		t.wg.Add(1)
-		go t.read(c, t.ikePort, false, w.deliver)
+		go t.read(c, t.ikePort, false, nil, w.deliver)
 	}
 	t.mu.Unlock()
 	if t.dev != nil {
@@ -302,13 +302,16 @@ func (w *ikeWorkers) index(remote netip.AddrPort) int {
 	return int(h % uint32(len(w.queues)))
 }
 
-// read delivers what c receives to handle until c closes. It holds no
-// buffer while it waits: a hub has a reader per configured peer (SetPeers),
-// and a 64 KiB buffer each was 64 MiB of heap at 1000 tunnels, which also
-// let the garbage of as many IKE setups pile up before the collector ran.
-// A buffer from readBuffers is taken only once the socket is readable, for
-// the one datagram (handle copies what it keeps).
-func (t *udpTransport) read(c *net.UDPConn, port uint16, natt bool, handle func(pkt []byte, local, remote netip.AddrPort)) {
+// read delivers what c receives to handle until c closes, in the order it
+// came. batch, when given, is the reader's own (the wildcard sockets: up
+// to ikeBatch datagrams per system call, so that the reader keeps up with
+// a flood). Without it (a configured peer's socket) the reader holds no
+// buffer while it waits: a hub has a reader per configured peer
+// (SetPeers), and a 64 KiB buffer each was 64 MiB of heap at 1000
+// tunnels, which also let the garbage of as many IKE setups pile up before
+// the collector ran. A one-datagram batch from peerBatches is taken only
+// once the socket is readable. handle copies what it keeps.
+func (t *udpTransport) read(c *net.UDPConn, port uint16, natt bool, batch *datagramBatch, handle func(pkt []byte, local, remote netip.AddrPort)) {
 	defer t.wg.Done()
 	rc, err := c.SyscallConn()
 	if err != nil {
@@ -316,35 +319,22 @@ func (t *udpTransport) read(c *net.UDPConn, port uint16, natt bool, handle func(
 	}
 	for {
 		var (
-			buf           *[maxIKEDatagram]byte
-			n             int
-			local, remote netip.AddrPort
-			rerr          error
+			b    *datagramBatch
+			n    int
+			rerr unix.Errno
 		)
 		err := rc.Read(func(fd uintptr) bool {
-			buf = readBuffers.Get().(*[maxIKEDatagram]byte)
-			var oob [64]byte
-			var oobn, flags int
-			var from unix.Sockaddr
-			n, oobn, flags, from, rerr = unix.Recvmsg(int(fd), buf[:], oob[:], unix.MSG_DONTWAIT)
-			if errors.Is(rerr, unix.EAGAIN) {
-				readBuffers.Put(buf)
-				buf = nil
-				return false // nothing yet: wait for the poller, without a buffer
+			b = batch
+			if b == nil {
+				b = peerBatches.Get().(*datagramBatch)
 			}
-			if rerr == nil {
-				if flags&unix.MSG_TRUNC != 0 {
-					n = len(buf) // as ReadFrom: the kernel kept what fit
+			n, rerr = b.recv(fd)
+			if rerr == unix.EAGAIN {
+				if batch == nil {
+					peerBatches.Put(b)
 				}
-				if sa, ok := from.(*unix.SockaddrInet4); ok {
-					remote = netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port))
-				}
-				var cm ipv4.ControlMessage
-				if cm.Parse(oob[:oobn]) == nil {
-					if a, ok := netip.AddrFromSlice(cm.Dst); ok {
-						local = netip.AddrPortFrom(a.Unmap(), port)
-					}
-				}
+				b = nil
+				return false // nothing yet: wait for the poller (without a buffer, for a peer's socket)
 			}
 			return true
 		})
@@ -354,26 +344,27 @@ func (t *udpTransport) read(c *net.UDPConn, port uint16, natt bool, handle func(
 			}
 			continue
 		}
-		if rerr != nil || !remote.IsValid() {
-			readBuffers.Put(buf)
-			continue
-		}
-		pkt := buf[:n]
-		if natt {
-			kind, msg := ike.ClassifyNATT(pkt)
-			if kind != ike.NATTIKE {
-				readBuffers.Put(buf)
-				continue // keepalives; ESP is taken by the kernel before us
+		// An error (a connected peer's socket reports an ICMP error that
+		// way) is taken by the call that returns it: the next one reads on.
+		for i := 0; rerr == 0 && i < n; i++ {
+			pkt, local, remote, _ := b.datagram(i, port)
+			if !remote.IsValid() {
+				continue
 			}
-			pkt = msg
+			if natt {
+				kind, msg := ike.ClassifyNATT(pkt)
+				if kind != ike.NATTIKE {
+					continue // keepalives; ESP is taken by the kernel before us
+				}
+				pkt = msg
+			}
+			handle(pkt, local, remote) // deliver copies what it keeps
 		}
-		handle(pkt, local, remote) // deliver copies what it keeps
-		readBuffers.Put(buf)
+		if batch == nil {
+			peerBatches.Put(b)
+		}
 	}
 }
-
-// readBuffers are the IKE sockets' receive buffers, shared by every reader.
-var readBuffers = sync.Pool{New: func() any { return new([maxIKEDatagram]byte) }}
 
 // SetPeers gives each configured peer's address a socket of its own on
 // the IKE port, connected to that address. The kernel delivers a
@@ -427,7 +418,7 @@ func (t *udpTransport) SetPeers(addrs []netip.AddrPort) error {
 		t.peers[a] = c
 		if t.handle != nil {
 			t.wg.Add(1)
-			go t.read(c, t.ikePort, false, t.handle)
+			go t.read(c, t.ikePort, false, nil, t.handle)
 		}
 	}
 	return errors.Join(errs...)
