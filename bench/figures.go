@@ -75,7 +75,11 @@ func floodFigures(res []Result, why string) []Figure {
 	return []Figure{
 		one(res, "ike.flood.legit_setup_s", "BenchmarkIKEFloodSpoofed", "legit_setup_s", "s", 1, "<= 2 s",
 			"strongSwan's initiate to iked's tunnel up while 1000 spoofed addresses send IKE_SA_INIT at the attacker's full speed "+
-				"(one sending goroutine in a namespace on the same machine)", why),
+				"(one goroutine in a namespace on the same machine, requests built beforehand, 16 per sendmmsg)", why),
+		one(res, "ike.flood.read_per_s", "BenchmarkIKEFloodSpoofed", "read/s", "datagrams/s", 1, "",
+			"datagrams iked's IKE sockets read per second during that flood (UDP InDatagrams of its namespace over at least 10 s)", why),
+		one(res, "ike.flood.kernel_drops_per_s", "BenchmarkIKEFloodSpoofed", "kernel_drops/s", "datagrams/s", 1, "",
+			"datagrams the kernel dropped per second during that flood because an IKE socket's buffer was full (UDP RcvbufErrors)", why),
 		one(res, "ike.flood.cookie_echo_legit_setup_s", "BenchmarkIKEFloodCookieEcho", "legit_setup_s", "s", 1, "<= 2 s",
 			"strongSwan's initiate to iked's tunnel up while one attacker address sends 3000 IKE_SA_INIT/s and answers every COOKIE", why),
 		one(res, "ike.flood.rss_peak_kb", "BenchmarkIKEFloodRSS", "rss_peak_kB", "KiB", 1, "<= 48 MB",

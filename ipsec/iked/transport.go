@@ -64,6 +64,7 @@ type udpTransport struct {
 	wg                sync.WaitGroup
 	sendDrops         atomic.Uint64 // datagrams the kernel would not take at once
 	workers           *ikeWorkers   // set by run
+	peerWorkers       *ikeWorkers   // the configured peers' sockets' (set by run)
 	queueDrops        atomic.Uint64 // datagrams dropped because their worker was behind
 
 	// Each configured peer's address has a socket of its own on the IKE
@@ -195,11 +196,17 @@ func (t *udpTransport) Run(handle func(pkt []byte, local, remote netip.AddrPort)
 		t.wg.Add(1)
 		go t.read(t.udp4500, t.nattPort, true, newDatagramBatch(ikeBatch, maxIKEDatagram), w.deliver)
 	}
+	// The configured peers' sockets have workers of their own: the
+	// wildcard sockets' readers take a flood in batches, faster than the
+	// workers answer it, so those workers' queues are full and drop
+	// while it lasts; a configured peer's datagrams must not wait there.
+	pw := newIKEWorkers(ikeReaders(), handle, &t.queueDrops)
 	t.mu.Lock()
-	t.handle = w.deliver
+	t.peerWorkers = pw
+	t.handle = pw.deliver
 	for _, c := range t.peers {
 		t.wg.Add(1)
-		go t.read(c, t.ikePort, false, nil, w.deliver)
+		go t.read(c, t.ikePort, false, nil, pw.deliver)
 	}
 	t.mu.Unlock()
 	if t.dev != nil {
@@ -550,10 +557,13 @@ func (t *udpTransport) Close() error {
 		w.stop()
 	}
 	t.mu.Lock()
-	nw := t.natWorkers
+	nw, pw := t.natWorkers, t.peerWorkers
 	t.mu.Unlock()
 	if nw != nil {
 		nw.stop()
+	}
+	if pw != nil {
+		pw.stop()
 	}
 	return nil
 }

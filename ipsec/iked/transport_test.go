@@ -112,3 +112,69 @@ func TestTransportHandlesDatagramsInParallel(t *testing.T) {
 		t.Errorf("handled %q, want the first sender's three in order and the second's", order)
 	}
 }
+
+// A configured peer's datagrams are handled while every worker of the
+// wildcard socket is stuck (a flood read in batches keeps their queues
+// full): the peers' connected sockets have workers of their own.
+func TestConfiguredPeerHasWorkersOfItsOwn(t *testing.T) {
+	tr, err := newTransport(freeUDPPort(t), freeUDPPort(t), nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	peerAddr := peer.LocalAddr().(*net.UDPAddr).AddrPort()
+	stuck := make(chan struct{})
+	handled := make(chan string, 16)
+	tr.Run(func(pkt []byte, local, remote netip.AddrPort) {
+		if remote != peerAddr {
+			<-stuck
+			return
+		}
+		handled <- string(pkt)
+	})
+	defer func() {
+		close(stuck)
+		tr.Close()
+	}()
+	if err := tr.SetPeers([]netip.AddrPort{peerAddr}); err != nil {
+		t.Fatal(err)
+	}
+	// A sender on each of the wildcard socket's workers, each worker stuck
+	// in handle.
+	ikePort := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: int(tr.ikePort)}
+	busy := map[int]bool{}
+	for range 256 {
+		if len(busy) == len(tr.workers.queues) {
+			break
+		}
+		c, err := net.DialUDP("udp4", nil, ikePort)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if i := tr.workers.index(c.LocalAddr().(*net.UDPAddr).AddrPort()); !busy[i] {
+			busy[i] = true
+			if _, err := c.Write([]byte("flood")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(busy) != len(tr.workers.queues) {
+		t.Fatalf("256 senders landed on %d of %d workers", len(busy), len(tr.workers.queues))
+	}
+	if _, err := peer.WriteToUDP([]byte("peer"), ikePort); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-handled:
+		if m != "peer" {
+			t.Errorf("handled %q, want the peer's datagram", m)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the configured peer's datagram was not handled while the wildcard socket's workers were stuck")
+	}
+}
