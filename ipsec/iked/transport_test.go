@@ -128,9 +128,11 @@ func TestConfiguredPeerHasWorkersOfItsOwn(t *testing.T) {
 	defer peer.Close()
 	peerAddr := peer.LocalAddr().(*net.UDPAddr).AddrPort()
 	stuck := make(chan struct{})
+	var stuckWorkers atomic.Int32
 	handled := make(chan string, 16)
 	tr.Run(func(pkt []byte, local, remote netip.AddrPort) {
 		if remote != peerAddr {
+			stuckWorkers.Add(1)
 			<-stuck
 			return
 		}
@@ -165,6 +167,11 @@ func TestConfiguredPeerHasWorkersOfItsOwn(t *testing.T) {
 	}
 	if len(busy) != len(tr.workers.queues) {
 		t.Fatalf("256 senders landed on %d of %d workers", len(busy), len(tr.workers.queues))
+	}
+	for deadline := time.Now().Add(time.Minute); stuckWorkers.Load() < int32(len(busy)); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d workers took their datagram in a minute", stuckWorkers.Load(), len(busy))
+		}
 	}
 	if _, err := peer.WriteToUDP([]byte("peer"), ikePort); err != nil {
 		t.Fatal(err)
