@@ -1,6 +1,7 @@
 package testnet
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/netip"
@@ -58,16 +59,68 @@ type PlutoConn struct {
 	CertP12            []byte
 	CertPass, CertNick string
 	CAPEM, AuthBy      string
+	// NoEncapsulation sets encapsulation=no: pluto ignores NAT detection
+	// and installs its SAs for ESP as IP protocol 50, even when the peer
+	// announced a NAT. By default pluto forces UDP encapsulation
+	// (encapsulation=yes), which our userspace data plane needs.
+	NoEncapsulation bool
 }
 
-// Pluto is a running libreswan pluto.
+// Pluto is a running libreswan pluto: in a namespace of this host
+// (StartPluto), or in a VM with kernel ESP (LibreswanVM.StartPluto).
 type Pluto struct {
-	NS   *NS
-	Dir  string
-	Log  string
-	ctl  string
-	cmd  *exec.Cmd
-	done chan struct{}
+	NS *NS
+	// Dir is pluto's directory (configuration, secrets, NSS database,
+	// control socket): on this host, or inside the VM.
+	Dir string
+	// Log is pluto's log file on this host; "" for pluto in a VM (ReadLog
+	// reads either).
+	Log      string
+	ctl      string
+	host     plutoHost
+	noUpdown bool // no updown script (the VM has no shell)
+	cmd      *exec.Cmd
+	done     chan struct{}
+	readLog  func() string
+	stop     func()
+	// certNicks are the NSS nicknames StartPluto gave the connections'
+	// certificates, by connection name: a later Load of the same
+	// connection (whose PlutoConn carries no CertNick) names them again.
+	certNicks map[string]string
+}
+
+// plutoHost is where pluto's files live and its tools run.
+type plutoHost interface {
+	writeFile(name string, data []byte) error
+	run(argv ...string) (string, error)
+	libexec() string
+}
+
+// localPlutoHost is this host, with the unpacked package's programs.
+type localPlutoHost struct{}
+
+func (localPlutoHost) writeFile(name string, data []byte) error {
+	return os.WriteFile(name, data, 0o600)
+}
+
+func (localPlutoHost) run(argv ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+filepath.Join(libreswanRoot(), "usr/lib/x86_64-linux-gnu"))
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (localPlutoHost) libexec() string { return filepath.Join(libreswanRoot(), "usr/libexec/ipsec") }
+
+// ReadLog returns pluto's log so far.
+func (p *Pluto) ReadLog() string {
+	if p.readLog != nil {
+		return p.readLog()
+	}
+	b, _ := os.ReadFile(p.Log)
+	return string(b)
 }
 
 // StartPluto starts pluto in ns with conns loaded (auto=add). It fails
@@ -80,40 +133,13 @@ func StartPluto(t testing.TB, ns *NS, conns ...PlutoConn) *Pluto {
 		t.Fatalf("libreswan's pluto is not unpacked at %s: run scripts/setup.sh (apt-get download libreswan && dpkg -x libreswan_*.deb %s; plus apt-get install libldns3 libevent-pthreads-2.1-7 libnss3-tools)", PlutoBinary(), libreswanRoot())
 	}
 	dir := t.TempDir()
-	p := &Pluto{NS: ns, Dir: dir, Log: filepath.Join(dir, "pluto.log"), ctl: filepath.Join(dir, "run", "pluto.ctl"), done: make(chan struct{})}
+	p := &Pluto{NS: ns, Dir: dir, Log: filepath.Join(dir, "pluto.log"), ctl: filepath.Join(dir, "run", "pluto.ctl"), host: localPlutoHost{}, done: make(chan struct{})}
 	for _, d := range []string{"run", "nss", "ipsec.d"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if out, err := exec.Command("certutil", "-N", "-d", "sql:"+filepath.Join(dir, "nss"), "--empty-password").CombinedOutput(); err != nil {
-		t.Fatalf("certutil: NSS database for pluto: %v: %s", err, out)
-	}
-	for i, c := range conns {
-		if c.CertP12 == nil {
-			continue
-		}
-		p12, ca := filepath.Join(dir, fmt.Sprintf("cert%d.p12", i)), filepath.Join(dir, fmt.Sprintf("ca%d.pem", i))
-		os.WriteFile(p12, c.CertP12, 0o600)
-		os.WriteFile(ca, []byte(c.CAPEM), 0o600)
-		if out, err := exec.Command("pk12util", "-i", p12, "-d", "sql:"+filepath.Join(dir, "nss"), "-W", c.CertPass, "-K", "").CombinedOutput(); err != nil {
-			t.Fatalf("pk12util: %v: %s", err, out)
-		}
-		if out, err := exec.Command("certutil", "-A", "-d", "sql:"+filepath.Join(dir, "nss"), "-n", fmt.Sprintf("ca%d", i), "-t", "CT,,", "-i", ca).CombinedOutput(); err != nil {
-			t.Fatalf("certutil -A: %v: %s", err, out)
-		}
-		// pk12util names the certificate after its subject and issuer:
-		// the one with a key (trust u,u,u) is the connection's.
-		out, _ := exec.Command("certutil", "-L", "-d", "sql:"+filepath.Join(dir, "nss")).CombinedOutput()
-		for _, line := range strings.Split(string(out), "\n") {
-			if f := strings.Fields(line); len(f) > 1 && f[len(f)-1] == "u,u,u" {
-				conns[i].CertNick = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(line), "u,u,u"))
-			}
-		}
-		if conns[i].CertNick == "" {
-			t.Fatalf("pk12util imported no certificate with a key:\n%s", out)
-		}
-	}
+	plutoNSS(t, dir, conns)
 	if err := p.write(conns); err != nil {
 		t.Fatal(err)
 	}
@@ -160,8 +186,46 @@ func StartPluto(t testing.TB, ns *NS, conns ...PlutoConn) *Pluto {
 	return p
 }
 
+// plutoNSS makes pluto's NSS database in dir/nss on this host and
+// imports the connections' certificates and CAs, filling in CertNick.
+func plutoNSS(t testing.TB, dir string, conns []PlutoConn) {
+	t.Helper()
+	if out, err := exec.Command("certutil", "-N", "-d", "sql:"+filepath.Join(dir, "nss"), "--empty-password").CombinedOutput(); err != nil {
+		t.Fatalf("certutil: NSS database for pluto: %v: %s", err, out)
+	}
+	for i, c := range conns {
+		if c.CertP12 == nil {
+			continue
+		}
+		p12, ca := filepath.Join(dir, fmt.Sprintf("cert%d.p12", i)), filepath.Join(dir, fmt.Sprintf("ca%d.pem", i))
+		os.WriteFile(p12, c.CertP12, 0o600)
+		os.WriteFile(ca, []byte(c.CAPEM), 0o600)
+		if out, err := exec.Command("pk12util", "-i", p12, "-d", "sql:"+filepath.Join(dir, "nss"), "-W", c.CertPass, "-K", "").CombinedOutput(); err != nil {
+			t.Fatalf("pk12util: %v: %s", err, out)
+		}
+		if out, err := exec.Command("certutil", "-A", "-d", "sql:"+filepath.Join(dir, "nss"), "-n", fmt.Sprintf("ca%d", i), "-t", "CT,,", "-i", ca).CombinedOutput(); err != nil {
+			t.Fatalf("certutil -A: %v: %s", err, out)
+		}
+		// pk12util names the certificate after its subject and issuer:
+		// the one with a key (trust u,u,u) is the connection's.
+		out, _ := exec.Command("certutil", "-L", "-d", "sql:"+filepath.Join(dir, "nss")).CombinedOutput()
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[len(f)-1] == "u,u,u" {
+				conns[i].CertNick = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(line), "u,u,u"))
+			}
+		}
+		if conns[i].CertNick == "" {
+			t.Fatalf("pk12util imported no certificate with a key:\n%s", out)
+		}
+	}
+}
+
 // Stop ends pluto (by its PID).
 func (p *Pluto) Stop() {
+	if p.stop != nil {
+		p.stop()
+		return
+	}
 	select {
 	case <-p.done:
 		return
@@ -178,12 +242,7 @@ func (p *Pluto) Stop() {
 
 // Whack runs libreswan's control tool against this pluto.
 func (p *Pluto) Whack(args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, whackBinary(), append([]string{"--ctlsocket", p.ctl}, args...)...)
-	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+filepath.Join(libreswanRoot(), "usr/lib/x86_64-linux-gnu"))
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return p.host.run(append([]string{filepath.Join(p.host.libexec(), "whack"), "--ctlsocket", p.ctl}, args...)...)
 }
 
 // Load replaces pluto's connections with conns and rereads its secrets.
@@ -197,9 +256,7 @@ func (p *Pluto) Load(conns ...PlutoConn) error {
 	for _, c := range conns {
 		for _, name := range c.names() {
 			p.Whack("--delete", "--name", name)
-			cmd := exec.Command(filepath.Join(libreswanRoot(), "usr/libexec/ipsec/addconn"), "--config", filepath.Join(p.Dir, "ipsec.conf"), "--ctlsocket", p.ctl, name)
-			cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+filepath.Join(libreswanRoot(), "usr/lib/x86_64-linux-gnu"))
-			if out, err := cmd.CombinedOutput(); err != nil {
+			if out, err := p.host.run(filepath.Join(p.host.libexec(), "addconn"), "--config", filepath.Join(p.Dir, "ipsec.conf"), "--ctlsocket", p.ctl, name); err != nil {
 				return fmt.Errorf("addconn %s: %w: %s", name, err, out)
 			}
 		}
@@ -246,7 +303,10 @@ conn {{.Name}}
 	leftcert="{{.Cert}}"
 {{- end}}
 	type=tunnel
-	encapsulation=yes
+	encapsulation={{if .Encapsulation}}yes{{else}}no{{end}}
+{{- if .NoUpdown}}
+	leftupdown=%disabled
+{{- end}}
 	left={{.Left}}
 	leftid=@{{.LeftID}}
 	leftsubnet={{.LeftTS}}
@@ -275,32 +335,42 @@ type plutoConnText struct {
 	PFS, IKEv2                                                    bool
 	AuthBy, Cert                                                  string
 	IKELifetime, Lifetime, DPDDelay                               time.Duration
+	Encapsulation, NoUpdown                                       bool
 }
 
 func (p *Pluto) write(conns []PlutoConn) error {
-	f, err := os.OpenFile(filepath.Join(p.Dir, "ipsec.secrets"), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := plutoSecrets.Execute(f, conns); err != nil {
+	var secrets bytes.Buffer
+	if err := plutoSecrets.Execute(&secrets, conns); err != nil {
 		return err
 	}
 	var texts []plutoConnText
 	for _, c := range conns {
+		if c.CertNick != "" {
+			if p.certNicks == nil {
+				p.certNicks = map[string]string{}
+			}
+			p.certNicks[c.Name] = c.CertNick
+		} else if c.CertP12 != nil {
+			if c.CertNick = p.certNicks[c.Name]; c.CertNick == "" {
+				return fmt.Errorf("connection %s: its certificate is not in pluto's NSS database (give it to StartPluto)", c.Name)
+			}
+		}
 		for _, name := range c.names() {
 			i := c.pairIndex(name)
 			texts = append(texts, plutoConnText{Name: name, Left: c.LocalAddr.String(), LeftID: c.LocalID, LeftTS: c.LocalTS[i[0]].String(),
 				Right: c.RemoteAddr.String(), RightID: c.RemoteID, RightTS: c.RemoteTS[i[1]].String(), IKE: c.IKE, ESP: c.ESP, PFS: c.PFS,
-				IKELifetime: c.IKELifetime, Lifetime: c.Lifetime, DPDDelay: c.DPDDelay, IKEv2: c.IKEv2, AuthBy: c.AuthBy, Cert: c.CertNick})
+				IKELifetime: c.IKELifetime, Lifetime: c.Lifetime, DPDDelay: c.DPDDelay, IKEv2: c.IKEv2, AuthBy: c.AuthBy, Cert: c.CertNick,
+				Encapsulation: !c.NoEncapsulation, NoUpdown: p.noUpdown})
 		}
 	}
-	cf, err := os.Create(filepath.Join(p.Dir, "ipsec.conf"))
-	if err != nil {
+	var conf bytes.Buffer
+	if err := plutoConf.Execute(&conf, texts); err != nil {
 		return err
 	}
-	defer cf.Close()
-	return plutoConf.Execute(cf, texts)
+	if err := p.host.writeFile(filepath.Join(p.Dir, "ipsec.secrets"), secrets.Bytes()); err != nil {
+		return err
+	}
+	return p.host.writeFile(filepath.Join(p.Dir, "ipsec.conf"), conf.Bytes())
 }
 
 // Initiate brings the named connection up (whack --initiate waits for the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"strconv"
 	"time"
 )
 
@@ -423,7 +424,8 @@ func (sa *IKESA) v1QuickRequest(pkt []byte, msgID uint32, ps []v1Payload, last [
 	}
 	if !found {
 		sa.v1Notify(v1NoProposalChosen, v1ProtoESP, nil, nil)
-		sa.report(&Failure{Reason: ReasonNoProposalChosen, Peer: sa.remote, Stage: stage, OurProposals: ours, PeerProposals: theirs})
+		sa.report(&Failure{Reason: ReasonNoProposalChosen, Peer: sa.remote, Stage: stage, OurProposals: ours, PeerProposals: theirs,
+			Detail: sa.v1EncapMismatch(ours, prop.Transforms, encapWant)})
 		return
 	}
 	t := prop.Transforms[ti]
@@ -489,6 +491,31 @@ func (sa *IKESA) v1QuickRequest(pkt []byte, msgID uint32, ps []v1Payload, last [
 	q.out = &v1Pending{pkt: out, first: now, next: now.Add(sa.cfg.retransmitTimeout()), tries: 1, what: "quick mode message 2"}
 	sa.v1.quick[msgID] = q
 	sa.send(out)
+}
+
+// v1EncapMismatch says why no transform was chosen when the algorithms
+// of one would do and only its encapsulation mode differs from what the
+// NAT detection decided (want): the lists of algorithms alone would read
+// as if they matched. "" when the algorithms do not match either.
+func (sa *IKESA) v1EncapMismatch(ours []Proposal, theirs []v1Transform, want uint64) string {
+	_, i, ok := v1Choose(ours, theirs, func(t v1Transform) (Proposal, bool) {
+		p, _, _, why := v1ESPProposal(t)
+		return p, why == ""
+	})
+	if !ok {
+		return ""
+	}
+	_, offered, _, _ := v1ESPProposal(theirs[i])
+	if want == v1EncapTunnel {
+		return fmt.Sprintf("the peer offers ESP in UDP (encapsulation mode %d), but NAT detection found no NAT between us: "+
+			"the peer should offer bare ESP, or announce a NAT to force UDP (libreswan's encapsulation=yes)", offered)
+	}
+	why := "a NAT is between us"
+	if sa.cfg.ForceEncap {
+		why = "we carry ESP only in UDP (our data plane is the userspace one) and announced a NAT for it"
+	}
+	return "the peer offers ESP without UDP encapsulation (encapsulation mode " + strconv.FormatUint(offered, 10) + "), but " + why +
+		": the peer ignores NAT detection (libreswan's encapsulation=no; set auto or yes)"
 }
 
 // v1ChildFor finds an installed phase 2 SA for the selector pair.
