@@ -364,7 +364,8 @@ func BenchmarkHub(b *testing.B) {
 			for range b.N {
 				h := newHubNet(b, n)
 				// $FLASHGATE_HUB_PROFILE_DIR keeps iked's heap profiles
-				// (iked-heap-nN.json.pprof, with every SA up).
+				// (iked-heap-nN.json.pprof, with every SA up, and
+				// iked-heap-nN.json.before.pprof, its baseline).
 				dir := os.Getenv("FLASHGATE_HUB_PROFILE_DIR")
 				if dir == "" {
 					dir = b.TempDir()
@@ -375,6 +376,10 @@ func BenchmarkHub(b *testing.B) {
 				// RSS first: the heap figures make iked collect garbage.
 				before := rssBytes(b, pid)
 				heapBefore := ikedHeap(b, pid, heapFile)
+				// Kept beside the one with every SA up, which overwrites
+				// it: go tool pprof -diff_base BEFORE AFTER is what the
+				// SAs hold.
+				os.Rename(heapFile+".pprof", heapFile+".before.pprof")
 				var after, statusMS, pageMS, cpuAfter float64
 				var heapAfter goHeap
 				cpuBefore := cpuSeconds(b, pid)
@@ -411,9 +416,10 @@ func BenchmarkHub(b *testing.B) {
 				m.add("gc_cpu_s", heapAfter.GCCPUSeconds-heapBefore.GCCPUSeconds)
 				m.add("heap_bytes/sa", (float64(heapAfter.HeapAlloc)-float64(heapBefore.HeapAlloc))/float64(n))
 				m.add("heap_inuse_bytes/sa", (float64(heapAfter.HeapInuse+heapAfter.StackInuse)-float64(heapBefore.HeapInuse+heapBefore.StackInuse))/float64(n))
-				b.Logf("iked's Go heap after a GC: %.1f -> %.1f MiB live objects, %.1f -> %.1f MiB in spans and stacks (heap profile %s.pprof)",
+				b.Logf("iked's Go heap after a GC: %.1f -> %.1f MiB live objects, %.1f -> %.1f MiB in spans, %.1f -> %.1f MiB of stacks (heap profile %s.pprof)",
 					float64(heapBefore.HeapAlloc)/(1<<20), float64(heapAfter.HeapAlloc)/(1<<20),
-					float64(heapBefore.HeapInuse+heapBefore.StackInuse)/(1<<20), float64(heapAfter.HeapInuse+heapAfter.StackInuse)/(1<<20), heapFile)
+					float64(heapBefore.HeapInuse)/(1<<20), float64(heapAfter.HeapInuse)/(1<<20),
+					float64(heapBefore.StackInuse)/(1<<20), float64(heapAfter.StackInuse)/(1<<20), heapFile)
 				m.add("status_ms", statusMS)
 				m.add("status_page_ms", pageMS)
 			}

@@ -43,6 +43,9 @@ type TunnelStatus struct {
 	IKE      *IKESAStatus    `json:"ike_sa,omitempty"`
 	Children []ChildSAStatus `json:"child_sas,omitempty"`
 	Events   []TunnelEvent   `json:"events,omitempty"` // most recent last, bounded
+	// EventsTotal counts the tunnel's events since it was configured (or
+	// iked started): Events holds only the last of them.
+	EventsTotal int `json:"events_total,omitempty"`
 }
 
 // IKESAStatus describes the established IKE_SA of a tunnel.

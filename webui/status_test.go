@@ -86,7 +86,8 @@ func upTunnel(name string, in, out uint64, spi string) ipsec.TunnelStatus {
 		Children: []ipsec.ChildSAStatus{{InboundSPI: spi, OutboundSPI: "c0ffee01", Proposal: "aes128gcm16",
 			LocalTS: []string{"192.168.1.0/24"}, RemoteTS: []string{"10.20.0.0/16"}, BytesIn: in, BytesOut: out,
 			PacketsIn: in / 1000, PacketsOut: out / 1000, Established: now.Add(-10 * time.Minute), RekeyIn: 50 * time.Minute}},
-		Events: []ipsec.TunnelEvent{{Time: now.Add(-time.Hour), Message: "IKE_SA established with 198.51.100.7"}},
+		Events:      []ipsec.TunnelEvent{{Time: now.Add(-time.Hour), Message: "IKE_SA established with 198.51.100.7"}},
+		EventsTotal: 40,
 	}
 }
 
@@ -150,7 +151,7 @@ func TestTunnelStateFromIked(t *testing.T) {
 	mustContain(t, "tunnel list", page.Body, ">up<", ">failed<", "NO_PROPOSAL_CHOSEN", "<polyline")
 	detail := b.get("/tunnels/branch")
 	mustContain(t, "tunnel detail", detail.Body, "1122334455667788", "aa000002 / c0ffee01", "aes128gcm16", "NAT-T",
-		"IKE_SA established", "10.20.0.0/16", "rekey in 3h 00m")
+		"IKE_SA established", "Recent events (the last 1 of 40)", "10.20.0.0/16", "rekey in 3h 00m")
 	dash := b.get("/")
 	mustContain(t, "dashboard", dash.Body, "branch", "depot", "Mbit/s")
 	live := b.get("/live/dashboard")

@@ -335,7 +335,11 @@ func showTunnel(ctx context.Context, s *session, b *strings.Builder, args []stri
 		}
 		ikedapi.PrintStatus(b, []ipsec.TunnelStatus{t}, time.Now())
 		if len(t.Events) > 0 {
-			b.WriteString("  recent events:\n")
+			if t.EventsTotal > len(t.Events) {
+				fmt.Fprintf(b, "  recent events (the last %d of %d):\n", len(t.Events), t.EventsTotal)
+			} else {
+				b.WriteString("  recent events:\n")
+			}
 			for _, e := range t.Events {
 				fmt.Fprintf(b, "    %s %s\n", e.Time.UTC().Format("15:04:05"), e.Message)
 			}

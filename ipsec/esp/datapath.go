@@ -271,12 +271,11 @@ func (d *Device) receive(t *saTable, dg []byte, from netip.AddrPort, sinks *rxSi
 		d.Counters.Truncated.Add(1)
 		return nil
 	}
-	v, ok := d.inbound.Load(SPIOf(dg))
-	if !ok {
+	sa := d.inbound.load(SPIOf(dg))
+	if sa == nil {
 		d.Counters.UnknownSPI.Add(1)
 		return nil
 	}
-	sa := v.(*SA)
 	inner, err := sa.Decap(dg)
 	if err != nil {
 		if errors.Is(err, ErrTruncated) {

@@ -92,12 +92,12 @@ type Device struct {
 	raws  []*udpSocket // raw ESP: one socket, a handle per worker; raws[0] receives
 
 	table atomic.Pointer[saTable]
-	// inbound holds the inbound SAs by SPI (uint32 -> *SA) for the
-	// workers, who read it without a lock. It is not in the table: the
+	// inbound holds the inbound SAs by SPI for the workers, who read it
+	// without a lock (changed under mu). It is not in the table: the
 	// table is rebuilt whole when it changes, which a thousand installs
 	// made a million entries of garbage (a third of what a hub's setups
 	// allocated).
-	inbound sync.Map
+	inbound spiTable
 	ike     atomic.Pointer[func(pkt []byte, from netip.AddrPort)]
 
 	mu     sync.Mutex           // serializes AddPair, DeletePair, SetInterfaces, Close
@@ -360,7 +360,7 @@ func (d *Device) install(in, out *SA, cin, cout *ipsec.ChildSA) {
 	d.pairs[in.SPI] = pr
 	d.outSPI[out.SPI] = out
 	d.index.add(out, d.added)
-	d.inbound.Store(in.SPI, in)
+	d.inbound.store(in)
 	cin.Zero()
 	cout.Zero()
 }
@@ -386,7 +386,7 @@ func (d *Device) DeletePair(inboundSPI uint32) error {
 		return fmt.Errorf("DeletePair %08x: no such SA", inboundSPI)
 	}
 	delete(d.pairs, inboundSPI)
-	d.inbound.Delete(inboundSPI)
+	d.inbound.remove(inboundSPI)
 	if d.outSPI[pr.out.SPI] == pr.out {
 		delete(d.outSPI, pr.out.SPI)
 	}
@@ -443,8 +443,8 @@ func (d *Device) SACounters(spi uint32) (CounterSnapshot, error) {
 }
 
 func (d *Device) lookupSPI(spi uint32) *SA {
-	if sa, ok := d.inbound.Load(spi); ok {
-		return sa.(*SA)
+	if sa := d.inbound.load(spi); sa != nil {
+		return sa
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -491,7 +491,7 @@ func (d *Device) Close() error {
 		pr.in.Zero()
 		pr.out.Zero()
 		delete(d.pairs, spi)
-		d.inbound.Delete(spi)
+		d.inbound.remove(spi)
 		d.index.remove(pr.out)
 	}
 	clear(d.outSPI)

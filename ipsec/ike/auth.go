@@ -22,7 +22,10 @@ func (sa *IKESA) ourAuth(id *ID) (*Auth, error) {
 	if cred == nil || cred.Cert == nil || cred.Key == nil {
 		return nil, errors.New("the tunnel authenticates with a certificate but none is loaded")
 	}
-	m, s, err := chooseSignature(cred.Key, sa.peerHashes, sa.peerAnnounced, sa.cfg.SignRSAPSS)
+	if sa.sig == nil {
+		sa.sig = &sigState{} // the peer announced no hashes
+	}
+	m, s, err := chooseSignature(cred.Key, sa.sig.peerHashes, sa.sig.announced, sa.cfg.SignRSAPSS)
 	if err != nil {
 		return nil, err
 	}
@@ -30,7 +33,7 @@ func (sa *IKESA) ourAuth(id *ID) (*Auth, error) {
 	if err != nil {
 		return nil, err
 	}
-	sa.ourScheme = s.name
+	sa.sig.ourScheme = s.name
 	return &Auth{Method: m, Data: data}, nil
 }
 
@@ -78,11 +81,13 @@ func (sa *IKESA) whoWeAre() string {
 	s := "we are " + sa.cfg.localID().String()
 	if sa.cfg.LocalAuth == AuthByCert && sa.cfg.LocalCert != nil && sa.cfg.LocalCert.Cert != nil {
 		s += ", with certificate " + certName(sa.cfg.LocalCert.Cert) + " issued by \"" + dnString(sa.cfg.LocalCert.Cert.RawIssuer) + "\""
-		if sa.ourScheme != "" {
-			s += ", signed with " + sa.ourScheme
-		}
-		if sa.peerAnnounced {
-			s += "; the peer announced the signature hashes " + hashesString(sa.peerHashes)
+		if sig := sa.sig; sig != nil {
+			if sig.ourScheme != "" {
+				s += ", signed with " + sig.ourScheme
+			}
+			if sig.announced {
+				s += "; the peer announced the signature hashes " + hashesString(sig.peerHashes)
+			}
 		}
 	}
 	return s

@@ -108,9 +108,12 @@ func TestCertificateAuth(t *testing.T) {
 				t.Fatal(f)
 			}
 			sa := ea.established()[0]
-			if !strings.Contains(sa.ourScheme, map[pki.KeyType]string{pki.ECDSAP256: "ecdsa-with-SHA256", pki.ECDSAP384: "ecdsa-with-SHA384",
+			if sa.sig == nil {
+				t.Fatal("an SA that signed keeps no signature state")
+			}
+			if !strings.Contains(sa.sig.ourScheme, map[pki.KeyType]string{pki.ECDSAP256: "ecdsa-with-SHA256", pki.ECDSAP384: "ecdsa-with-SHA384",
 				pki.RSA2048: map[bool]string{false: "sha256WithRSA", true: "RSASSA-PSS with sha256"}[tc.pss], pki.Ed25519: "Ed25519"}[tc.kt]) {
-				t.Errorf("we signed with %q", sa.ourScheme)
+				t.Errorf("we signed with %q", sa.sig.ourScheme)
 			}
 		})
 	}

@@ -124,8 +124,18 @@ func newSKDirection(e Encr, integ uint16, ekey, akey []byte, rand io.Reader) (*s
 		// nobody protects IKE with them.
 		return nil, fmt.Errorf("encryption algorithm %d not supported for IKE", e.ID)
 	}
-	// Key once now: a key the cipher refuses fails here, not at the
-	// first message.
+	// A key the cipher would refuse fails here, not at the first
+	// message. AES-GCM's key is checked by its length, not by keying the
+	// cipher: that made two AES-GCMs (1.3 KB) of garbage per IKE SA, in
+	// the size class of the ESP SAs' ciphers and the IKE SA itself, whose
+	// spans it kept from being freed.
+	if d.encr == ENCR_AES_GCM_12 || d.encr == ENCR_AES_GCM_16 {
+		if n := len(d.ekey); n != 16 && n != 24 && n != 32 {
+			d.zero()
+			return nil, aes.KeySizeError(n)
+		}
+		return d, nil
+	}
 	aead, block, err := d.keyed()
 	if err != nil {
 		d.zero()

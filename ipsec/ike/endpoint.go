@@ -292,6 +292,22 @@ func (ep *Endpoint) SAs() []*IKESA {
 	return out
 }
 
+// SAsOf returns the live IKE SAs made from cfg (those of one tunnel
+// configuration), without copying every SA's pointer first: the
+// responder's INITIAL_CONTACT check runs for every IKE_AUTH, and a copy of
+// a hub's thousand SAs for each was 8 KB of garbage per setup.
+func (ep *Endpoint) SAsOf(cfg *PeerConfig) []*IKESA {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	var out []*IKESA
+	for _, sa := range ep.sas {
+		if sa.cfg == cfg {
+			out = append(out, sa)
+		}
+	}
+	return out
+}
+
 // SetLimits changes CookieThreshold and MaxHalfOpen (e.g. on a
 // configuration change); zero leaves a limit as it is.
 func (ep *Endpoint) SetLimits(cookieThreshold, maxHalfOpen int) {

@@ -52,11 +52,9 @@ type IKESA struct {
 	// SAs do not carry its fields.
 	init *saInit
 
-	// Certificate authentication: the peer's SIGNATURE_HASH_ALGORITHMS
-	// (peerAnnounced: it sent the notify) and how we signed, for messages.
-	peerHashes    []uint16
-	peerAnnounced bool
-	ourScheme     string
+	// sig: what signing with a certificate needs (nil when we
+	// authenticate with a pre-shared key, as a hub's branches mostly do).
+	sig *sigState
 
 	// Our requests: at most one in flight (window size 1), others queued.
 	nextMsgID uint32
@@ -96,6 +94,27 @@ type IKESA struct {
 	lastErr     error // the latest failure, for status
 	closeReason error // what IKEDown reports once our DELETE is done
 	events      []func()
+}
+
+// sigState is what an IKE SA that signs with our certificate keeps: the
+// peer's SIGNATURE_HASH_ALGORITHMS (announced: it sent the notify) and how
+// we signed, for the messages when the peer refuses us. Apart from IKESA,
+// so that the SAs of pre-shared keys do not carry it: a hub holds a
+// thousand of them.
+type sigState struct {
+	peerHashes []uint16
+	announced  bool
+	ourScheme  string
+}
+
+// peerSignatureHashes keeps the peer's SIGNATURE_HASH_ALGORITHMS from its
+// IKE_SA_INIT message, if we sign.
+func (sa *IKESA) peerSignatureHashes(ps []Payload) {
+	if sa.cfg.LocalAuth != AuthByCert {
+		return
+	}
+	sa.sig = &sigState{}
+	sa.sig.peerHashes, sa.sig.announced = parseSignatureHashes(ps)
 }
 
 // saInit is what an IKEv2 SA keeps from IKE_SA_INIT for IKE_AUTH.
@@ -282,7 +301,7 @@ func newResponderSA(ep *Endpoint, cfg *PeerConfig, pkt []byte, m *Message, local
 		ps = append(ps, certRequest(cfg.TrustedCAs))
 	}
 	ps = append(ps, natNotifies(sa.spiI, sa.spiR, local, remote, cfg.ForceEncap)...)
-	sa.peerHashes, sa.peerAnnounced = parseSignatureHashes(m.Payloads)
+	sa.peerSignatureHashes(m.Payloads)
 	if cfg.usesCerts() {
 		ps = append(ps, signatureHashesNotify())
 	}
@@ -376,7 +395,7 @@ func (sa *IKESA) handleInitResponse(m *Message) {
 		sa.natLocal = true
 	}
 	sa.init.initResp = append([]byte(nil), m.encoded...)
-	sa.peerHashes, sa.peerAnnounced = parseSignatureHashes(m.Payloads)
+	sa.peerSignatureHashes(m.Payloads)
 	sa.fragments = findNotify(m.Payloads, IKEV2_FRAGMENTATION_SUPPORTED) != nil
 	idi := sa.cfg.localID().payload(false)
 	auth, err := sa.ourAuth(idi)
@@ -722,8 +741,8 @@ func (sa *IKESA) Delete() {
 // tunnel: the peer sent INITIAL_CONTACT, so it has forgotten them
 // (RFC 7296 2.4).
 func (ep *Endpoint) dropOthers(sa *IKESA) {
-	for _, o := range ep.SAs() {
-		if o == sa || o.cfg != sa.cfg {
+	for _, o := range ep.SAsOf(sa.cfg) {
+		if o == sa {
 			continue
 		}
 		// Lock order is SA then endpoint; o's events are delivered with sa's.

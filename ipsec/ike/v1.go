@@ -845,8 +845,8 @@ func (sa *IKESA) v1Established(initialContact bool) {
 // sa's tick calls it again.
 func (sa *IKESA) v1TakeOver() bool {
 	done := true
-	for _, o := range sa.ep.SAs() {
-		if o == sa || o.v1 == nil || o.cfg != sa.cfg {
+	for _, o := range sa.ep.SAsOf(sa.cfg) {
+		if o == sa || o.v1 == nil {
 			continue
 		}
 		if !o.mu.TryLock() {

@@ -827,8 +827,8 @@ func (sa *IKESA) v1GotNotify(n v1NotifyPayload) {
 // Called with sa.mu held: only SAs created after sa are locked (older
 // first).
 func (sa *IKESA) v1Successor() *IKESA {
-	for _, o := range sa.ep.SAs() {
-		if o == sa || o.v1 == nil || o.cfg != sa.cfg || !o.created.After(sa.created) {
+	for _, o := range sa.ep.SAsOf(sa.cfg) {
+		if o == sa || o.v1 == nil || !o.created.After(sa.created) {
 			continue
 		}
 		o.mu.Lock()

@@ -164,7 +164,7 @@ func (h *memHub) dropSpokes() {
 	h.spokes, h.ep = nil, nil
 }
 
-type heapFigures struct{ alloc, inuse, stack uint64 }
+type heapFigures struct{ alloc, inuse, stack, total uint64 }
 
 func readHeap() heapFigures {
 	// Twice: a finalizer's object is freed at the second.
@@ -172,7 +172,7 @@ func readHeap() heapFigures {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return heapFigures{ms.HeapAlloc, ms.HeapInuse, ms.StackInuse}
+	return heapFigures{ms.HeapAlloc, ms.HeapInuse, ms.StackInuse, ms.TotalAlloc}
 }
 
 // writeHeapProfile writes the heap profile as of the last GC (readHeap's).
@@ -271,6 +271,10 @@ func measureHubMemory(b *testing.B, n int, plane func(testing.TB) DataPlane) {
 	b.ReportMetric(perSA(up.alloc, configured.alloc, n), "heap_alloc_bytes/sa")
 	b.ReportMetric(perSA(up.inuse, configured.inuse, n), "heap_inuse_bytes/sa")
 	b.ReportMetric(perSA(up.stack, configured.stack, n), "stack_bytes/sa")
+	// Everything allocated over the setups, both ends: the garbage is
+	// what the collector's CPU goes to, and what fragments the spans the
+	// SAs' objects stay in.
+	b.ReportMetric(perSA(up.total, configured.total, n), "allocated_bytes/sa")
 	b.ReportMetric(float64(runtime.NumGoroutine()-goroutines)/float64(n), "goroutines/sa")
 	b.ReportMetric(perSA(tunnels.alloc, empty.alloc, n), "heap_alloc_bytes/tunnel")
 	// Both ends' CPU (the branches are an engine in this process too), the

@@ -208,16 +208,16 @@ func (d *Daemon) localFor(remote netip.AddrPort) netip.AddrPort {
 
 // sasOf returns the IKE SAs of the named tunnel, established or not.
 func (d *Daemon) sasOf(name string) []*ike.IKESA {
+	var peer *ike.PeerConfig
 	d.mu.Lock()
-	t := d.tunnels[name]
-	d.mu.Unlock()
-	var out []*ike.IKESA
-	for _, sa := range d.ep.SAs() {
-		if t != nil && t.peer != nil && sa.Config() == t.peer {
-			out = append(out, sa)
-		}
+	if t := d.tunnels[name]; t != nil {
+		peer = t.peer
 	}
-	return out
+	d.mu.Unlock()
+	if peer == nil {
+		return nil
+	}
+	return d.ep.SAsOf(peer)
 }
 
 func (d *Daemon) sortedTunnels() []*tunnel {

@@ -60,7 +60,7 @@ func (d *Daemon) StatusPage(q ikedapi.TunnelQuery) ([]ipsec.TunnelStatus, int) {
 		s := ipsec.TunnelStatus{
 			Name: t.cfg.Name, State: t.state, Reason: t.reason, Since: t.since,
 			DataPlane: d.dp.Name(),
-			Events:    append([]ipsec.TunnelEvent(nil), t.events...),
+			Events:    t.history(), EventsTotal: t.eventsTotal,
 		}
 		if t.cfg.IsRoute() {
 			s.Interface = t.cfg.Interface

@@ -54,8 +54,18 @@ const (
 	trapInstalled            // the data plane holds the tunnel's traffic for it
 )
 
-// maxEvents bounds each tunnel's event history.
-const maxEvents = 32
+// maxEvents bounds each tunnel's event history: the last 16 events (a
+// screenful) and a count of all of them. A head office keeps a history per
+// branch, and 32 lines of about 150 bytes each made a long-running hub's
+// tunnel history outweigh its SAs (issue 22).
+const maxEvents = 16
+
+// tunnelEvent is one line of a tunnel's history as the daemon keeps it:
+// its time in Unix nanoseconds (8 bytes, where a time.Time takes 24).
+type tunnelEvent struct {
+	at  int64
+	msg string
+}
 
 // waitingForPeer is the reason of a tunnel with start action respond that
 // is not up: nothing is wrong, the peer starts it.
@@ -93,8 +103,11 @@ type tunnel struct {
 	state  ipsec.TunnelState
 	reason string
 	since  time.Time
-	events []ipsec.TunnelEvent
-	notify func(string, ipsec.TunnelState) // Options.StateChanged
+	// events: the last maxEvents events, oldest first; eventsTotal counts
+	// every event since the tunnel was configured.
+	events      []tunnelEvent
+	eventsTotal int
+	notify      func(string, ipsec.TunnelState) // Options.StateChanged
 }
 
 // newTunnel is a configured tunnel: down, waiting for what its start
@@ -446,7 +459,7 @@ func (t *tunnel) trapResult(now time.Time, spec ipsec.Trap, err error, current b
 	case err != nil:
 		t.trapRetryAt = now.Add(trapRetry)
 		msg := fmt.Sprintf("cannot wait for traffic: the %s data plane refused the trap: %v", plane, err)
-		if len(t.events) == 0 || t.events[len(t.events)-1].Message != msg {
+		if len(t.events) == 0 || t.events[len(t.events)-1].msg != msg {
 			t.event(now, msg)
 		}
 	case current:
@@ -467,8 +480,26 @@ func (t *tunnel) setState(now time.Time, s ipsec.TunnelState, reason string) {
 }
 
 func (t *tunnel) event(now time.Time, msg string) {
-	t.events = append(t.events, ipsec.TunnelEvent{Time: now, Message: msg})
-	if len(t.events) > maxEvents {
-		t.events = append(t.events[:0], t.events[len(t.events)-maxEvents:]...)
+	t.eventsTotal++
+	e := tunnelEvent{at: now.UnixNano(), msg: msg}
+	if len(t.events) < maxEvents {
+		t.events = append(t.events, e)
+		return
 	}
+	// Full: the oldest goes, in place (the slice never grows past
+	// maxEvents, and its capacity is at most that).
+	copy(t.events, t.events[1:])
+	t.events[len(t.events)-1] = e
+}
+
+// history is the tunnel's events as the API shows them, oldest first.
+func (t *tunnel) history() []ipsec.TunnelEvent {
+	if len(t.events) == 0 {
+		return nil
+	}
+	out := make([]ipsec.TunnelEvent, len(t.events))
+	for i, e := range t.events {
+		out[i] = ipsec.TunnelEvent{Time: time.Unix(0, e.at), Message: e.msg}
+	}
+	return out
 }
