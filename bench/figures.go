@@ -380,7 +380,7 @@ func hubFigures(res []Result, why string) []Figure {
 		configured := pair(res, "ike.hub.rss_configured_bytes.n"+n, bench, "bytes", "rss_configured_bytes", "strongswan", "strongSwan", "",
 			"hub process RSS with the "+n+" tunnels configured, before any SA (the baseline of rss_per_sa_bytes)", why)
 		status := one(res, "ike.hub.status_ms.n"+n, bench+"/flashgate", "status_ms", "ms", 1, "",
-			"iked's status API listing every tunnel (GET /v1/tunnels over its socket) with all "+n+" up", why)
+			"iked's status API listing every tunnel (GET /v1/tunnels over its socket, in pages of 100 as ikedapi.Client.Tunnels reads them) with all "+n+" up", why)
 		page := one(res, "ike.hub.status_page_ms.n"+n, bench+"/flashgate", "status_page_ms", "ms", 1, "",
 			"iked's status API answering one page (GET /v1/tunnels?state=up&offset=N/2&limit=50) with all "+n+" up", why)
 		figs = append(figs, setup, answered, rss, heap, configured, status, page)

@@ -45,11 +45,11 @@ func startFakeIkedAt(t testing.TB, sock string) *fakeIked {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/tunnels", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /v1/tunnels", ikedapi.ServeTunnels(func() []ipsec.TunnelStatus {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		json.NewEncoder(w).Encode(f.tunnels)
-	})
+		return f.tunnels
+	}))
 	for _, action := range []string{"up", "down"} {
 		mux.HandleFunc("POST /v1/tunnels/{name}/"+action, func(w http.ResponseWriter, r *http.Request) {
 			f.mu.Lock()

@@ -87,6 +87,10 @@ func serveJSON(t *testing.T, dir, name string, answers map[string]any) string {
 	}
 	mux := http.NewServeMux()
 	for path, v := range answers {
+		if h, ok := v.(http.HandlerFunc); ok {
+			mux.HandleFunc(path, h)
+			continue
+		}
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			json.NewEncoder(w).Encode(v)

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"encoding/json"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/flashgate/flashgate/firmware/supervisor"
 	"github.com/flashgate/flashgate/ipsec"
 	"github.com/flashgate/flashgate/ipsec/hwcrypto"
+	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 )
 
 // TestShowAndOperateServices runs the show and operate commands against a
@@ -27,14 +30,24 @@ func TestShowAndOperateServices(t *testing.T) {
 		return nil
 	})
 	now := time.Now()
+	tunnels := []ipsec.TunnelStatus{
+		{Name: "branch", State: ipsec.StateFailed, Reason: "peer answered NO_PROPOSAL_CHOSEN: it accepts none of aes128gcm16-prfsha256-ecp256",
+			Since: now.Add(-time.Minute), DataPlane: "userspace", Events: []ipsec.TunnelEvent{{Time: now, Message: "IKE_SA_INIT refused"}}},
+		{Name: "hq", State: ipsec.StateUp, Since: now.Add(-time.Hour), DataPlane: "xfrm",
+			Events: []ipsec.TunnelEvent{{Time: now, Message: "CHILD_SA rekeyed"}}, EventsTotal: 57,
+			IKE: &ipsec.IKESAStatus{InitiatorSPI: "0011223344556677", ResponderSPI: "8899aabbccddeeff", Initiator: true, Proposal: "aes128gcm16-prfsha256-ecp256"}},
+	}
 	ikedSock := serveJSON(t, cd.dir, "iked", map[string]any{
-		"GET /v1/tunnels": []ipsec.TunnelStatus{
-			{Name: "branch", State: ipsec.StateFailed, Reason: "peer answered NO_PROPOSAL_CHOSEN: it accepts none of aes128gcm16-prfsha256-ecp256",
-				Since: now.Add(-time.Minute), DataPlane: "userspace", Events: []ipsec.TunnelEvent{{Time: now, Message: "IKE_SA_INIT refused"}}},
-			{Name: "hq", State: ipsec.StateUp, Since: now.Add(-time.Hour), DataPlane: "xfrm",
-				Events: []ipsec.TunnelEvent{{Time: now, Message: "CHILD_SA rekeyed"}}, EventsTotal: 57,
-				IKE: &ipsec.IKESAStatus{InitiatorSPI: "0011223344556677", ResponderSPI: "8899aabbccddeeff", Initiator: true, Proposal: "aes128gcm16-prfsha256-ecp256"}},
-		},
+		"GET /v1/tunnels": ikedapi.ServeTunnels(func() []ipsec.TunnelStatus { return tunnels }),
+		"GET /v1/tunnels/{name}": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			page, _ := ikedapi.TunnelQuery{Name: r.PathValue("name")}.Page(tunnels)
+			if len(page) == 0 {
+				w.WriteHeader(http.StatusNotFound)
+				json.NewEncoder(w).Encode(ikedapi.Reply{Error: "no tunnel named " + r.PathValue("name")})
+				return
+			}
+			json.NewEncoder(w).Encode(page[0])
+		}),
 		"POST /v1/tunnels/{name}/up": map[string]string{"result": "initiating"},
 	})
 	netdSock := serveJSON(t, cd.dir, "netd", map[string]any{

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -144,23 +145,54 @@ func showStatus(ctx context.Context, s *session, b *strings.Builder, args []stri
 				sv.Uptime.Std().Round(time.Second), sv.LastExit)
 		}
 	}
-	if ts, err := s.iked.Tunnels(ctx); err != nil {
+	showTunnelCounts(ctx, s, b)
+	return nil
+}
+
+// notUpInStatus is how many tunnels that are not up show status names
+// with their reason, per state; show tunnels STATE lists them all.
+const notUpInStatus = 10
+
+// showTunnelCounts is show status's part about the tunnels: how many are
+// up, and the first few of those that are not, with their reason. It asks
+// iked for counts and short pages, not for every tunnel: a head office
+// has a thousand.
+func showTunnelCounts(ctx context.Context, s *session, b *strings.Builder) {
+	total, err := s.iked.CountTunnels(ctx, ikedapi.TunnelQuery{})
+	if err != nil {
 		fmt.Fprintf(b, "tunnels: iked is not answering (%s)\n", reason(err))
-	} else {
-		up := 0
-		for _, t := range ts {
-			if t.State == ipsec.StateUp {
-				up++
+		return
+	}
+	up, err := s.iked.CountTunnels(ctx, ikedapi.TunnelQuery{State: ipsec.StateUp})
+	if err != nil {
+		fmt.Fprintf(b, "tunnels: iked is not answering (%s)\n", reason(err))
+		return
+	}
+	fmt.Fprintf(b, "tunnels: %d of %d up\n", up, total)
+	var notUp []ipsec.TunnelStatus
+	var more []string
+	for _, st := range []ipsec.TunnelState{ipsec.StateFailed, ipsec.StateConnecting, ipsec.StateDown} {
+		page, matched, err := s.iked.TunnelsPage(ctx, ikedapi.TunnelQuery{State: st, Limit: notUpInStatus})
+		if err != nil {
+			fmt.Fprintf(b, "  tunnels %s: iked is not answering (%s)\n", st, reason(err))
+			continue
+		}
+		for _, t := range page {
+			if t.Reason != "" {
+				notUp = append(notUp, t)
 			}
 		}
-		fmt.Fprintf(b, "tunnels: %d of %d up\n", up, len(ts))
-		for _, t := range ts {
-			if t.State != ipsec.StateUp && t.Reason != "" {
-				fmt.Fprintf(b, "  %s %s: %s\n", t.Name, t.State, t.Reason)
-			}
+		if matched > len(page) {
+			more = append(more, fmt.Sprintf("%d more %s (show tunnels %s)", matched-len(page), st, st))
 		}
 	}
-	return nil
+	slices.SortFunc(notUp, func(a, b ipsec.TunnelStatus) int { return strings.Compare(a.Name, b.Name) })
+	for _, t := range notUp {
+		fmt.Fprintf(b, "  %s %s: %s\n", t.Name, t.State, t.Reason)
+	}
+	if len(more) > 0 {
+		fmt.Fprintf(b, "  and %s\n", strings.Join(more, ", "))
+	}
 }
 
 func showInterfaces(ctx context.Context, s *session, b *strings.Builder, args []string) error {
@@ -210,7 +242,25 @@ func showTunnels(ctx context.Context, s *session, b *strings.Builder, args []str
 	if len(args) > 1 {
 		return errors.New("usage: show tunnels [up|down|connecting|failed|TEXT]")
 	}
-	ts, err := s.iked.Tunnels(ctx)
+	// A state or a text narrows the list in iked, which sends what
+	// matches a page at a time.
+	var q ikedapi.TunnelQuery
+	if len(args) == 1 {
+		switch st := ipsec.TunnelState(strings.ToLower(args[0])); st {
+		case ipsec.StateUp, ipsec.StateDown, ipsec.StateConnecting, ipsec.StateFailed:
+			q.State = st
+		default:
+			q.Text = args[0]
+		}
+	}
+	all, err := s.iked.CountTunnels(ctx, ikedapi.TunnelQuery{})
+	var ts []ipsec.TunnelStatus
+	if err == nil {
+		ts, err = s.iked.TunnelsMatching(ctx, q)
+	}
+	if errors.Is(err, ikedapi.ErrBadRequest) {
+		return fmt.Errorf("show tunnels %s: %w", clip(args[0], 40), err)
+	}
 	if err != nil {
 		// Without iked the configuration still says what should be there.
 		fmt.Fprintf(b, "iked is not answering (%s)\n", reason(err))
@@ -224,13 +274,9 @@ func showTunnels(ctx context.Context, s *session, b *strings.Builder, args []str
 		}
 		return nil
 	}
-	all := len(ts)
-	if len(args) == 1 {
-		ts = filterTunnels(ts, args[0])
-		if len(ts) == 0 {
-			fmt.Fprintf(b, "no tunnel of %d is %s or has it in its name, peer address or reason\n", all, args[0])
-			return nil
-		}
+	if len(args) == 1 && len(ts) == 0 {
+		fmt.Fprintf(b, "no tunnel of %d is %s or has it in its name, peer address or reason\n", all, args[0])
+		return nil
 	}
 	if len(ts) <= tunnelsInFull {
 		ikedapi.PrintStatus(b, ts, time.Now())
@@ -245,28 +291,6 @@ func showTunnels(ctx context.Context, s *session, b *strings.Builder, args []str
 // tunnelsInFull is how many tunnels show tunnels prints in full; beyond
 // it, one line each.
 const tunnelsInFull = 10
-
-// filterTunnels keeps the tunnels in state word, or else those whose name,
-// peer address or reason contains it (any case).
-func filterTunnels(ts []ipsec.TunnelStatus, word string) []ipsec.TunnelStatus {
-	var out []ipsec.TunnelStatus
-	switch st := ipsec.TunnelState(strings.ToLower(word)); st {
-	case ipsec.StateUp, ipsec.StateDown, ipsec.StateConnecting, ipsec.StateFailed:
-		for _, t := range ts {
-			if t.State == st {
-				out = append(out, t)
-			}
-		}
-		return out
-	}
-	w := strings.ToLower(word)
-	for _, t := range ts {
-		if strings.Contains(strings.ToLower(t.Name), w) || strings.Contains(t.RemoteAddr, w) || strings.Contains(strings.ToLower(t.Reason), w) {
-			out = append(out, t)
-		}
-	}
-	return out
-}
 
 // printTunnelLines is the short form of show tunnels: the counts by
 // state, then NAME STATE PEER SINCE REASON, one line a tunnel.
@@ -325,35 +349,41 @@ func showTunnel(ctx context.Context, s *session, b *strings.Builder, args []stri
 	if len(args) != 1 {
 		return errors.New("usage: show tunnel NAME")
 	}
-	ts, err := s.iked.Tunnels(ctx)
+	t, err := s.iked.Tunnel(ctx, args[0])
+	if errors.Is(err, ikedapi.ErrNoTunnel) {
+		// The names when they are a few; a hub's thousand are for
+		// show tunnels TEXT to find.
+		page, matched, err := s.iked.TunnelsPage(ctx, ikedapi.TunnelQuery{Limit: tunnelsInFull})
+		if err != nil {
+			return unreachable("iked", err)
+		}
+		if matched > len(page) {
+			return fmt.Errorf("no tunnel named %q (%d tunnels: show tunnels TEXT finds them)", clip(args[0], 40), matched)
+		}
+		names := []string{"none"}
+		if len(page) > 0 {
+			names = names[:0]
+		}
+		for _, t := range page {
+			names = append(names, t.Name)
+		}
+		return fmt.Errorf("no tunnel named %q (tunnels: %s)", clip(args[0], 40), strings.Join(names, ", "))
+	}
 	if err != nil {
 		return unreachable("iked", err)
 	}
-	for _, t := range ts {
-		if t.Name != args[0] {
-			continue
+	ikedapi.PrintStatus(b, []ipsec.TunnelStatus{t}, time.Now())
+	if len(t.Events) > 0 {
+		if t.EventsTotal > len(t.Events) {
+			fmt.Fprintf(b, "  recent events (the last %d of %d):\n", len(t.Events), t.EventsTotal)
+		} else {
+			b.WriteString("  recent events:\n")
 		}
-		ikedapi.PrintStatus(b, []ipsec.TunnelStatus{t}, time.Now())
-		if len(t.Events) > 0 {
-			if t.EventsTotal > len(t.Events) {
-				fmt.Fprintf(b, "  recent events (the last %d of %d):\n", len(t.Events), t.EventsTotal)
-			} else {
-				b.WriteString("  recent events:\n")
-			}
-			for _, e := range t.Events {
-				fmt.Fprintf(b, "    %s %s\n", e.Time.UTC().Format("15:04:05"), e.Message)
-			}
+		for _, e := range t.Events {
+			fmt.Fprintf(b, "    %s %s\n", e.Time.UTC().Format("15:04:05"), e.Message)
 		}
-		return nil
 	}
-	var names []string
-	for _, t := range ts {
-		names = append(names, t.Name)
-	}
-	if len(names) == 0 {
-		names = []string{"none"}
-	}
-	return fmt.Errorf("no tunnel named %q (tunnels: %s)", clip(args[0], 40), strings.Join(names, ", "))
+	return nil
 }
 
 func showFirewall(ctx context.Context, s *session, b *strings.Builder, args []string) error {

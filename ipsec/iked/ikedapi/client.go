@@ -28,11 +28,55 @@ func NewClient(path string) *Client {
 	return &Client{path: path, hc: &http.Client{Timeout: 5 * time.Second, Transport: localapi.NewTransport(path)}}
 }
 
-// Tunnels returns every tunnel's status.
+// TunnelsPageSize is how many tunnels a request asks iked for when a
+// caller wants them all (Tunnels, TunnelsMatching). Listing a head office's
+// thousand tunnels in one answer took iked 0.1-0.3 s, and over 2.7 s on
+// a loaded machine at nice 19, near the client's 5 s timeout; a page of
+// a hundred is a tenth of that, each page under its own timeout.
+const TunnelsPageSize = 100
+
+// Tunnels returns every tunnel's status, read a page of TunnelsPageSize
+// at a time. Callers that want a count, one tunnel or one page ask for
+// that instead (CountTunnels, Tunnel, TunnelsPage).
 func (c *Client) Tunnels(ctx context.Context) ([]ipsec.TunnelStatus, error) {
-	var ts []ipsec.TunnelStatus
-	err := c.do(ctx, http.MethodGet, "/v1/tunnels", &ts)
-	return ts, err
+	return c.TunnelsMatching(ctx, TunnelQuery{})
+}
+
+// TunnelsMatching returns every tunnel q selects (its Offset and Limit
+// aside), in name order, read a page of TunnelsPageSize at a time. The
+// pages are not one snapshot: a tunnel added while they are read may be
+// listed or not, and one removed may shift another from the page not yet
+// read into one already read, so that it is left out.
+func (c *Client) TunnelsMatching(ctx context.Context, q TunnelQuery) ([]ipsec.TunnelStatus, error) {
+	q.Offset, q.Limit = 0, TunnelsPageSize
+	var all []ipsec.TunnelStatus
+	seen := map[string]bool{}
+	for {
+		page, matched, err := c.TunnelsPage(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range page {
+			// A tunnel added before the offset shifts the last one
+			// read into the next page.
+			if !seen[t.Name] {
+				seen[t.Name] = true
+				all = append(all, t)
+			}
+		}
+		q.Offset += len(page)
+		if len(page) < q.Limit || q.Offset >= matched {
+			return all, nil
+		}
+	}
+}
+
+// CountTunnels returns how many tunnels q selects (its Offset and Limit
+// aside), with one tunnel's status read, not every one's.
+func (c *Client) CountTunnels(ctx context.Context, q TunnelQuery) (int, error) {
+	q.Offset, q.Limit = 0, 1
+	_, matched, err := c.TunnelsPage(ctx, q)
+	return matched, err
 }
 
 // TunnelsPage returns the tunnels q selects and how many matched before

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/flashgate/flashgate/ipsec"
@@ -62,9 +64,9 @@ func TestClientRoutesAndErrors(t *testing.T) {
 		w.WriteHeader(code)
 		json.NewEncoder(w).Encode(v)
 	}
-	mux.HandleFunc(RouteTunnels, func(w http.ResponseWriter, r *http.Request) {
-		reply(w, 200, []ipsec.TunnelStatus{{Name: "a", State: ipsec.StateUp}})
-	})
+	mux.HandleFunc(RouteTunnels, ServeTunnels(func() []ipsec.TunnelStatus {
+		return []ipsec.TunnelStatus{{Name: "a", State: ipsec.StateUp}}
+	}))
 	mux.HandleFunc(RouteTunnel, func(w http.ResponseWriter, r *http.Request) {
 		if r.PathValue("name") != "a" {
 			reply(w, 404, Reply{Error: "no tunnel named " + r.PathValue("name")})
@@ -118,5 +120,75 @@ func TestClientRoutesAndErrors(t *testing.T) {
 	cancel()
 	if _, err := c.Tunnels(ctx2); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled context: %v", err)
+	}
+}
+
+// TestClientPages: Tunnels and TunnelsMatching read every tunnel a page
+// at a time, never asking for all of them in one answer; CountTunnels
+// reads one; the twin's pages are iked's (offset, limit, the match count).
+func TestClientPages(t *testing.T) {
+	var ts []ipsec.TunnelStatus
+	for i := range 2*TunnelsPageSize + 37 {
+		st := ipsec.TunnelStatus{Name: fmt.Sprintf("branch%04d", i), State: ipsec.StateUp, RemoteAddr: fmt.Sprintf("10.9.%d.%d:500", i/250, i%250)}
+		if i%50 == 3 {
+			st.State, st.Reason = ipsec.StateFailed, "peer answered AUTHENTICATION_FAILED"
+		}
+		ts = append(ts, st)
+	}
+	var mu sync.Mutex
+	var limits []string
+	serveTunnels := ServeTunnels(func() []ipsec.TunnelStatus { return ts })
+	mux := http.NewServeMux()
+	mux.HandleFunc(RouteTunnels, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		limits = append(limits, r.URL.Query().Get("limit"))
+		mu.Unlock()
+		serveTunnels(w, r)
+	})
+	c := NewClient(serve(t, mux))
+	ctx := context.Background()
+	requests := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		l := limits
+		limits = nil
+		return l
+	}
+
+	got, err := c.Tunnels(ctx)
+	if err != nil || len(got) != len(ts) {
+		t.Fatalf("tunnels: %d of %d, %v", len(got), len(ts), err)
+	}
+	for i := range got {
+		if got[i].Name != ts[i].Name {
+			t.Fatalf("tunnel %d is %s, want %s (in name order, each once)", i, got[i].Name, ts[i].Name)
+		}
+	}
+	if l := requests(); len(l) != 3 || l[0] != fmt.Sprint(TunnelsPageSize) || l[2] != fmt.Sprint(TunnelsPageSize) {
+		t.Errorf("%d tunnels were asked for with the limits %q, want three pages of %d", len(ts), l, TunnelsPageSize)
+	}
+	failed, err := c.TunnelsMatching(ctx, TunnelQuery{State: ipsec.StateFailed, Offset: 3, Limit: 1})
+	if err != nil || len(failed) != 5 || failed[0].Name != "branch0003" || failed[4].Name != "branch0203" {
+		t.Errorf("failed tunnels (offset and limit aside): %+v, %v", failed, err)
+	}
+	if n, err := c.CountTunnels(ctx, TunnelQuery{Text: "Branch000", Limit: 500}); err != nil || n != 10 {
+		t.Errorf("tunnels with branch000 in their name: %d, %v; want 10", n, err)
+	}
+	for _, l := range requests() {
+		if l == "" || l == "0" || len(l) > 3 {
+			t.Errorf("a request asked for limit=%q: every one must be bounded", l)
+		}
+	}
+	// An empty answer and an exact multiple of the page end the reading.
+	ts = ts[:TunnelsPageSize]
+	if got, err := c.Tunnels(ctx); err != nil || len(got) != TunnelsPageSize {
+		t.Errorf("a page's worth: %d, %v", len(got), err)
+	}
+	ts = nil
+	if got, err := c.Tunnels(ctx); err != nil || len(got) != 0 {
+		t.Errorf("no tunnels: %d, %v", len(got), err)
+	}
+	if _, _, err := c.TunnelsPage(ctx, TunnelQuery{Text: strings.Repeat("x", MaxTunnelQueryText+1)}); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("a query text too long: %v, want ErrBadRequest", err)
 	}
 }

@@ -1,7 +1,9 @@
 package ikedapi
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -87,4 +89,42 @@ func (q TunnelQuery) Matches(name string, state ipsec.TunnelState, remote, reaso
 	}
 	t := strings.ToLower(q.Text)
 	return strings.Contains(strings.ToLower(name), t) || strings.Contains(remote, t) || strings.Contains(strings.ToLower(reason), t)
+}
+
+// Page is q's answer from ts, a list of tunnels in name order as iked
+// keeps them: the tunnels q selects from its offset, at most its limit of
+// them, and how many it selects in all. iked walks its own state the same
+// way (Daemon.StatusPage); Page is for the in-memory twins of its API.
+func (q TunnelQuery) Page(ts []ipsec.TunnelStatus) ([]ipsec.TunnelStatus, int) {
+	page := []ipsec.TunnelStatus{}
+	matched := 0
+	for _, t := range ts {
+		if !q.Matches(t.Name, t.State, t.RemoteAddr, t.Reason) {
+			continue
+		}
+		matched++
+		if matched > q.Offset && (q.Limit == 0 || matched <= q.Offset+q.Limit) {
+			page = append(page, t)
+		}
+	}
+	return page, matched
+}
+
+// ServeTunnels answers GET /v1/tunnels from the list of tunnels list
+// returns (in name order), as iked does: query, X-Tunnels-Matched and all.
+// For the in-memory twins of iked's API in other packages' tests.
+func ServeTunnels(list func() []ipsec.TunnelStatus) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		q, err := ParseTunnelQuery(r.URL.Query())
+		if err != nil {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			json.NewEncoder(w).Encode(Reply{Error: err.Error()})
+			return
+		}
+		page, matched := q.Page(list())
+		w.Header().Set(HeaderMatched, strconv.Itoa(matched))
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(page)
+	}
 }
