@@ -42,6 +42,9 @@ type interopLab struct {
 	downs    map[uint32]error
 	failures []error
 	ikeDown  []error
+	// sendTwice, when set, picks messages of ours that go out twice
+	// (a retransmission that crossed the answer).
+	sendTwice func(pkt []byte) bool
 }
 
 func run(t *testing.T, name string, args ...string) string {
@@ -252,6 +255,12 @@ func (l *interopLab) startEngine(cfg *PeerConfig) {
 				return fmt.Errorf("no socket for %v", local)
 			}
 			_, err := c.WriteToUDPAddrPort(pkt, remote)
+			l.mu.Lock()
+			twice := l.sendTwice != nil && l.sendTwice(pkt)
+			l.mu.Unlock()
+			if twice && err == nil {
+				_, err = c.WriteToUDPAddrPort(pkt, remote)
+			}
 			return err
 		},
 		PeerFor: func(_, _ netip.AddrPort) *PeerConfig { return cfg },

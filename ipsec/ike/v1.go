@@ -74,7 +74,7 @@ type v1State struct {
 	life     time.Duration // agreed phase 1 lifetime (0: none)
 
 	out     *v1Pending // our phase 1 message awaiting the answer (initiator)
-	lastIn  [32]byte   // SHA-256 of the peer's last phase 1 message
+	lastIn  [32]byte   // SHA-256 of the peer's last phase 1 message (both roles)
 	lastOut []byte     // our answer to it, for its retransmissions
 
 	quick map[uint32]*v1Quick // quick modes in progress, by message ID
@@ -382,6 +382,16 @@ func (sa *IKESA) v1Handle(pkt []byte, h v1Header, local, remote netip.AddrPort) 
 			sa.send(v.lastOut)
 			return
 		}
+		if sa.initiator && sha256.Sum256(pkt) == v.lastIn {
+			// The peer sent its last answer again: it saw a
+			// retransmission of ours, or its own timer ran (libreswan
+			// retransmits message 2 and 4). Taken for the next message,
+			// a second message 2 would end the SA ("lacks KE or
+			// nonce") just before the real message 4 came. Our own
+			// timer sends our message again if it was lost.
+			sa.ep.Stats.OutOfWindow.Add(1)
+			return
+		}
 		sa.v1MainMode(pkt, h, local, remote)
 	case v1Informational:
 		sa.v1Informational(pkt, h, local, remote)
@@ -568,6 +578,9 @@ func (sa *IKESA) v1MainMode(pkt []byte, h v1Header, local, remote netip.AddrPort
 		return
 	}
 	sa.lastRecv = sa.ep.now()
+	if sa.initiator {
+		v.lastIn = sha256.Sum256(pkt)
+	}
 	switch v.stage {
 	case v1SentMM1:
 		sa.v1GotMM2(ps)
@@ -1023,6 +1036,19 @@ func (sa *IKESA) v1Reauth() {
 	n.v1Start()
 	sa.events = append(sa.events, n.takeEvents()...)
 	n.mu.Unlock()
+}
+
+// Replacing is the IKE SA that sa was started to replace while sa is
+// being negotiated (our IKEv1 phase 1 rekey, a main mode of its own), and
+// nil otherwise. An SA that ends with Replacing set is a failed rekey:
+// the SA it was to replace carries on.
+func (sa *IKESA) Replacing() *IKESA {
+	sa.mu.Lock()
+	defer sa.mu.Unlock()
+	if sa.v1 == nil || sa.state == StateEstablished || sa.state == StateRekeyed {
+		return nil
+	}
+	return sa.v1.reauthOf
 }
 
 // v1DPD sends R-U-THERE when the peer has been quiet for DPDDelay (RFC

@@ -178,6 +178,80 @@ func TestV1RetransmitAndNoAnswer(t *testing.T) {
 	}
 }
 
+// deliverTwice makes every datagram from the address from arrive twice,
+// the copy after what the receiver sent in answer to the first: as when
+// the peer answers both our message and our retransmission of it, or its
+// own timer sends its last message again (libreswan's responder does for
+// main mode messages 2 and 4).
+func deliverTwice(n *testNet, from netip.Addr) (release func()) {
+	var held []iketest.Datagram
+	replaying := false
+	n.SetDrop(func(d iketest.Datagram) bool {
+		if d.From.Addr() != from || replaying {
+			return false
+		}
+		held = append(held, d)
+		return true
+	})
+	return func() {
+		for i := 0; i < 100; i++ {
+			n.run()
+			if len(held) == 0 {
+				return
+			}
+			hs := held
+			held = nil
+			replaying = true
+			for _, d := range hs {
+				n.Send(d.Pkt, d.From, d.To)
+				n.Send(d.Pkt, d.From, d.To)
+			}
+			replaying = false
+		}
+	}
+}
+
+// TestV1InitiatorIgnoresRepeatedAnswers: a responder's message that
+// arrives twice must not be taken for its next one. It was: a second main
+// mode message 2 after our message 3 was read as message 4 ("lacks KE or
+// nonce") and ended the SA, and the real message 4 then went to no SA.
+// libreswan in a loaded VM did this to our phase 1 rekey: it answered our
+// retransmitted message 1, then sent message 4 seven times to nobody.
+func TestV1InitiatorIgnoresRepeatedAnswers(t *testing.T) {
+	t.Run("main mode", func(t *testing.T) {
+		ca, cb := v1Configs("aes128-sha1-modp2048", "aes128-sha1")
+		n, a, b := twoPeers(t, ca, cb)
+		release := deliverTwice(n, netip.MustParseAddr(addrB))
+		if _, err := a.ep.Initiate(ca); err != nil {
+			t.Fatal(err)
+		}
+		release()
+		if f := a.firstFailure(); f != nil {
+			t.Fatalf("the initiator failed on a repeated answer: %v", f)
+		}
+		checkPairs(t, a, b, 1)
+		if got := a.ep.Stats.OutOfWindow.Load(); got == 0 {
+			t.Errorf("no repeated answer counted (OutOfWindow 0): did the test repeat any?")
+		}
+	})
+	t.Run("phase 1 rekey", func(t *testing.T) {
+		n, a, b, oldA, _ := establishedV1Pair(t)
+		release := deliverTwice(n, netip.MustParseAddr(addrB))
+		if err := oldA.RekeyIKE(); err != nil {
+			t.Fatal(err)
+		}
+		release()
+		if f := a.firstFailure(); f != nil {
+			t.Fatalf("the phase 1 rekey failed on a repeated answer: %v", f)
+		}
+		newA := a.established()
+		if len(newA) != 1 || newA[0] == oldA || oldA.State() != StateRekeyed {
+			t.Fatalf("after the phase 1 rekey A has %d established ISAKMP SAs (the old one %v), want the new one", len(newA), oldA.State())
+		}
+		checkPhaseOneRekeyKeptChildren(t, a, b)
+	})
+}
+
 func TestV1DPDAndDeletes(t *testing.T) {
 	ca, cb := v1Configs("aes128-sha1-modp2048", "aes128-sha1")
 	ca.DPDDelay = 10 * time.Second

@@ -136,4 +136,51 @@ func TestLibreswanIKEv1(t *testing.T) {
 			})
 		}
 	}
+
+	// Our phase 1 rekey: a second main mode with pluto while the first
+	// ISAKMP SA (floated to port 4500: pluto forces encapsulation) lives.
+	t.Run("phase-1-rekey", func(t *testing.T) {
+		l.t = t
+		for _, sa := range l.ep.SAs() {
+			sa.Delete()
+		}
+		if err := pluto.Load(conn("aes128-sha1;modp2048", "aes128-sha1", false)); err != nil {
+			t.Fatal(err)
+		}
+		cc := base
+		cc.IKEProposals, cc.ESPProposals = MustParseProposals(ProtoIKE, "aes128-sha1-modp2048"), MustParseProposals(ProtoESP, "aes128-sha1")
+		cur = cc
+		l.reset()
+		if _, err := l.ep.Initiate(&cur); err != nil {
+			t.Fatal(err)
+		}
+		if !waitFor(10*time.Second, func() bool { return len(l.ourSAs()) == 1 }) {
+			t.Fatalf("main mode with pluto did not complete; failures %v", l.failures)
+		}
+		sa := l.ourSAs()[0]
+		// Our message 1 of the rekey goes out twice, as when our
+		// retransmission crosses pluto's answer in a loaded VM: pluto
+		// answers the copy with message 2 again, which reaches us after
+		// our message 3 went.
+		l.mu.Lock()
+		l.sendTwice = func(pkt []byte) bool {
+			h, err := decodeV1Header(pkt)
+			return err == nil && h.Exchange == v1MainMode && h.CkyR == 0
+		}
+		l.mu.Unlock()
+		defer func() { l.mu.Lock(); l.sendTwice = nil; l.mu.Unlock() }()
+		if err := sa.RekeyIKE(); err != nil {
+			t.Fatal(err)
+		}
+		if !waitFor(20*time.Second, func() bool {
+			s := l.ourSAs()
+			return len(s) == 1 && s[0] != sa && sa.State() == StateRekeyed
+		}) {
+			b, _ := os.ReadFile(pluto.Log)
+			t.Fatalf("our phase 1 rekey failed: %d SAs, the old one %v, failures %v, stats %+v\n%s", len(l.ep.SAs()), sa.State(), l.failures, l.ep.Stats.Snapshot(), tailString(string(b), 4000))
+		}
+		if b, _ := os.ReadFile(pluto.Log); !strings.Contains(string(b), "retransmitting in response to duplicate packet") {
+			t.Errorf("pluto did not answer our second message 1, so this case no longer sends us a repeated message 2:\n%s", tailString(string(b), 2000))
+		}
+	})
 }
