@@ -24,7 +24,7 @@ const WaitingForTraffic = "waiting for traffic (start action: on-traffic)"
 type TunnelStatus struct {
 	Name      string      `json:"name"`
 	State     TunnelState `json:"state"`
-	Reason    string      `json:"reason,omitempty"` // plain language, set when not up: "peer answered NO_PROPOSAL_CHOSEN: ..."
+	Reason    string      `json:"reason,omitempty"` // plain language, set when not up: "peer answered NO_PROPOSAL_CHOSEN: ..."; when up, only why a rekey of the IKE SA failed ("IKE_SA rekey failed: ...")
 	Since     time.Time   `json:"since"`            // when State last changed
 	DataPlane string      `json:"data_plane"`       // "xfrm" or "userspace"
 	Driver    string      `json:"driver,omitempty"` // kernel crypto driver doing the ESP work, e.g. "cbc-aes-geode"

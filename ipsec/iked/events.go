@@ -81,6 +81,9 @@ func (d *Daemon) ikeUp(sa *ike.IKESA) {
 }
 
 func (d *Daemon) ikeDown(sa *ike.IKESA, reason error) {
+	// Asked without our lock (it takes the SA's): a new SA negotiated to
+	// replace another (our IKEv1 phase 1 rekey) that ends unestablished.
+	replacing := sa.Replacing()
 	now := d.now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -90,6 +93,9 @@ func (d *Daemon) ikeDown(sa *ike.IKESA, reason error) {
 		// An SA of a tunnel that was removed or reconfigured.
 	case t.sa == sa:
 		t.ikeDown(now, reason)
+	case reason != nil && replacing != nil && t.sa == replacing:
+		// Our rekey of the tunnel's IKE SA failed; that SA carries on.
+		t.rekeyFailed(now, reason)
 	case refused(reason):
 		// An SA that never became the tunnel's and ended in a refusal:
 		// a peer we refused at IKE_AUTH (wrong key or identity; we sent

@@ -50,7 +50,7 @@ func (d *Daemon) StatusPage(q ikedapi.TunnelQuery) ([]ipsec.TunnelStatus, int) {
 		if t.peer != nil && t.peer.Remote.IsValid() {
 			remote = t.peer.Remote.String()
 		}
-		if !q.Matches(t.cfg.Name, t.state, remote, t.reason) {
+		if !q.Matches(t.cfg.Name, t.state, remote, t.statusReason()) {
 			continue
 		}
 		matched++
@@ -58,7 +58,7 @@ func (d *Daemon) StatusPage(q ikedapi.TunnelQuery) ([]ipsec.TunnelStatus, int) {
 			continue
 		}
 		s := ipsec.TunnelStatus{
-			Name: t.cfg.Name, State: t.state, Reason: t.reason, Since: t.since,
+			Name: t.cfg.Name, State: t.state, Reason: t.statusReason(), Since: t.since,
 			DataPlane: d.dp.Name(),
 			Events:    t.history(), EventsTotal: t.eventsTotal,
 		}

@@ -103,6 +103,9 @@ type tunnel struct {
 	state  ipsec.TunnelState
 	reason string
 	since  time.Time
+	// rekeyNote: why our last rekey of the current IKE SA failed (see
+	// rekeyFailed); "" once an IKE SA is up or down.
+	rekeyNote string
 	// events: the last maxEvents events, oldest first; eventsTotal counts
 	// every event since the tunnel was configured.
 	events      []tunnelEvent
@@ -316,7 +319,7 @@ func (t *tunnel) ikeUp(now time.Time, sa *ike.IKESA, rekeyed bool) {
 			t.superseded = t.sa
 		}
 	}
-	t.sa = sa
+	t.sa, t.rekeyNote = sa, ""
 	st := sa.Status()
 	t.event(now, fmt.Sprintf("%s: %s, SPIs %016x_i %016x_r, %v <-> %v", what, st.Proposal, st.SPIi, st.SPIr, st.Local, st.Remote))
 }
@@ -324,7 +327,7 @@ func (t *tunnel) ikeUp(now time.Time, sa *ike.IKESA, rekeyed bool) {
 // ikeDown: the tunnel's IKE SA is gone, with reason (nil: closed by us or
 // the peer without an error).
 func (t *tunnel) ikeDown(now time.Time, reason error) {
-	t.sa = nil
+	t.sa, t.rekeyNote = nil, ""
 	if t.phase == needChild {
 		t.phase = idle
 	}
@@ -355,6 +358,25 @@ func (t *tunnel) ikeDown(now time.Time, reason error) {
 	default:
 		t.setState(now, ipsec.StateFailed, why)
 	}
+}
+
+// rekeyFailed: our rekey of the tunnel's IKE SA failed (an IKEv1 phase 1
+// rekey is a main mode of its own, which can end without touching the SA
+// it was to replace). The tunnel stays up on the current IKE SA; its
+// events and, while it is up, its status say why the rekey failed, until
+// a new IKE SA is up or the current one goes down.
+func (t *tunnel) rekeyFailed(now time.Time, reason error) {
+	t.rekeyNote = "IKE_SA rekey failed: " + reason.Error() + "; the current IKE_SA stays in use until its lifetime ends"
+	t.event(now, t.rekeyNote)
+}
+
+// statusReason is the status's reason: why the tunnel is not up, or, when
+// it is up, a failed rekey of its IKE SA.
+func (t *tunnel) statusReason() string {
+	if t.state == ipsec.StateUp && t.reason == "" {
+		return t.rekeyNote
+	}
+	return t.reason
 }
 
 // failed: a negotiation of the tunnel was refused without its IKE SA

@@ -410,3 +410,62 @@ func TestMemRekeys(t *testing.T) {
 		t.Errorf("pairs after the hard expiry: A %d, B %d; want a new one each", len(a.plane.Pairs()), len(b.plane.Pairs()))
 	}
 }
+
+// isV1MainMode reports whether pkt is an IKEv1 main mode message (on port
+// 500, or on 4500 behind the non-ESP marker).
+func isV1MainMode(pkt []byte) bool {
+	if len(pkt) >= 4 && pkt[0]|pkt[1]|pkt[2]|pkt[3] == 0 {
+		pkt = pkt[4:]
+	}
+	return len(pkt) >= 28 && pkt[17] == 0x10 && pkt[18] == 2
+}
+
+// TestMemPhaseOneRekeyFailureSaysWhy: our IKEv1 phase 1 rekey is a main
+// mode of its own beside the ISAKMP SA it replaces. When it fails (here
+// the peer stops answering main mode) the tunnel stays up on the current
+// ISAKMP SA, and its events and status say why the rekey failed: they
+// said nothing, as the daemon dropped the end of an SA that never was
+// the tunnel's. The next IKE SA that comes up clears the status.
+func TestMemPhaseOneRekeyFailureSaysWhy(t *testing.T) {
+	v1 := func(local, remote netip.Addr, lan, far netip.Prefix, start string) config.Tunnel {
+		c := memTunnel(local, remote, lan, far, start)
+		c.IKEVersion = config.IKEv1
+		c.IKEProposals, c.ESPProposals = []string{"aes128-sha1-modp2048"}, []string{"aes128-sha1"}
+		// Main mode gives up after 4 sends in 7.5 s (iked spreads the
+		// retransmissions over the DPD timeout).
+		c.DPDInterval, c.DPDTimeout = config.Seconds(5), config.Seconds(10)
+		return c
+	}
+	n := newMemNet(t)
+	n.gateway(memB, v1(memB, memA, memLANB, memLANA, config.StartRespond))
+	a := n.gateway(memA, v1(memA, memB, memLANA, memLANB, config.StartInitiate))
+	n.run()
+	before := a.want(t, "s2s", ipsec.StateUp, "")
+	n.net.SetDrop(func(d iketest.Datagram) bool { return d.From.Addr() == memB && isV1MainMode(d.Pkt) })
+	if err := a.Rekey("s2s", true); err != nil {
+		t.Fatal(err)
+	}
+	n.run()
+	n.step(20*time.Second, 250*time.Millisecond)
+	const why = "IKE_SA rekey failed: no answer from peer 10.99.0.2:500 to main mode message 1 after 4 tries in 7.5s"
+	st := a.want(t, "s2s", ipsec.StateUp, why)
+	if !strings.Contains(st.Reason, "the current IKE_SA stays in use") {
+		t.Errorf("the status does not say the tunnel goes on: %q", st.Reason)
+	}
+	if !a.hasEvent("s2s", why) {
+		t.Errorf("no event says why the rekey failed:\n%s", eventLines(st))
+	}
+	if st.IKE == nil || st.IKE.InitiatorSPI != before.IKE.InitiatorSPI || len(st.Children) != 1 {
+		t.Errorf("the tunnel left its ISAKMP SA after a failed rekey: %+v, before %+v", st.IKE, before.IKE)
+	}
+
+	n.net.SetDrop(nil)
+	if err := a.Rekey("s2s", true); err != nil {
+		t.Fatal(err)
+	}
+	n.run()
+	n.step(time.Second, 250*time.Millisecond)
+	if st := a.st("s2s"); st.State != ipsec.StateUp || st.Reason != "" || st.IKE == nil || st.IKE.InitiatorSPI == before.IKE.InitiatorSPI {
+		t.Errorf("after a phase 1 rekey that worked: %s %q, IKE %+v; want up with no reason on a new ISAKMP SA", st.State, st.Reason, st.IKE)
+	}
+}
