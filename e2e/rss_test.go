@@ -41,7 +41,7 @@ func meminfoKB(meminfo, field string) int {
 // batches (up to 64 pages per thread on this 6.1 kernel), so with a Go
 // process's handful of threads it can lag by a megabyte or two: it is
 // kept (vmrss) for the log only.
-type procMemory struct{ rss, vmrss, pss, anon, file int }
+type procMemory struct{ rss, vmrss, pss, anon, file, shmem int }
 
 var (
 	statusName = regexp.MustCompile(`(?m)^Name:\s+(\S+)`)
@@ -49,8 +49,10 @@ var (
 	statusRSS  = regexp.MustCompile(`(?m)^VmRSS:\s+(\d+) kB`)
 	statusAnon = regexp.MustCompile(`(?m)^RssAnon:\s+(\d+) kB`)
 	statusFile = regexp.MustCompile(`(?m)^RssFile:\s+(\d+) kB`)
-	rollupPSS  = regexp.MustCompile(`(?m)^Pss:\s+(\d+) kB`)
-	rollupRSS  = regexp.MustCompile(`(?m)^Rss:\s+(\d+) kB`)
+	// RssShmem is the binaries' pages: the initramfs is a tmpfs.
+	statusShmem = regexp.MustCompile(`(?m)^RssShmem:\s+(\d+) kB`)
+	rollupPSS   = regexp.MustCompile(`(?m)^Pss:\s+(\d+) kB`)
+	rollupRSS   = regexp.MustCompile(`(?m)^Rss:\s+(\d+) kB`)
 )
 
 // readMemory reads the memory of the given processes through the expert
@@ -79,6 +81,9 @@ func readMemory(tb testing.TB, s *imagestest.Serial, pids []int) map[int]procMem
 		}
 		if f := statusFile.FindStringSubmatch(st); f != nil {
 			m.file, _ = strconv.Atoi(f[1])
+		}
+		if f := statusShmem.FindStringSubmatch(st); f != nil {
+			m.shmem, _ = strconv.Atoi(f[1])
 		}
 		out[pid] = m
 	}
@@ -152,9 +157,10 @@ func BenchmarkApplianceRSS(b *testing.B) {
 			m := mem[pid]
 			total.rss += m.rss
 			total.pss += m.pss
-			parts = append(parts, fmt.Sprintf("%s (pid %d) rss %d (VmRSS %d: anon %d, file %d) pss %d", service[pid], pid, m.rss, m.vmrss, m.anon, m.file, m.pss))
+			parts = append(parts, fmt.Sprintf("%s (pid %d) rss %d (VmRSS %d: anon %d, file %d, shmem %d) pss %d", service[pid], pid, m.rss, m.vmrss, m.anon, m.file, m.shmem, m.pss))
 		}
 		b.Logf("KiB at idle with %d tunnels: %s", rssTunnels, strings.Join(parts, ", "))
+		logGoMemory(b, s, rows)
 		fa64k, fa4k = faultAroundProbe(b, s)
 		vm.Stop()
 	}
@@ -169,6 +175,32 @@ func BenchmarkApplianceRSS(b *testing.B) {
 	if fa64k > 0 || fa4k > 0 {
 		b.ReportMetric(float64(fa64k), "idle_supervisor_rss_kb")
 		b.ReportMetric(float64(fa4k), "idle_supervisor_rss_4k_faultaround_kb")
+	}
+}
+
+// logGoMemory logs each service's own view of its Go memory (heap live,
+// free, released, stacks, the runtime's metadata: internal/gomem), which
+// it writes to its log on SIGUSR1. It runs after the figures are read, so
+// that it does not disturb them.
+func logGoMemory(tb testing.TB, s *imagestest.Serial, rows map[string]serviceRow) {
+	tb.Helper()
+	names := make([]string, 0, len(rows))
+	for name := range rows {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		s.Shell(fmt.Sprintf("kill -SIGUSR1 %d", rows[name].pid))
+	}
+	time.Sleep(time.Second)
+	for _, name := range names {
+		var last string
+		for _, l := range strings.Split(consoleText(s.Shell("flashgate logs -n 10 "+name)), "\n") {
+			if i := strings.Index(l, "memory: heap"); i >= 0 {
+				last = strings.TrimSpace(l[i:])
+			}
+		}
+		tb.Logf("%s, Go runtime's view: %s", name, last)
 	}
 }
 

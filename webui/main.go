@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/internal/atomicfile"
+	"github.com/flashgate/flashgate/internal/gomem"
 
 	"github.com/flashgate/flashgate/internal/paths"
 	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
@@ -63,6 +64,9 @@ func run(ctx context.Context, args []string) int {
 		return 2
 	}
 	logger := log.New(os.Stderr, "webui: ", 0)
+	note, _ := gomem.Follow(0)
+	logger.Printf("garbage collector: %s", note)
+	gomem.ReportOnSignal(logger.Printf)
 
 	params, _ := bootparam.Read()
 	board := BoardInfo{Name: params.Board, Version: params.Version}

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flashgate/flashgate/firmware/supervisor"
+	"github.com/flashgate/flashgate/internal/gomem"
 	"github.com/flashgate/flashgate/internal/paths"
 )
 
@@ -52,6 +53,9 @@ func Main(args []string) int {
 	// Messages for the log ring go to the supervisor's pipe, which is
 	// stderr until the terminal takes fds 0-2.
 	logger := log.New(os.Stderr, "", 0)
+	note, _ := gomem.Follow(0)
+	logger.Printf("console: garbage collector: %s", note)
+	gomem.ReportOnSignal(func(f string, a ...any) { logger.Printf("console: "+f, a...) })
 	path := *device
 	if !filepath.IsAbs(path) {
 		path = "/dev/" + path

@@ -24,6 +24,7 @@ import (
 	"github.com/flashgate/flashgate/firmware/bootslot"
 	"github.com/flashgate/flashgate/firmware/supervisor"
 	"github.com/flashgate/flashgate/firmware/upgrade"
+	"github.com/flashgate/flashgate/internal/gomem"
 	"github.com/flashgate/flashgate/internal/localapi"
 	"github.com/flashgate/flashgate/internal/paths"
 	"github.com/flashgate/flashgate/services/configd/configdapi"
@@ -68,6 +69,9 @@ func Main(args []string) int {
 	}
 	logger := log.New(os.Stderr, "", 0)
 	logf := logger.Printf
+	note, _ := gomem.Follow(0)
+	logf("configd: garbage collector: %s", note)
+	gomem.ReportOnSignal(func(f string, a ...any) { logf("configd: "+f, a...) })
 
 	// The database and the file store share the card: the partition is
 	// read-write while either of them writes, and only then.

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flashgate/flashgate/firmware/supervisor"
+	"github.com/flashgate/flashgate/internal/gomem"
 	"github.com/flashgate/flashgate/services/configd/configdapi"
 )
 
@@ -69,6 +70,9 @@ func Main(args []string) int {
 		}
 		return 2
 	}
+	note, _ := gomem.Follow(0)
+	logger.Printf("garbage collector: %s", note)
+	gomem.ReportOnSignal(logger.Printf)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	h := newHost(o, logger.Printf)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/internal/gomem"
 	"github.com/flashgate/flashgate/internal/localapi"
 	"github.com/flashgate/flashgate/services/configd/configdapi"
 	"github.com/flashgate/flashgate/services/netd/netdapi"
@@ -65,6 +66,9 @@ func Main(args []string) int {
 		return 0
 	}
 
+	note, _ := gomem.Follow(0)
+	log.Printf("netd: garbage collector: %s", note)
+	gomem.ReportOnSignal(func(f string, a ...any) { log.Printf("netd: "+f, a...) })
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	nl, err := NewNetlink()

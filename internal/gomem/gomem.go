@@ -1,0 +1,183 @@
+// Package gomem keeps an idle service's Go heap close to what it holds.
+//
+// Go's collector lets the heap grow to GOGC percent over what was live at
+// the last collection, but never to less than a minimum of 4 MB × GOGC/100
+// (2 MB at the firmware's GOGC=50). Half a dozen Go programs sit idle side
+// by side on the appliance, most of them holding under a megabyte, so that
+// minimum, not what they hold, sets most of their resident heap.
+//
+// Follow replaces the minimum with a soft memory limit that follows the live
+// heap: after every collection it sets the limit to what the process maps
+// besides its heap (stacks, the runtime's metadata) plus the live heap and
+// the larger of GOGC percent of it and Headroom. A service that holds more
+// (a hub's thousand tunnels) gets the same growth as with GOGC alone, since
+// the limit then sits above GOGC's goal; one that holds little collects
+// when it has left Headroom of garbage instead of 2 MB. The limit rises as
+// the live heap does, at the next collection, so it never holds a busy
+// service to less than it needs.
+package gomem
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync/atomic"
+	"syscall"
+)
+
+// Headroom is the least garbage a service following the live heap may
+// leave before a collection: at idle a service allocates a few KB a
+// second (its timers, its status polls), so a collection every few
+// hundred KB is rare, and a commit's burst raises the limit as the live
+// heap grows.
+const Headroom = 512 << 10
+
+// Limit is the soft memory limit for a process whose memory besides its
+// heap is overhead bytes and whose live heap is live bytes, with the
+// collector at gogc percent: overhead + live + max(live×gogc/100,
+// headroom), at most max (0: no cap).
+func Limit(overhead, live uint64, gogc int, headroom, max int64) int64 {
+	growth := live * uint64(gogc) / 100
+	if growth < uint64(headroom) {
+		growth = uint64(headroom)
+	}
+	limit := overhead + live + growth
+	if limit > math.MaxInt64 {
+		limit = math.MaxInt64
+	}
+	if max > 0 && int64(limit) > max {
+		return max
+	}
+	return int64(limit)
+}
+
+// Usage is the Go runtime's own view of a process's memory, in bytes.
+type Usage struct {
+	Live     uint64 // the heap marked live at the last collection
+	Objects  uint64 // heap objects, live or not yet swept
+	Free     uint64 // heap pages free and still resident
+	Released uint64 // heap pages given back to the kernel
+	Unused   uint64 // the unused parts of heap spans
+	Stacks   uint64 // goroutine stacks (and the OS threads')
+	Metadata uint64 // the runtime's metadata: spans, GC bitmaps, mcaches, ...
+	Other    uint64 // everything else the runtime maps (profiling, buffers)
+	Total    uint64 // all the runtime maps, released pages included
+}
+
+// Overhead is what the process maps besides its heap's objects and free
+// pages, which a memory limit counts.
+func (u Usage) Overhead() uint64 { return u.Total - u.Released - u.Objects - u.Free }
+
+func (u Usage) String() string {
+	kib := func(n uint64) uint64 { return (n + 512) >> 10 }
+	return fmt.Sprintf("heap live %d KiB, objects %d KiB, free %d KiB, released %d KiB, span waste %d KiB, stacks %d KiB, metadata %d KiB, other %d KiB; limit %d KiB",
+		kib(u.Live), kib(u.Objects), kib(u.Free), kib(u.Released), kib(u.Unused), kib(u.Stacks), kib(u.Metadata), kib(u.Other),
+		kib(uint64(debug.SetMemoryLimit(-1))))
+}
+
+// Read returns the runtime's view of this process's memory.
+func Read() Usage {
+	names := []string{
+		"/gc/heap/live:bytes",
+		"/memory/classes/heap/objects:bytes",
+		"/memory/classes/heap/free:bytes",
+		"/memory/classes/heap/released:bytes",
+		"/memory/classes/heap/unused:bytes",
+		"/memory/classes/heap/stacks:bytes",
+		"/memory/classes/os-stacks:bytes",
+		"/memory/classes/metadata/mcache/free:bytes",
+		"/memory/classes/metadata/mcache/inuse:bytes",
+		"/memory/classes/metadata/mspan/free:bytes",
+		"/memory/classes/metadata/mspan/inuse:bytes",
+		"/memory/classes/metadata/other:bytes",
+		"/memory/classes/profiling/buckets:bytes",
+		"/memory/classes/other:bytes",
+		"/memory/classes/total:bytes",
+	}
+	s := make([]metrics.Sample, len(names))
+	for i, n := range names {
+		s[i].Name = n
+	}
+	metrics.Read(s)
+	v := func(i int) uint64 {
+		if s[i].Value.Kind() != metrics.KindUint64 {
+			return 0
+		}
+		return s[i].Value.Uint64()
+	}
+	return Usage{
+		Live: v(0), Objects: v(1), Free: v(2), Released: v(3), Unused: v(4),
+		Stacks:   v(5) + v(6),
+		Metadata: v(7) + v(8) + v(9) + v(10) + v(11),
+		Other:    v(12) + v(13),
+		Total:    v(14),
+	}
+}
+
+// follower re-sets the limit after every collection.
+type follower struct {
+	gogc    int
+	max     int64
+	stopped atomic.Bool
+}
+
+// sentinel is garbage made to be collected: its cleanup tells the
+// follower that a collection ran. It has a pointer so that it is not in
+// a tiny-allocator block, whose cleanups wait for the whole block.
+type sentinel struct {
+	_ *int
+	_ [8]byte
+}
+
+func (f *follower) arm() {
+	runtime.AddCleanup(&sentinel{}, func(f *follower) {
+		if f.stopped.Load() {
+			return
+		}
+		f.adjust()
+		f.arm()
+	}, f)
+}
+
+func (f *follower) adjust() {
+	u := Read()
+	debug.SetMemoryLimit(Limit(u.Overhead(), u.Live, f.gogc, Headroom, f.max))
+}
+
+// Follow makes the memory limit follow the live heap (see the package
+// comment), never above max bytes (0: no cap). It does nothing when the
+// environment sets GOMEMLIMIT, or with the collector off; it says which
+// through the returned note, for the service's log. stop ends the
+// following (the limit stays where it is); services never call it.
+func Follow(max int64) (note string, stop func()) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return "memory limit from GOMEMLIMIT", func() {}
+	}
+	gogc := debug.SetGCPercent(-1)
+	debug.SetGCPercent(gogc)
+	if gogc < 0 {
+		return "collector off (GOGC=off): no memory limit", func() {}
+	}
+	f := &follower{gogc: gogc, max: max}
+	f.adjust()
+	f.arm()
+	return fmt.Sprintf("GOGC %d, memory limit following the live heap (at least %d KiB of headroom)", gogc, Headroom>>10),
+		func() { f.stopped.Store(true) }
+}
+
+// ReportOnSignal logs the runtime's view of the process's memory (Read)
+// whenever the process gets SIGUSR1: `kill -SIGUSR1 PID`, then the
+// service's log.
+func ReportOnSignal(logf func(string, ...any)) {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGUSR1)
+	go func() {
+		for range c {
+			logf("memory: %v", Read())
+		}
+	}()
+}
