@@ -6,7 +6,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"html/template"
 	"io/fs"
 	"log"
 	"net"
@@ -72,7 +71,7 @@ type Server struct {
 	sessions  *sessionStore
 	limiter   *loginLimiter
 	sampler   *sampler
-	pages     map[string]*template.Template
+	pages     *pageSet
 	router    *mux.Router
 	handler   http.Handler
 	verifySem chan struct{} // one argon2id at a time: each takes 19 MiB
