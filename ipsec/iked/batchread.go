@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/flashgate/flashgate/internal/mmsg"
+	"github.com/flashgate/flashgate/internal/offheap"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,6 +33,27 @@ type datagramBatch struct {
 	ctl     []byte // pktinfoSpace per message
 	bufs    []byte // bufSize per message
 	bufSize int
+	mem     *offheap.Buffer // bufs, when off the Go heap (newReaderBatch)
+}
+
+// newReaderBatch is the batch of a wildcard socket's reader, which holds
+// it for its life: its datagram buffers (1 MB) are off the Go heap
+// (internal/offheap), where as live heap they let as much again of
+// garbage pile up before a collection. The reader frees it when it stops.
+func newReaderBatch(n, bufSize int) *datagramBatch {
+	b := newDatagramBatch(n, 0)
+	b.mem = offheap.New(n * bufSize)
+	b.bufs, b.bufSize = b.mem.B, bufSize
+	return b
+}
+
+// free returns the memory of a batch from newReaderBatch; nothing may
+// use it after.
+func (b *datagramBatch) free() {
+	if b.mem != nil {
+		b.mem.Free()
+		b.mem, b.bufs = nil, nil
+	}
 }
 
 func newDatagramBatch(n, bufSize int) *datagramBatch {

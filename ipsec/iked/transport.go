@@ -191,10 +191,10 @@ func (t *udpTransport) Run(handle func(pkt []byte, local, remote netip.AddrPort)
 	t.workers = w
 	t.mu.Unlock()
 	t.wg.Add(1)
-	go t.read(t.udp500, t.ikePort, false, newDatagramBatch(ikeBatch, maxIKEDatagram), w.deliver)
+	go t.read(t.udp500, t.ikePort, false, newReaderBatch(ikeBatch, maxIKEDatagram), w.deliver)
 	if t.udp4500 != nil {
 		t.wg.Add(1)
-		go t.read(t.udp4500, t.nattPort, true, newDatagramBatch(ikeBatch, maxIKEDatagram), w.deliver)
+		go t.read(t.udp4500, t.nattPort, true, newReaderBatch(ikeBatch, maxIKEDatagram), w.deliver)
 	}
 	// The configured peers' sockets have workers of their own: the
 	// wildcard sockets' readers take a flood in batches, faster than the
@@ -320,6 +320,9 @@ func (w *ikeWorkers) index(remote netip.AddrPort) int {
 // once the socket is readable. handle copies what it keeps.
 func (t *udpTransport) read(c *net.UDPConn, port uint16, natt bool, batch *datagramBatch, handle func(pkt []byte, local, remote netip.AddrPort)) {
 	defer t.wg.Done()
+	if batch != nil {
+		defer batch.free() // after the last datagram's handling: deliver copies what it keeps
+	}
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return
