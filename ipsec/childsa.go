@@ -87,9 +87,11 @@ type Expire struct {
 // or policies that send LocalTS->RemoteTS traffic into it; once it returns
 // nil, traffic flows. During a rekey the new pair is added before the old
 // one is deleted; both may be installed at once with the same ReqID, and
-// outbound traffic uses the newest. DeletePair removes one pair by its
-// inbound SPI and zeroes its keys. Implementations must be safe for
-// concurrent use.
+// outbound traffic uses the newest. Once a pair is installed, AddPair
+// zeroes the keys of in and out (the data plane holds its own: keyed
+// ciphers, or the kernel's SAs), so that callers may keep the ChildSAs for
+// their other fields without keeping keys. DeletePair removes one pair by
+// its inbound SPI. Implementations must be safe for concurrent use.
 type DataPlane interface {
 	Name() string // "xfrm" or "userspace", shown in status
 	AddPair(in, out *ChildSA) error

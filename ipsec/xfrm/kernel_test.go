@@ -339,6 +339,13 @@ func TestKernelTunnel(t *testing.T) {
 			if err := planes[b].AddPair(inB, outB); err != nil {
 				t.Fatalf("B: %v", err)
 			}
+			// The kernel holds the keys: the plane zeroed the ChildSAs'
+			// and keeps no copy (the traffic below still flows).
+			for _, c := range []*ipsec.ChildSA{inA, outA, inB, outB} {
+				if slices.ContainsFunc(append(slices.Clone(c.EncKey), c.IntegKey...), func(b byte) bool { return b != 0 }) {
+					t.Errorf("SA %08x: keys not zeroed once installed", c.SPI)
+				}
+			}
 			if err := planes[a].AddPair(inA, outA); err == nil {
 				t.Error("adding the same pair twice: expected an error")
 			}

@@ -31,11 +31,15 @@ type Options struct {
 	Netns netns.NsHandle
 }
 
-// pair is one installed CHILD_SA.
+// pair is one installed CHILD_SA: what deleting it needs, not the
+// ChildSAs it was made from (about 250 bytes a direction and their keys,
+// which the kernel holds; AddPair zeroes the ChildSAs' copies).
 type pair struct {
-	in, out  *ipsec.ChildSA
+	reqID    uint32
+	ifID     uint32 // the route tunnel's XFRM interface, 0 for none
 	inSA     saKey
 	outSA    saKey
+	remoteTS []netip.Prefix // the outbound SA's remote selectors: the routes it came with
 	policies []policy
 }
 
@@ -185,14 +189,20 @@ func (p *Plane) AddPair(in, out *ipsec.ChildSA) error {
 		return err
 	}
 	pr := &pair{
-		in: in, out: out,
+		reqID:    in.ReqID,
+		ifID:     out.IfID,
 		inSA:     saKey{inSt.Dst, inSt.SPI},
 		outSA:    saKey{outSt.Dst, outSt.SPI},
+		remoteTS: out.RemoteTS,
 		policies: pols,
 	}
 	p.pairs[in.SPI] = pr
 	p.sas[in.SPI] = pr.inSA
 	p.sas[out.SPI] = pr.outSA
+	// The kernel holds the keys now; the states built for it shared
+	// the ChildSAs' key slices.
+	in.Zero()
+	out.Zero()
 	return nil
 }
 
@@ -245,7 +255,7 @@ func dirName(d uint8) string {
 // the policies of reqid. Called with p.mu held.
 func (p *Plane) reqidInUse(reqid uint32) bool {
 	for _, pr := range p.pairs {
-		if pr.in.ReqID == reqid {
+		if pr.reqID == reqid {
 			return true
 		}
 	}
@@ -255,7 +265,7 @@ func (p *Plane) reqidInUse(reqid uint32) bool {
 
 // DeletePair removes both SAs of the pair with the given inbound SPI, and
 // its policies unless a newer pair (a rekey) or a trap of the same reqid
-// still uses them. The pair's keys are zeroed.
+// still uses them. (The pair's keys were zeroed when it was installed.)
 func (p *Plane) DeletePair(inboundSPI uint32) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -264,22 +274,20 @@ func (p *Plane) DeletePair(inboundSPI uint32) error {
 		return fmt.Errorf("xfrm delete pair: no pair with inbound SPI %08x", inboundSPI)
 	}
 	delete(p.pairs, inboundSPI)
-	delete(p.sas, pr.in.SPI)
-	delete(p.sas, pr.out.SPI)
+	delete(p.sas, pr.inSA.spi)
+	delete(p.sas, pr.outSA.spi)
 	var errs []error
-	if !p.reqidInUse(pr.in.ReqID) {
+	if !p.reqidInUse(pr.reqID) {
 		for i := range pr.policies {
 			errs = append(errs, p.releasePolicy(&pr.policies[i]))
 		}
 	}
 	errs = append(errs, p.delSA(pr.outSA), p.delSA(pr.inSA))
-	if pr.out.IfID != 0 {
-		errs = append(errs, p.ifs.PairDeleted(pr.out.IfID))
+	if pr.ifID != 0 {
+		errs = append(errs, p.ifs.PairDeleted(pr.ifID))
 	} else {
-		errs = append(errs, p.routes.del(pr.out.RemoteTS))
+		errs = append(errs, p.routes.del(pr.remoteTS))
 	}
-	pr.in.Zero()
-	pr.out.Zero()
 	return errors.Join(errs...)
 }
 

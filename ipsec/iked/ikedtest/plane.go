@@ -44,8 +44,8 @@ func NewPlane() *Plane {
 // Name is "memory".
 func (p *Plane) Name() string { return "memory" }
 
-// AddPair installs a pair; it refuses an SPI already installed, or any
-// pair after FailAdd.
+// AddPair installs a pair and zeroes its keys, as the real planes do; it
+// refuses an SPI already installed, or any pair after FailAdd.
 func (p *Plane) AddPair(in, out *ipsec.ChildSA) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -61,6 +61,8 @@ func (p *Plane) AddPair(in, out *ipsec.ChildSA) error {
 	}
 	p.pairs[in.SPI] = [2]*ipsec.ChildSA{in, out}
 	p.spis[in.SPI], p.spis[out.SPI] = true, true
+	in.Zero() // as the real planes do: the caller keeps no keys
+	out.Zero()
 	return nil
 }
 
