@@ -41,7 +41,7 @@ func meminfoKB(meminfo, field string) int {
 // batches (up to 64 pages per thread on this 6.1 kernel), so with a Go
 // process's handful of threads it can lag by a megabyte or two: it is
 // kept (vmrss) for the log only.
-type procMemory struct{ rss, vmrss, pss, anon, file, shmem int }
+type procMemory struct{ rss, vmrss, pss, anon, file, shmem, threads int }
 
 var (
 	statusName = regexp.MustCompile(`(?m)^Name:\s+(\S+)`)
@@ -50,9 +50,10 @@ var (
 	statusAnon = regexp.MustCompile(`(?m)^RssAnon:\s+(\d+) kB`)
 	statusFile = regexp.MustCompile(`(?m)^RssFile:\s+(\d+) kB`)
 	// RssShmem is the binaries' pages: the initramfs is a tmpfs.
-	statusShmem = regexp.MustCompile(`(?m)^RssShmem:\s+(\d+) kB`)
-	rollupPSS   = regexp.MustCompile(`(?m)^Pss:\s+(\d+) kB`)
-	rollupRSS   = regexp.MustCompile(`(?m)^Rss:\s+(\d+) kB`)
+	statusShmem   = regexp.MustCompile(`(?m)^RssShmem:\s+(\d+) kB`)
+	statusThreads = regexp.MustCompile(`(?m)^Threads:\s+(\d+)`)
+	rollupPSS     = regexp.MustCompile(`(?m)^Pss:\s+(\d+) kB`)
+	rollupRSS     = regexp.MustCompile(`(?m)^Rss:\s+(\d+) kB`)
 )
 
 // readMemory reads the memory of the given processes through the expert
@@ -84,6 +85,9 @@ func readMemory(tb testing.TB, s *imagestest.Serial, pids []int) map[int]procMem
 		}
 		if f := statusShmem.FindStringSubmatch(st); f != nil {
 			m.shmem, _ = strconv.Atoi(f[1])
+		}
+		if f := statusThreads.FindStringSubmatch(st); f != nil {
+			m.threads, _ = strconv.Atoi(f[1])
 		}
 		out[pid] = m
 	}
@@ -157,7 +161,7 @@ func BenchmarkApplianceRSS(b *testing.B) {
 			m := mem[pid]
 			total.rss += m.rss
 			total.pss += m.pss
-			parts = append(parts, fmt.Sprintf("%s (pid %d) rss %d (VmRSS %d: anon %d, file %d, shmem %d) pss %d", service[pid], pid, m.rss, m.vmrss, m.anon, m.file, m.shmem, m.pss))
+			parts = append(parts, fmt.Sprintf("%s (pid %d, %d threads) rss %d (VmRSS %d: anon %d, file %d, shmem %d) pss %d", service[pid], pid, m.threads, m.rss, m.vmrss, m.anon, m.file, m.shmem, m.pss))
 		}
 		b.Logf("KiB at idle with %d tunnels: %s", rssTunnels, strings.Join(parts, ", "))
 		logGoMemory(b, s, rows)
@@ -365,6 +369,7 @@ func BenchmarkApplianceMem128(b *testing.B) {
 			b.Fatalf("/proc/meminfo has no MemTotal or MemAvailable:\n%s", info)
 		}
 		b.Logf("128 MB, %d tunnels, idle: MemTotal %d KiB, MemAvailable %d KiB, PSS of %d processes %d KiB", mem128Tunnels, memTotal, avail, len(pids), pss)
+		logGoMemory(b, s, rows)
 		vm.Stop()
 	}
 	b.ReportMetric(float64(avail), "mem_available_kb")

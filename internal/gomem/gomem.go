@@ -66,6 +66,8 @@ type Usage struct {
 	Metadata uint64 // the runtime's metadata: spans, GC bitmaps, mcaches, ...
 	Other    uint64 // everything else the runtime maps (profiling, buffers)
 	Total    uint64 // all the runtime maps, released pages included
+
+	Goroutines uint64 // how many goroutines exist, each with its stack
 }
 
 // Overhead is what the process maps besides its heap's objects and free
@@ -74,8 +76,8 @@ func (u Usage) Overhead() uint64 { return u.Total - u.Released - u.Objects - u.F
 
 func (u Usage) String() string {
 	kib := func(n uint64) uint64 { return (n + 512) >> 10 }
-	return fmt.Sprintf("heap live %d KiB, objects %d KiB, free %d KiB, released %d KiB, span waste %d KiB, stacks %d KiB, metadata %d KiB, other %d KiB; limit %d KiB",
-		kib(u.Live), kib(u.Objects), kib(u.Free), kib(u.Released), kib(u.Unused), kib(u.Stacks), kib(u.Metadata), kib(u.Other),
+	return fmt.Sprintf("heap live %d KiB, objects %d KiB, free %d KiB, released %d KiB, span waste %d KiB, stacks %d KiB (%d goroutines), metadata %d KiB, other %d KiB; limit %d KiB",
+		kib(u.Live), kib(u.Objects), kib(u.Free), kib(u.Released), kib(u.Unused), kib(u.Stacks), u.Goroutines, kib(u.Metadata), kib(u.Other),
 		kib(uint64(debug.SetMemoryLimit(-1))))
 }
 
@@ -97,6 +99,7 @@ func Read() Usage {
 		"/memory/classes/profiling/buckets:bytes",
 		"/memory/classes/other:bytes",
 		"/memory/classes/total:bytes",
+		"/sched/goroutines:goroutines",
 	}
 	s := make([]metrics.Sample, len(names))
 	for i, n := range names {
@@ -115,6 +118,8 @@ func Read() Usage {
 		Metadata: v(7) + v(8) + v(9) + v(10) + v(11),
 		Other:    v(12) + v(13),
 		Total:    v(14),
+
+		Goroutines: v(15),
 	}
 }
 

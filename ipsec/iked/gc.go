@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime/debug"
 
+	"github.com/flashgate/flashgate/internal/gomem"
 	"github.com/flashgate/flashgate/internal/procfile"
 )
 
@@ -52,6 +53,10 @@ func tuneGC(logf func(string, ...any)) {
 		}
 	}
 	logf("iked: garbage collector: %s, %s", percent, limit)
+	// The Go runtime's view of iked's memory on SIGUSR1, as the other
+	// services give it (internal/gomem). iked keeps its own limit: the
+	// hub's RSS per SA is counted from its idle size.
+	gomem.ReportOnSignal(func(f string, a ...any) { logf("iked: "+f, a...) })
 }
 
 // memTotal is MemTotal of a /proc/meminfo, in bytes.
