@@ -45,6 +45,9 @@ type interopLab struct {
 	// sendTwice, when set, picks messages of ours that go out twice
 	// (a retransmission that crossed the answer).
 	sendTwice func(pkt []byte) bool
+	// sendLate, when set, says how long a message of ours is held back
+	// (0: sent at once), so that the next one overtakes it.
+	sendLate func(pkt []byte) time.Duration
 }
 
 func run(t *testing.T, name string, args ...string) string {
@@ -254,10 +257,19 @@ func (l *interopLab) startEngine(cfg *PeerConfig) {
 			if c == nil {
 				return fmt.Errorf("no socket for %v", local)
 			}
-			_, err := c.WriteToUDPAddrPort(pkt, remote)
 			l.mu.Lock()
 			twice := l.sendTwice != nil && l.sendTwice(pkt)
+			var late time.Duration
+			if l.sendLate != nil {
+				late = l.sendLate(pkt)
+			}
 			l.mu.Unlock()
+			if late > 0 {
+				held := append([]byte(nil), pkt...)
+				time.AfterFunc(late, func() { c.WriteToUDPAddrPort(held, remote) })
+				return nil
+			}
+			_, err := c.WriteToUDPAddrPort(pkt, remote)
 			if twice && err == nil {
 				_, err = c.WriteToUDPAddrPort(pkt, remote)
 			}

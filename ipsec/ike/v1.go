@@ -71,7 +71,10 @@ type v1State struct {
 	ni, nr   []byte
 	peerNATT bool // the peer sent the RFC 3947 vendor ID
 	peerDPD  bool
-	life     time.Duration // agreed phase 1 lifetime (0: none)
+	// peerSpoke: the peer sent an authenticated phase 2 or informational
+	// message on this ISAKMP SA (see v1PeerCatchUp).
+	peerSpoke bool
+	life      time.Duration // agreed phase 1 lifetime (0: none)
 
 	out     *v1Pending // our phase 1 message awaiting the answer (initiator)
 	lastIn  [32]byte   // SHA-256 of the peer's last phase 1 message (both roles)

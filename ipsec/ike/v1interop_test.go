@@ -219,6 +219,26 @@ func TestStrongSwanIKEv1(t *testing.T) {
 		}) {
 			t.Fatalf("our phase 1 rekey failed: %d SAs, the old one %v, failures %v", len(l.ep.SAs()), sa.State(), l.failures)
 		}
+		// Our main mode message 6 of charon's reauthentication goes out
+		// 300 ms late, so that the quick mode below, sent as soon as we
+		// are established, can reach charon first: charon then answered
+		// PAYLOAD-MALFORMED (it took the quick mode with phase 1's IV),
+		// which a loaded machine did now and then by itself. We hold a
+		// responder's first quick mode until the peer is surely there.
+		l.mu.Lock()
+		l.sendLate = func(pkt []byte) time.Duration {
+			if len(pkt) >= 4 && pkt[0]|pkt[1]|pkt[2]|pkt[3] == 0 {
+				pkt = pkt[4:] // the non-ESP marker on port 4500
+			}
+			// Meanwhile we start no main mode: an encrypted one of ours
+			// is message 6.
+			if h, err := decodeV1Header(pkt); err == nil && h.Exchange == v1MainMode && h.Flags&v1FlagEncrypted != 0 {
+				return 300 * time.Millisecond
+			}
+			return 0
+		}
+		l.mu.Unlock()
+		defer func() { l.mu.Lock(); l.sendLate = nil; l.mu.Unlock() }()
 		if out, err := l.swanctl("--rekey", "--ike", "s2s", "--reauth"); err != nil {
 			t.Fatalf("charon phase 1 rekey: %v %s", err, out)
 		}

@@ -71,9 +71,11 @@ func (q *v1Quick) tick(sa *IKESA, now time.Time) bool {
 		}
 		return true
 	}
+	if p.tries > 0 {
+		sa.ep.Stats.Retransmits.Add(1)
+	}
 	p.tries++
 	p.next = now.Add(sa.cfg.retransmitTimeout() << (p.tries - 1))
-	sa.ep.Stats.Retransmits.Add(1)
 	sa.send(p.pkt)
 	return false
 }
@@ -257,7 +259,27 @@ func (sa *IKESA) v1StartQuick(local, remote Selector, old *child) {
 	now := sa.ep.now()
 	q.out = &v1Pending{pkt: pkt, first: now, next: now.Add(sa.cfg.retransmitTimeout()), tries: 1, what: "quick mode"}
 	sa.v1.quick[q.msgID] = q
+	if hold := sa.established.Add(v1PeerCatchUp); !sa.initiator && !sa.v1.peerSpoke && now.Before(hold) {
+		// The tick sends it at hold (as a first send: tries 0).
+		q.out.next, q.out.tries = hold, 0
+		return
+	}
 	sa.send(pkt)
+}
+
+// v1PeerCatchUp is how long after main mode message 6 the responder holds
+// its own first quick mode unless the peer has sent a phase 2 or
+// informational message on the ISAKMP SA since. The peer may not have
+// processed message 6 yet: strongSwan handles a quick mode that overtakes
+// it (its threads can take them in either order) with phase 1's IV,
+// cannot decrypt it and answers PAYLOAD-MALFORMED.
+const v1PeerCatchUp = 2 * time.Second
+
+// v1Heard notes an authenticated phase 2 or informational message from
+// the peer.
+func (sa *IKESA) v1Heard() {
+	sa.lastRecv = sa.ep.now()
+	sa.v1.peerSpoke = true
 }
 
 // v1QuickMode handles a quick mode message.
@@ -290,7 +312,7 @@ func (sa *IKESA) v1QuickMode(pkt []byte, h v1Header, local, remote netip.AddrPor
 			sa.ep.Stats.BadICV.Add(1)
 			return
 		}
-		sa.lastRecv = sa.ep.now()
+		sa.v1Heard()
 		sa.v1Float(local, remote)
 		sa.v1QuickRequest(pkt, h.MessageID, rest, last)
 	case q.initiator:
@@ -298,7 +320,7 @@ func (sa *IKESA) v1QuickMode(pkt []byte, h v1Header, local, remote netip.AddrPor
 			sa.ep.Stats.BadICV.Add(1)
 			return
 		}
-		sa.lastRecv = sa.ep.now()
+		sa.v1Heard()
 		sa.v1QuickResponse(q, pkt, rest, last)
 	default:
 		want := sa.v1.prf.sum(sa.v1.skeyidA, []byte{0}, mid, q.ni, q.nr)
@@ -306,7 +328,7 @@ func (sa *IKESA) v1QuickMode(pkt []byte, h v1Header, local, remote netip.AddrPor
 			sa.ep.Stats.BadICV.Add(1)
 			return
 		}
-		sa.lastRecv = sa.ep.now()
+		sa.v1Heard()
 		pc := q.pc
 		q.pc, q.out, q.done, q.doneAt = nil, nil, true, sa.ep.now()
 		sa.v1AddChild(pc, q, false)
@@ -734,7 +756,7 @@ func (sa *IKESA) v1Informational(pkt []byte, h v1Header, local, remote netip.Add
 			return
 		}
 		ps = rest
-		sa.lastRecv = sa.ep.now()
+		sa.v1Heard()
 		sa.v1Float(local, remote)
 	}
 	for _, p := range ps {
