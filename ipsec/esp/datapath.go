@@ -226,7 +226,6 @@ func (b *txBatch) flush() {
 // same-numbered queue of its TUN.
 func (d *Device) decryptLoop(sock *udpSocket, q *os.File, worker int) {
 	defer d.wg.Done()
-	defer sock.freeRecv() // this loop is the socket's only receiver
 	co, err := d.tunCoalescer(q)
 	if err != nil {
 		return

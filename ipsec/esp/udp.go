@@ -10,7 +10,6 @@ import (
 	"unsafe"
 
 	"github.com/flashgate/flashgate/internal/mmsg"
-	"github.com/flashgate/flashgate/internal/offheap"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,7 +32,6 @@ type udpSocket struct {
 	rmsgs    []unix.Mmsghdr
 	riov     []unix.Iovec
 	rbufs    [][]byte
-	rmem     *offheap.Buffer // rbufs' memory, off the Go heap (recv, freeRecv)
 	rbufSize int
 	rnames   []unix.RawSockaddrInet4
 	rctl     [][]byte
@@ -168,29 +166,14 @@ func (s *udpSocket) init(fd int, name string) error {
 	return nil
 }
 
-// freeRecv returns the receive buffers' memory: called by the goroutine
-// that received on the socket, when it stops. Nothing may use a message
-// after.
-func (s *udpSocket) freeRecv() {
-	if s.rmem != nil {
-		s.rbufs = nil
-		s.rmem.Free()
-		s.rmem = nil
-	}
-}
-
 // recv fills the receive buffers and returns how many messages arrived.
 // Use datagram(i) to walk them.
 func (s *udpSocket) recv() (int, error) {
 	if s.rbufs == nil {
 		// Allocated on first use: handles that only send (the raw ESP
-		// duplicates) never need the megabyte. It is off the Go heap
-		// (internal/offheap), where as live heap it let as much again
-		// of garbage pile up before a collection; the one goroutine
-		// that receives on the socket frees it when it stops (freeRecv).
-		s.rmem = offheap.New(len(s.rmsgs) * s.rbufSize)
-		for i := range s.rmsgs {
-			s.rbufs = append(s.rbufs, s.rmem.B[i*s.rbufSize:(i+1)*s.rbufSize:(i+1)*s.rbufSize])
+		// duplicates) never need the megabyte.
+		for range s.rmsgs {
+			s.rbufs = append(s.rbufs, make([]byte, s.rbufSize))
 		}
 	}
 	for i := range s.rmsgs {
