@@ -76,9 +76,12 @@ func (u Usage) Overhead() uint64 { return u.Total - u.Released - u.Objects - u.F
 
 func (u Usage) String() string {
 	kib := func(n uint64) uint64 { return (n + 512) >> 10 }
-	return fmt.Sprintf("heap live %d KiB, objects %d KiB, free %d KiB, released %d KiB, span waste %d KiB, stacks %d KiB (%d goroutines), metadata %d KiB, other %d KiB; limit %d KiB",
-		kib(u.Live), kib(u.Objects), kib(u.Free), kib(u.Released), kib(u.Unused), kib(u.Stacks), u.Goroutines, kib(u.Metadata), kib(u.Other),
-		kib(uint64(debug.SetMemoryLimit(-1))))
+	limit := "none"
+	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
+		limit = fmt.Sprintf("%d KiB", kib(uint64(l)))
+	}
+	return fmt.Sprintf("heap live %d KiB, objects %d KiB, free %d KiB, released %d KiB, span waste %d KiB, stacks %d KiB (%d goroutines), metadata %d KiB, other %d KiB; limit %s",
+		kib(u.Live), kib(u.Objects), kib(u.Free), kib(u.Released), kib(u.Unused), kib(u.Stacks), u.Goroutines, kib(u.Metadata), kib(u.Other), limit)
 }
 
 // Read returns the runtime's view of this process's memory.
@@ -167,8 +170,12 @@ func Follow(max int64) (note string, stop func()) {
 	if gogc < 0 {
 		return "collector off (GOGC=off): no memory limit", func() {}
 	}
+	// The first limit is set after the first collection, which GOGC
+	// times: a limit set before it, with nothing yet known live, would
+	// have the start-up (a web UI's templates, configd's database)
+	// collect every 512 KiB, and a small service that never reaches
+	// GOGC's minimum pays for no collection until Go's forced one.
 	f := &follower{gogc: gogc, max: max}
-	f.adjust()
 	f.arm()
 	return fmt.Sprintf("GOGC %d, memory limit following the live heap (at least %d KiB of headroom)", gogc, Headroom>>10),
 		func() { f.stopped.Store(true) }
