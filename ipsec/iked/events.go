@@ -2,6 +2,7 @@ package iked
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/flashgate/flashgate/ipsec/ike"
 )
@@ -107,11 +108,15 @@ func (d *Daemon) ikeDown(sa *ike.IKESA, reason error) {
 	}
 }
 
-// refused reports whether reason ends a negotiation (IKE_SA_INIT or
-// IKE_AUTH) rather than an SA that was up.
+// refused reports whether reason ends a negotiation (IKEv2's IKE_SA_INIT
+// or IKE_AUTH, IKEv1's main mode, whose failures name the message in
+// Stage, "main mode message 5") rather than an SA that was up. An IKEv1
+// peer refused at main mode message 5 (wrong pre-shared key or identity)
+// left no trace on a respond tunnel before IKEv1 failures counted here.
 func refused(reason error) bool {
 	var f *ike.Failure
-	return errors.As(reason, &f) && (f.Exchange == ike.IKE_SA_INIT || f.Exchange == ike.IKE_AUTH)
+	return errors.As(reason, &f) && (f.Exchange == ike.IKE_SA_INIT || f.Exchange == ike.IKE_AUTH ||
+		strings.HasPrefix(f.Stage, "main mode message"))
 }
 
 func (d *Daemon) failure(peer *ike.PeerConfig, reason error) {

@@ -145,6 +145,16 @@ func TestIKEv1StrongSwan(t *testing.T) {
 			[]string{"AUTHENTICATION_FAILED", "pre-shared key"}},
 		{"proposal mismatch", func(o *config.Tunnel, p *testnet.CharonConn) { p.Proposals = "aes256-sha256-modp3072" }, false,
 			[]string{"NO_PROPOSAL_CHOSEN", "main mode", "aes128-sha1-modp2048"}},
+		// The same two on a respond tunnel, strongSwan initiating: the
+		// refusal is ours, and our status must say it too.
+		{"wrong psk, peer initiates", func(o *config.Tunnel, p *testnet.CharonConn) {
+			p.PSK = "a-different-psk-0123456789"
+			o.StartAction = config.StartRespond
+		}, true, []string{"AUTHENTICATION_FAILED", "pre-shared key mismatch"}},
+		{"proposal mismatch, peer initiates", func(o *config.Tunnel, p *testnet.CharonConn) {
+			p.Proposals = "aes256-sha256-modp3072"
+			o.StartAction = config.StartRespond
+		}, true, []string{"NO_PROPOSAL_CHOSEN", "peer offered aes256-sha256-modp3072, we accept aes128-sha1-modp2048"}},
 		{"IKEv2 tunnel gets IKEv1", func(o *config.Tunnel, p *testnet.CharonConn) {
 			o.IKEVersion = config.IKEv2
 			o.StartAction = config.StartRespond
