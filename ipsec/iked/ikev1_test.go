@@ -107,8 +107,29 @@ func TestIKEv1StrongSwan(t *testing.T) {
 				}
 				waitEvents(t, d, "s2s", "CHILD_SA rekeyed", 2, 5*time.Second)
 				time.Sleep(300 * time.Millisecond)
+				before := tunnelStatus(d, "s2s").IKE
 				if err := d.Rekey("s2s", true); err != nil {
 					t.Errorf("our phase 1 rekey: %v", err)
+				}
+				// The phase 1 rekey must have happened, not only the
+				// stream have survived the attempt.
+				waitEvents(t, d, "s2s", "IKE_SA rekeyed", 1, 10*time.Second)
+				if now := tunnelStatus(d, "s2s"); now.IKE == nil || before == nil || now.IKE.InitiatorSPI == before.InitiatorSPI || len(now.Children) == 0 {
+					t.Errorf("after our phase 1 rekey the tunnel's ISAKMP SA is %+v (before %+v), phase 2 SAs %d", now.IKE, before, len(now.Children))
+				}
+				// strongSwan's phase 1 rekey (an IKEv1 reauthentication: a
+				// new main mode) under the same stream.
+				time.Sleep(300 * time.Millisecond)
+				before = tunnelStatus(d, "s2s").IKE
+				if out, err := charon.Swanctl("--rekey", "--ike", "s2s", "--reauth"); err != nil {
+					t.Errorf("strongSwan's phase 1 rekey: %v: %s", err, out)
+				}
+				if !waitFor(10*time.Second, func() bool {
+					now := tunnelStatus(d, "s2s")
+					return now.IKE != nil && before != nil && now.IKE.InitiatorSPI != before.InitiatorSPI && len(now.Children) > 0
+				}) {
+					st := tunnelStatus(d, "s2s")
+					t.Errorf("after strongSwan's phase 1 rekey the tunnel's ISAKMP SA is %+v (before %+v), phase 2 SAs %d; events:\n%s", st.IKE, before, len(st.Children), eventLines(st))
 				}
 				time.Sleep(time.Second)
 				if err := stream.Stop(5 * time.Second); err != nil {
