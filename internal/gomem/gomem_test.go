@@ -98,3 +98,48 @@ func TestFollowLeavesTheEnvironmentsLimit(t *testing.T) {
 		t.Errorf("limit %d -> %d with GOMEMLIMIT set", before, after)
 	}
 }
+
+// TestFollowLiftsTheLimitWhileBusy: collections in quick succession (a
+// burst) lift the limit; once the service is quiet the limit follows the
+// live heap again.
+func TestFollowLiftsTheLimitWhileBusy(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "")
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	defer debug.SetGCPercent(debug.SetGCPercent(50))
+	defer func(b, q time.Duration) { busyGap, quietAfter = b, q }(busyGap, quietAfter)
+	busyGap, quietAfter = 2*time.Second, 4*time.Second
+	debug.SetMemoryLimit(math.MaxInt64)
+	runtime.GC()
+	if u := Read(); u.Live >= 1<<20 {
+		t.Skipf("the test binary holds %d bytes live: too much to see the idle limit", u.Live)
+	}
+	_, stop := Follow(0)
+	defer stop()
+	// One collection: the limit follows the live heap (or, if the
+	// runtime collected again at once, it comes back once quiet).
+	runtime.GC()
+	idle := waitQuiet(t, func(l int64) bool { return l < math.MaxInt64 })
+	// Two collections in a row: busy.
+	runtime.GC()
+	runtime.GC()
+	waitQuiet(t, func(l int64) bool { return l == math.MaxInt64 })
+	// No collection for quietAfter: the limit comes back.
+	quiet := waitQuiet(t, func(l int64) bool { return l < math.MaxInt64 })
+	t.Logf("limit %d KiB idle, lifted while busy, %d KiB once quiet", idle>>10, quiet>>10)
+}
+
+// waitQuiet waits, without collecting, until the memory limit satisfies ok.
+func waitQuiet(t *testing.T, ok func(int64) bool) int64 {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		l := debug.SetMemoryLimit(-1)
+		if ok(l) {
+			return l
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("memory limit still %d after 30 s", l)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
