@@ -171,7 +171,7 @@ func TestAllReturnsIndependentCopies(t *testing.T) {
 // does not build in.
 var nicDriverConfig = map[string]string{
 	"natsemi": "CONFIG_NATSEMI", "via-rhine": "CONFIG_VIA_RHINE", "e1000": "CONFIG_E1000",
-	"e1000e": "CONFIG_E1000E", "igb": "CONFIG_IGB",
+	"e1000e": "CONFIG_E1000E", "igb": "CONFIG_IGB", "virtio_net": "CONFIG_VIRTIO_NET",
 }
 
 var watchdogConfig = map[string]string{

@@ -29,8 +29,8 @@ func TestQEMUArgs(t *testing.T) {
 		"-drive file=/tmp/card.img,format=raw,if=ide,index=0,media=disk",
 		// eth0 is the wan port: NAT. eth1 is the LAN, where the web UI
 		// answers: the host's port goes to the default LAN address.
-		"-netdev user,id=wan -device e1000,netdev=wan,mac=52:54:00:fa:00:01",
-		"-netdev user,id=lan,net=192.168.1.0/24,host=192.168.1.2,restrict=on,hostfwd=tcp:127.0.0.1:8443-192.168.1.1:443 -device e1000,netdev=lan,mac=52:54:00:fa:00:02",
+		"-netdev user,id=wan -device virtio-net-pci,netdev=wan,mac=52:54:00:fa:00:01",
+		"-netdev user,id=lan,net=192.168.1.0/24,host=192.168.1.2,restrict=on,hostfwd=tcp:127.0.0.1:8443-192.168.1.1:443 -device virtio-net-pci,netdev=lan,mac=52:54:00:fa:00:02",
 		"-device i6300esb",
 	} {
 		if !strings.Contains(line, want) {
