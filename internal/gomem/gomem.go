@@ -165,11 +165,10 @@ type follower struct {
 	busyGap, quietAt time.Duration // busyGap and quietAfter
 	stopped          atomic.Bool
 
-	mu       sync.Mutex
-	last     time.Time   // the last collection's end, as the follower saw it
-	lastBusy time.Time   // the last collection within busyGap of the one before
-	quiet    *time.Timer // sets the limit again once the service is quiet
-	lifted   bool
+	mu     sync.Mutex
+	last   time.Time   // the last collection's end, as the follower saw it
+	quiet  *time.Timer // sets the limit again once the service is quiet
+	lifted bool
 }
 
 // sentinel is garbage made to be collected: its cleanup tells the
@@ -199,7 +198,6 @@ func (f *follower) adjust() {
 	busy := !f.last.IsZero() && now.Sub(f.last) < f.busyGap
 	f.last = now
 	if busy {
-		f.lastBusy = now
 		f.lifted = true
 		debug.SetMemoryLimit(f.ceiling())
 		if f.quiet == nil {
@@ -209,27 +207,21 @@ func (f *follower) adjust() {
 		}
 		return
 	}
-	// Collections at an idle pace do not keep the limit lifted: only
-	// busy ones do.
-	if f.lifted && now.Sub(f.lastBusy) >= f.quietAt {
-		f.lifted = false
-	}
 	if !f.lifted {
 		f.set()
 	}
 }
 
-// settle sets the limit again once quietAfter has passed since the last
-// busy collection (collections at an idle pace do not count); the
-// collection that follows, if the heap is over it, lets the scavenger
-// give back what the burst left.
+// settle sets the limit again once the service has been quiet for
+// quietAfter; the collection that follows, if the heap is over it,
+// lets the scavenger give back what the burst left.
 func (f *follower) settle() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.stopped.Load() {
 		return
 	}
-	if since := time.Since(f.lastBusy); since < f.quietAt {
+	if since := time.Since(f.last); since < f.quietAt {
 		f.quiet.Reset(f.quietAt - since)
 		return
 	}
