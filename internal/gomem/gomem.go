@@ -13,10 +13,10 @@
 // holds little collects when it has left Headroom of garbage instead of
 // 2 MB. A service that holds more (a hub's thousand tunnels) has no limit:
 // GOGC alone times its collections, as without Follow. Nor has a busy one
-// (collections less than half a second apart: a commit, a page, a login)
-// until it has been quiet for 10 s: the limit is for idle services, and a
-// burst running into it pays twice the CPU. The limit is set again at
-// every collection, so it never holds a service to less than it needs for
+// (collections less than 5 s apart: a commit, a page, a login) until it
+// has been quiet for 10 s: the limit is for idle services, and a burst
+// running into it pays twice the CPU. The limit is set again at every
+// collection, so it never holds a service to less than it needs for
 // longer than one.
 package gomem
 
@@ -148,13 +148,10 @@ func Read() Usage {
 // limit a burst keeps running into costs CPU twice: more collections, and
 // the scavenger giving back pages that the burst faults in again (configd
 // took twice the CPU per commit in 50 tunnels with the limit held through
-// its commits). Under the limit an idle service collects every 512 KiB it
-// allocates: with busyGap at 5 s, netd and the web UI (their status polls,
-// 100 KB/s or more) counted as busy at idle and kept no limit; at half a
-// second busy means allocating over a megabyte a second.
+// its commits).
 // They are variables for the tests, read by Follow.
 var (
-	busyGap    = 500 * time.Millisecond
+	busyGap    = 5 * time.Second
 	quietAfter = 10 * time.Second
 )
 
