@@ -12,12 +12,9 @@
 // runtime's metadata) plus the live heap and Headroom, so a service that
 // holds little collects when it has left Headroom of garbage instead of
 // 2 MB. A service that holds more (a hub's thousand tunnels) has no limit:
-// GOGC alone times its collections, as without Follow. Nor has a busy one
-// (collections less than 5 s apart: a commit, a page, a login) until it
-// has been quiet for 10 s: the limit is for idle services, and a burst
-// running into it pays twice the CPU. The limit is set again at every
-// collection, so it never holds a service to less than it needs for
-// longer than one.
+// GOGC alone times its collections, as without Follow. The limit is set
+// again at every collection, so it never holds a busy service to less
+// than it needs for longer than one.
 package gomem
 
 import (
@@ -28,10 +25,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 )
 
 // Headroom is the least garbage a service following the live heap may
@@ -142,30 +137,11 @@ func Read() Usage {
 	}
 }
 
-// busyGap and quietAfter: collections closer than busyGap mean the
-// service is busy (a commit, a page rendered, a burst of setups); its limit
-// is lifted until quietAfter has passed without such a collection. A
-// limit a burst keeps running into costs CPU twice: more collections, and
-// the scavenger giving back pages that the burst faults in again (configd
-// took twice the CPU per commit in 50 tunnels with the limit held through
-// its commits).
-// They are variables for the tests, read by Follow.
-var (
-	busyGap    = 5 * time.Second
-	quietAfter = 10 * time.Second
-)
-
 // follower re-sets the limit after every collection.
 type follower struct {
-	gogc             int
-	max              int64
-	busyGap, quietAt time.Duration // busyGap and quietAfter
-	stopped          atomic.Bool
-
-	mu     sync.Mutex
-	last   time.Time   // the last collection's end, as the follower saw it
-	quiet  *time.Timer // sets the limit again once the service is quiet
-	lifted bool
+	gogc    int
+	max     int64
+	stopped atomic.Bool
 }
 
 // sentinel is garbage made to be collected: its cleanup tells the
@@ -186,57 +162,9 @@ func (f *follower) arm() {
 	}, f)
 }
 
-// adjust runs after every collection: a busy service's limit is lifted,
-// an idle one's follows its live heap.
 func (f *follower) adjust() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	now := time.Now()
-	busy := !f.last.IsZero() && now.Sub(f.last) < f.busyGap
-	f.last = now
-	if busy {
-		f.lifted = true
-		debug.SetMemoryLimit(f.ceiling())
-		if f.quiet == nil {
-			f.quiet = time.AfterFunc(f.quietAt, f.settle)
-		} else {
-			f.quiet.Reset(f.quietAt)
-		}
-		return
-	}
-	if !f.lifted {
-		f.set()
-	}
-}
-
-// settle sets the limit again once the service has been quiet for
-// quietAfter; the collection that follows, if the heap is over it,
-// lets the scavenger give back what the burst left.
-func (f *follower) settle() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.stopped.Load() {
-		return
-	}
-	if since := time.Since(f.last); since < f.quietAt {
-		f.quiet.Reset(f.quietAt - since)
-		return
-	}
-	f.lifted = false
-	f.set()
-}
-
-func (f *follower) set() {
 	u := Read()
 	debug.SetMemoryLimit(Limit(u.Overhead(), u.Live, f.gogc, Headroom, f.max))
-}
-
-// ceiling is the limit while the service is busy: its cap, or none.
-func (f *follower) ceiling() int64 {
-	if f.max > 0 {
-		return f.max
-	}
-	return math.MaxInt64
 }
 
 // Follow makes the memory limit follow the live heap (see the package
@@ -258,7 +186,7 @@ func Follow(max int64) (note string, stop func()) {
 	// have the start-up (a web UI's templates, configd's database)
 	// collect every 512 KiB, and a small service that never reaches
 	// GOGC's minimum pays for no collection until Go's forced one.
-	f := &follower{gogc: gogc, max: max, busyGap: busyGap, quietAt: quietAfter}
+	f := &follower{gogc: gogc, max: max}
 	f.arm()
 	return fmt.Sprintf("GOGC %d, memory limit following the live heap (at least %d KiB of headroom)", gogc, Headroom>>10),
 		func() { f.stopped.Store(true) }
