@@ -175,6 +175,30 @@ func (ep *Endpoint) handleV1(pkt []byte, local, remote netip.AddrPort) {
 	}
 	pkt = pkt[:h.Length]
 	if h.CkyR == 0 {
+		if h.Exchange == v1Informational {
+			// A refusal of our message 1 by a responder that kept no
+			// state for it: libreswan sends its NO_PROPOSAL_CHOSEN with
+			// no responder cookie (strongSwan sends one of its own).
+			ep.mu.Lock()
+			sa := ep.sas[h.CkyI]
+			ep.mu.Unlock()
+			if sa == nil || sa.v1 == nil || !sa.initiator || sa.remote.Addr() != remote.Addr() {
+				ep.Stats.UnknownSPI.Add(1)
+				return
+			}
+			sa.mu.Lock()
+			if sa.spiR != 0 || h.Flags&v1FlagEncrypted != 0 {
+				// Past message 2 the peer has a cookie for this SA.
+				sa.mu.Unlock()
+				ep.Stats.Malformed.Add(1)
+				return
+			}
+			sa.v1Handle(pkt, h, local, remote)
+			ev := sa.takeEvents()
+			sa.mu.Unlock()
+			runEvents(ev)
+			return
+		}
 		if h.Exchange != v1MainMode && h.Exchange != v1Aggressive {
 			ep.Stats.UnknownSPI.Add(1)
 			return

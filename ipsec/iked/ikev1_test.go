@@ -197,25 +197,33 @@ func TestIKEv1StrongSwan(t *testing.T) {
 			if c.peerStart {
 				go charon.Initiate("s2s-net")
 			}
-			var text string
-			if !waitFor(20*time.Second, func() bool {
-				st := tunnelStatus(d, "s2s")
-				text = st.Reason
-				for _, e := range st.Events {
-					text += "\n" + e.Message
-				}
-				for _, w := range c.want {
-					if !strings.Contains(text, w) {
-						return false
-					}
-				}
-				return true
-			}) {
+			if text, ok := statusSays(d, "s2s", c.want, 20*time.Second); !ok {
 				t.Fatalf("status and events do not say %q:\n%s", c.want, text)
 			}
 			d.Close()
 		})
 	}
+}
+
+// statusSays waits until the tunnel's reason and events, together, hold
+// every one of want: what an admin reads when a peer is refused or refuses.
+// It returns that text, for the failure message.
+func statusSays(d *Daemon, name string, want []string, timeout time.Duration) (string, bool) {
+	var text string
+	ok := waitFor(timeout, func() bool {
+		st := tunnelStatus(d, name)
+		text = st.Reason
+		for _, e := range st.Events {
+			text += "\n" + e.Message
+		}
+		for _, w := range want {
+			if !strings.Contains(text, w) {
+				return false
+			}
+		}
+		return true
+	})
+	return text, ok
 }
 
 // TestIKEv1NATAndDPD: gateway A sits behind a masquerading NAT; the IKEv1
