@@ -32,7 +32,8 @@ import (
 // IKEv1 main + quick mode in the four suites of issue 19 (PFS on in two),
 // each in one role and the first in both, traffic both ways through
 // pluto's kernel SAs; a phase 2 and a phase 1 rekey of ours under a TCP
-// stream; and IKEv2 with ECDSA certificates (issue 20) in both roles.
+// stream; two subnet pairs (a quick mode and traffic per pair); dead peer
+// detection declaring pluto dead once its packets are dropped; and IKEv2 with ECDSA certificates (issue 20) in both roles.
 func TestLibreswanVM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a VM in qemu")
@@ -204,6 +205,112 @@ func TestLibreswanVM(t *testing.T) {
 			}
 		})
 	}
+
+	// Two subnet pairs in one tunnel: the VM's LAN gets a second subnet,
+	// pluto one connection per pair (s2s, s2s-2), and we run one quick
+	// mode per pair under the one ISAKMP SA, then carry traffic through
+	// each pair's SAs both ways.
+	t.Run("ikev1/two-subnet-pairs", func(t *testing.T) {
+		plutoLogOnFailure(t)
+		lanB2 := netip.MustParsePrefix("10.10.3.0/24")
+		vmLAN2 := netip.MustParsePrefix("10.10.3.1/24")
+		if out, err := vm.Run("/usr/sbin/ip", "addr", "replace", vmLAN2.String(), "dev", "lan0"); err != nil {
+			t.Fatalf("the VM's second LAN subnet: %v: %s", err, out)
+		}
+		conn := v1conn("aes128-sha1;modp2048", "aes128-sha1", false)
+		conn.LocalTS = []netip.Prefix{lanB, lanB2}
+		if err := pluto.Load(conn); err != nil {
+			t.Fatal(err)
+		}
+		tun := tunnelConfig(ourWAN, vmWAN, "gwA", "gwB", lanA, lanB, "aes128-sha1-modp2048", "aes128-sha1", config.StartInitiate)
+		tun.IKEVersion = config.IKEv1
+		tun.RemoteSubnets = append(tun.RemoteSubnets, config.MustPrefix(lanB2.String()))
+		d := startIked(t, gwA, tun)
+		defer d.Close()
+		var st ipsec.TunnelStatus
+		if !waitFor(3*time.Minute, func() bool {
+			st = tunnelStatus(d, "s2s")
+			return st.State == ipsec.StateUp && len(st.Children) == 2
+		}) {
+			t.Fatalf("want the tunnel up with a phase 2 SA per subnet pair: %s %q, %d phase 2 SAs; events:\n%s\n%s", st.State, st.Reason, len(st.Children), eventLines(st), pluto.Status())
+		}
+		for _, far := range []netip.Prefix{vmLAN, vmLAN2} {
+			if err := retry(3, func() error { return testnet.Ping(hostA, far.Addr(), 1) }); err != nil {
+				t.Errorf("hostA -> %s through the tunnel: %v\n%s\n%s", far.Addr(), err, pluto.Status(), vmXfrm(vm))
+			}
+			if err := retry(3, func() error {
+				_, err := vm.Run("/usr/bin/ping", "-q", "-n", "-c", "1", "-W", "2", "-w", "6", "-I", far.Addr().String(), hostAIP.String())
+				return err
+			}); err != nil {
+				t.Errorf("%s -> hostA through the tunnel: %v\n%s\n%s", far.Addr(), err, pluto.Status(), vmXfrm(vm))
+			}
+		}
+		// Each pair's SAs carried its own traffic, at pluto (kernel
+		// counters per connection) and at ours.
+		traffic, _ := pluto.Whack("--trafficstatus")
+		for _, name := range []string{`"s2s"`, `"s2s-2"`} {
+			var line string
+			for _, l := range strings.Split(traffic, "\n") {
+				if strings.Contains(l, name+",") || strings.Contains(l, name+"[") || strings.Contains(l, name+" ") {
+					line = l
+				}
+			}
+			m := plutoTrafficRE.FindStringSubmatch(line)
+			if m == nil || m[1] == "0" || m[2] == "0" {
+				t.Errorf("pluto's connection %s carried no traffic both ways:\n%s", name, traffic)
+			}
+		}
+		st = tunnelStatus(d, "s2s")
+		for _, c := range st.Children {
+			if c.PacketsIn == 0 || c.PacketsOut == 0 {
+				t.Errorf("our phase 2 SA %+v carried no packets both ways", c)
+			}
+		}
+	})
+
+	// Dead peer detection: with short DPD delays on both sides the live
+	// peers keep the tunnel (pluto answers our R-U-THERE), then pluto's
+	// IKE and ESP-in-UDP packets are dropped before they reach us and our
+	// status must declare the peer dead, in the words the strongSwan test
+	// (TestIKEv1NATAndDPD) asserts.
+	t.Run("ikev1/dpd-dead-peer", func(t *testing.T) {
+		testnet.RequireTool(t, "nft", "nftables")
+		plutoLogOnFailure(t)
+		conn := v1conn("aes128-sha1;modp2048", "aes128-sha1", false)
+		conn.DPDDelay = 2 * time.Second
+		if err := pluto.Load(conn); err != nil {
+			t.Fatal(err)
+		}
+		tun := tunnelConfig(ourWAN, vmWAN, "gwA", "gwB", lanA, lanB, "aes128-sha1-modp2048", "aes128-sha1", config.StartInitiate)
+		tun.IKEVersion = config.IKEv1
+		tun.DPDInterval, tun.DPDTimeout = config.Seconds(1), config.Seconds(4)
+		d := startIked(t, gwA, tun)
+		defer d.Close()
+		waitState(t, d, "s2s", ipsec.StateUp, 3*time.Minute)
+		bothWays(t, d)
+		time.Sleep(5 * time.Second)
+		if st := tunnelStatus(d, "s2s"); st.State != ipsec.StateUp {
+			t.Fatalf("the tunnel fell between live peers with DPD on: %s %q; events:\n%s\n%s", st.State, st.Reason, eventLines(st), lastLogLines(pluto.ReadLog(), 30))
+		}
+		// Only UDP from the VM: its agent (TCP) still answers.
+		drop := fmt.Sprintf("add table ip vmdpd; add chain ip vmdpd in { type filter hook input priority 0 ; } ; add rule ip vmdpd in ip saddr %s udp sport { 500, 4500 } drop", vmWAN)
+		if err := gwA.Run("nft", drop); err != nil {
+			t.Fatal(err)
+		}
+		defer gwA.Run("nft", "delete table ip vmdpd")
+		var text string
+		if !waitFor(time.Minute, func() bool {
+			st := tunnelStatus(d, "s2s")
+			text = st.Reason
+			for _, e := range st.Events {
+				text += "\n" + e.Message
+			}
+			return strings.Contains(text, "dead peer detection") && strings.Contains(text, "R-U-THERE")
+		}) {
+			t.Fatalf("the dead peer is not declared dead:\n%s", text)
+		}
+		t.Logf("our status: %s", strings.SplitN(text, "\n", 2)[0])
+	})
 
 	t.Run("ikev2/certificates", func(t *testing.T) {
 		caKey, _ := pki.NewKey(pki.ECDSAP256)
