@@ -33,7 +33,8 @@ import (
 // each in one role and the first in both, traffic both ways through
 // pluto's kernel SAs; a phase 2 and a phase 1 rekey of ours under a TCP
 // stream; two subnet pairs (a quick mode and traffic per pair); dead peer
-// detection declaring pluto dead once its packets are dropped; and IKEv2 with ECDSA certificates (issue 20) in both roles.
+// detection declaring pluto dead once its packets are dropped; NAT-T from
+// a second gateway behind a masquerading namespace (gwA); and IKEv2 with ECDSA certificates (issue 20) in both roles.
 func TestLibreswanVM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a VM in qemu")
@@ -312,6 +313,62 @@ func TestLibreswanVM(t *testing.T) {
 		t.Logf("our status: %s", strings.SplitN(text, "\n", 2)[0])
 	})
 
+	// NAT-T through a masquerading namespace: a second gateway (iked in
+	// gwC, 192.168.60.2, hostC's LAN 10.10.5.0/24 behind it) reaches the
+	// VM through gwA, which masquerades it to 10.10.0.1, the address
+	// pluto's connection already names. Both sides must detect the NAT
+	// and carry the traffic ESP-in-UDP through it.
+	t.Run("ikev1/nat-t-masquerade", func(t *testing.T) {
+		testnet.RequireTool(t, "nft", "nftables")
+		plutoLogOnFailure(t)
+		lanC := netip.MustParsePrefix("10.10.5.0/24")
+		hostCIP, gwCWAN := netip.MustParseAddr("10.10.5.2"), netip.MustParseAddr("192.168.60.2")
+		gwC, hostC := testnet.NewNS(t, p+"-lvn"), testnet.NewNS(t, p+"-lvc")
+		testnet.Link(t, hostC, "lan0", "10.10.5.2/24", gwC, "lan0", "10.10.5.1/24")
+		testnet.Link(t, gwC, "wan0", "192.168.60.2/24", gwA, "natin0", "192.168.60.1/24")
+		for _, c := range []struct {
+			ns   *testnet.NS
+			argv []string
+		}{
+			{hostC, []string{"ip", "route", "add", "default", "via", "10.10.5.1"}},
+			{gwC, []string{"ip", "route", "add", "default", "via", "192.168.60.1"}},
+			{gwC, []string{"sysctl", "-qw", "net.ipv4.ip_forward=1"}},
+			{gwA, []string{"nft", "add table ip vmnat; add chain ip vmnat post { type nat hook postrouting priority 100 ; } ; add rule ip vmnat post ip saddr 192.168.60.0/24 oifname wan0 counter masquerade"}},
+		} {
+			if err := c.ns.Run(c.argv...); err != nil {
+				t.Fatalf("%s: %v: %v", c.ns.Name, c.argv, err)
+			}
+		}
+		defer gwA.Run("nft", "delete table ip vmnat")
+		conn := v1conn("aes128-sha1;modp2048", "aes128-sha1", false)
+		conn.RemoteTS = []netip.Prefix{lanC}
+		if err := pluto.Load(conn); err != nil {
+			t.Fatal(err)
+		}
+		tun := tunnelConfig(gwCWAN, vmWAN, "gwA", "gwB", lanC, lanB, "aes128-sha1-modp2048", "aes128-sha1", config.StartInitiate)
+		tun.IKEVersion = config.IKEv1
+		d := startIked(t, gwC, tun)
+		defer d.Close()
+		st := waitState(t, d, "s2s", ipsec.StateUp, 3*time.Minute)
+		if st.IKE == nil || !st.IKE.NATT {
+			t.Errorf("our status does not show NAT-T: %+v", st.IKE)
+		}
+		if err := retry(3, func() error { return testnet.Ping(hostC, vmLAN.Addr(), 1) }); err != nil {
+			t.Fatalf("hostC -> the VM's LAN through the NAT: %v\n%s\n%s", err, pluto.Status(), vmXfrm(vm))
+		}
+		if err := retry(3, func() error { return vm.Ping(hostCIP, 1) }); err != nil {
+			t.Fatalf("the VM's LAN -> hostC through the NAT: %v\n%s\n%s", err, pluto.Status(), vmXfrm(vm))
+		}
+		if in, out := plutoTraffic(pluto); in == 0 || out == 0 {
+			t.Errorf("pluto's kernel SAs counted %d bytes in, %d out; want traffic both ways:\n%s", in, out, pluto.Status())
+		}
+		// The tunnel went through the masquerade (pluto's connection names
+		// only 10.10.0.1; the rule's counter shows the translations).
+		if out, err := gwA.Output("nft", "list", "table", "ip", "vmnat"); err != nil || !natCounterRE.MatchString(out) {
+			t.Errorf("the masquerade rule translated nothing (%v):\n%s", err, out)
+		}
+	})
+
 	t.Run("ikev2/certificates", func(t *testing.T) {
 		caKey, _ := pki.NewKey(pki.ECDSAP256)
 		ca, err := pki.NewCA(pki.Template{CommonName: "Office VPN CA", PathLen: -1}, caKey)
@@ -411,6 +468,9 @@ func vmXfrm(vm *testnet.LibreswanVM) string {
 	}
 	return b.String()
 }
+
+// natCounterRE: an nft counter that counted packets.
+var natCounterRE = regexp.MustCompile(`counter packets [1-9]`)
 
 var plutoTrafficRE = regexp.MustCompile(`inBytes=(\d+), outBytes=(\d+)`)
 
