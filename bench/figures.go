@@ -143,7 +143,7 @@ func imageFigures(res []Result, why string) []Figure {
 			fmt.Sprintf("compiling this board's kernel when the kernel cache built it (the first board of a CPU class builds the whole tree; the others rebuild only the drivers that differ); this run's kernel step took %.1f s (cached when ~0)", r.Metrics["kernel_step_s"])))
 	}
 	if !seen {
-		figs = append(figs, Unmeasured("image.alix2d13.firmware_bytes", "bytes", "<= 12 MiB", why))
+		figs = append(figs, Unmeasured("image.alix2d13.firmware_bytes", "bytes", "<= 8 MiB", why))
 	}
 	bootNote := "qemu start to the console's login prompt of an ordinary boot (the card has its admin password), software emulation (TCG), -cpu pentium2"
 	if p, ok := Find(res, "BenchmarkBootQEMU", "first_prompt_s"); ok {
