@@ -536,3 +536,59 @@ func TestV1AggressiveModeRefused(t *testing.T) {
 		t.Errorf("no INVALID-EXCHANGE-TYPE sent back")
 	}
 }
+
+// TestV1InitialContact: a peer that restarts sends INITIAL-CONTACT in main
+// mode message 5 of its first ISAKMP SA, and the responder drops what it
+// still held with that peer (the old ISAKMP SA and its phase 2 SAs are gone
+// at the peer's end) instead of taking them over as in a phase 1 rekey. A
+// second ISAKMP SA from a peer that did not restart carries no
+// INITIAL-CONTACT: it takes the first one's phase 2 SAs over instead.
+func TestV1InitialContact(t *testing.T) {
+	t.Run("peer restarts", func(t *testing.T) {
+		ca, cb := v1Configs("aes128-sha1-modp2048", "aes128-sha1")
+		n, a, _ := twoPeers(t, ca, cb)
+		a.ep.Initiate(ca)
+		n.run()
+		old := a.established()
+		if len(old) != 1 {
+			t.Fatalf("A has %d ISAKMP SAs before the restart, want 1", len(old))
+		}
+		// B restarts: a fresh engine with the same config initiates.
+		b2 := n.addPeer("B2", addrB, cb, nil)
+		if _, err := b2.ep.Initiate(cb); err != nil {
+			t.Fatal(err)
+		}
+		n.run()
+		if got := a.established(); len(got) != 1 || got[0] == old[0] {
+			t.Fatalf("A has %d established ISAKMP SAs after the peer restarted (the old one kept: %v), want only the new one", len(got), len(got) > 0 && got[0] == old[0])
+		}
+		if f := a.lastFailure(); f == nil || f.Reason != ReasonPeerRestarted {
+			t.Errorf("A reports %v, want the peer restarted", f)
+		}
+		if st := old[0].State(); st != StateDead && st != StateDeleting {
+			t.Errorf("A's old ISAKMP SA is %v, want it gone", st)
+		}
+		checkPairs(t, a, b2, 1)
+	})
+	t.Run("second SA without restart", func(t *testing.T) {
+		ca, cb := v1Configs("aes128-sha1-modp2048", "aes128-sha1")
+		n, a, b := twoPeers(t, ca, cb)
+		a.ep.Initiate(ca)
+		n.run()
+		first := b.established()
+		b.ep.Initiate(cb)
+		n.run()
+		if len(first) != 1 || first[0].State() == StateDead {
+			t.Fatalf("B's first ISAKMP SA is gone after B's own second one: INITIAL-CONTACT sent when it was not the first contact")
+		}
+		if f := a.lastFailure(); f != nil && f.Reason == ReasonPeerRestarted {
+			t.Errorf("A took B's second ISAKMP SA for a restart: %v", f)
+		}
+		// Without INITIAL-CONTACT a new ISAKMP SA is a phase 1 rekey: it
+		// takes over the phase 2 SAs and the first becomes REKEYED.
+		if st := first[0].State(); st != StateRekeyed {
+			t.Errorf("B's first ISAKMP SA is %v after B's second, want REKEYED (taken over, not dropped)", st)
+		}
+		checkPairs(t, a, b, 1)
+	})
+}
