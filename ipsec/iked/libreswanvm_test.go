@@ -512,26 +512,7 @@ func startEchoStream(ns *testnet.NS, dst netip.AddrPort, rate int) (*echoStream,
 	}()
 	go func() {
 		defer st.wg.Done()
-		const chunk = 8 << 10
-		src := newPattern(3)
-		buf := make([]byte, chunk)
-		tick := time.NewTicker(time.Second * chunk / time.Duration(rate))
-		defer tick.Stop()
-		for {
-			select {
-			case <-st.stop:
-				st.sendErr = c.(*net.TCPConn).CloseWrite()
-				return
-			case <-tick.C:
-			}
-			src.Read(buf)
-			c.SetWriteDeadline(time.Now().Add(time.Minute))
-			if _, err := c.Write(buf); err != nil {
-				st.sendErr = err
-				return
-			}
-			st.sent.Add(chunk)
-		}
+		st.sendErr = sendPaced(c, 3, 8<<10, rate, time.Minute, st.stop, &st.sent)
 	}()
 	return st, nil
 }

@@ -188,26 +188,7 @@ func startStream(s *testnet.SiteToSite, port uint16, rate int) (*tcpStream, erro
 	}()
 	go func() {
 		defer st.wg.Done()
-		const chunk = 16 << 10
-		src := newPattern(2)
-		buf := make([]byte, chunk)
-		tick := time.NewTicker(time.Second * chunk / time.Duration(rate))
-		defer tick.Stop()
-		for {
-			select {
-			case <-st.stop:
-				st.sendErr = c.(*net.TCPConn).CloseWrite()
-				return
-			case <-tick.C:
-			}
-			src.Read(buf)
-			c.SetWriteDeadline(time.Now().Add(10 * time.Second))
-			if _, err := c.Write(buf); err != nil {
-				st.sendErr = err
-				return
-			}
-			st.sent.Add(chunk)
-		}
+		st.sendErr = sendPaced(c, 2, 16<<10, rate, 10*time.Second, st.stop, &st.sent)
 	}()
 	return st, nil
 }
@@ -269,4 +250,27 @@ func (st *tcpStream) Stop(stall time.Duration) error {
 		return fmt.Errorf("sent %d bytes, received %d", st.sent.Load(), st.received.Load())
 	}
 	return nil
+}
+
+// sendPaced writes seed's pattern to c in chunks at about rate bytes a
+// second until stop closes, then half-closes c; each write may take up to
+// writeLimit. It counts what it sent and returns the first error.
+func sendPaced(c net.Conn, seed byte, chunk, rate int, writeLimit time.Duration, stop <-chan struct{}, sent *atomic.Int64) error {
+	src := newPattern(seed)
+	buf := make([]byte, chunk)
+	tick := time.NewTicker(time.Second * time.Duration(chunk) / time.Duration(rate))
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return c.(*net.TCPConn).CloseWrite()
+		case <-tick.C:
+		}
+		src.Read(buf)
+		c.SetWriteDeadline(time.Now().Add(writeLimit))
+		if _, err := c.Write(buf); err != nil {
+			return err
+		}
+		sent.Add(int64(chunk))
+	}
 }
