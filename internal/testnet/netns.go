@@ -59,6 +59,26 @@ func (n *NS) Run(args ...string) error {
 	return err
 }
 
+// Cmd is one set-up command and the namespace it runs in.
+type Cmd struct {
+	NS   *NS
+	Args []string
+}
+
+// In is the command args run in ns, for RunAll.
+func In(ns *NS, args ...string) Cmd { return Cmd{NS: ns, Args: args} }
+
+// RunAll runs a test's set-up commands in order and stops the test at the
+// first that fails, naming it.
+func RunAll(t testing.TB, cmds []Cmd) {
+	t.Helper()
+	for _, c := range cmds {
+		if err := c.NS.Run(c.Args...); err != nil {
+			t.Fatalf("%s: %v: %v", c.NS.Name, c.Args, err)
+		}
+	}
+}
+
 // Output runs a command inside the namespace and returns its standard output.
 func (n *NS) Output(args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -41,19 +41,12 @@ func TestImportedStrongSwanTunnels(t *testing.T) {
 			testnet.Link(t, hostA, "lan0", "192.168.2.2/24", gwA, "lan0", "192.168.2.1/24")
 			testnet.Link(t, gwA, "wan0", "192.168.3.197/24", gwB, "wan0", "192.168.3.198/24")
 			testnet.Link(t, gwB, "lan0", "192.168.4.1/24", hostB, "lan0", "192.168.4.2/24")
-			for _, c := range []struct {
-				ns   *testnet.NS
-				args []string
-			}{
-				{hostA, []string{"ip", "route", "add", "default", "via", "192.168.2.1"}},
-				{hostB, []string{"ip", "route", "add", "default", "via", "192.168.4.1"}},
-				{gwA, []string{"sysctl", "-qw", "net.ipv4.ip_forward=1"}},
-				{gwB, []string{"sysctl", "-qw", "net.ipv4.ip_forward=1"}},
-			} {
-				if err := c.ns.Run(c.args...); err != nil {
-					t.Fatal(err)
-				}
-			}
+			testnet.RunAll(t, []testnet.Cmd{
+				testnet.In(hostA, "ip", "route", "add", "default", "via", "192.168.2.1"),
+				testnet.In(hostB, "ip", "route", "add", "default", "via", "192.168.4.1"),
+				testnet.In(gwA, "sysctl", "-qw", "net.ipv4.ip_forward=1"),
+				testnet.In(gwB, "sysctl", "-qw", "net.ipv4.ip_forward=1"),
+			})
 			testnet.StartCharon(t, gwB, testnet.CharonConn{Name: "s2s", Version: 1,
 				LocalAddr: netip.MustParseAddr("192.168.3.198"), RemoteAddr: netip.MustParseAddr("192.168.3.197"),
 				LocalID: "192.168.3.198", RemoteID: "192.168.3.197", PSK: "yoursharedsecret",

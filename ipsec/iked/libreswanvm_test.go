@@ -326,19 +326,12 @@ func TestLibreswanVM(t *testing.T) {
 		gwC, hostC := testnet.NewNS(t, p+"-lvn"), testnet.NewNS(t, p+"-lvc")
 		testnet.Link(t, hostC, "lan0", "10.10.5.2/24", gwC, "lan0", "10.10.5.1/24")
 		testnet.Link(t, gwC, "wan0", "192.168.60.2/24", gwA, "natin0", "192.168.60.1/24")
-		for _, c := range []struct {
-			ns   *testnet.NS
-			argv []string
-		}{
-			{hostC, []string{"ip", "route", "add", "default", "via", "10.10.5.1"}},
-			{gwC, []string{"ip", "route", "add", "default", "via", "192.168.60.1"}},
-			{gwC, []string{"sysctl", "-qw", "net.ipv4.ip_forward=1"}},
-			{gwA, []string{"nft", "add table ip vmnat; add chain ip vmnat post { type nat hook postrouting priority 100 ; } ; add rule ip vmnat post ip saddr 192.168.60.0/24 oifname wan0 counter masquerade"}},
-		} {
-			if err := c.ns.Run(c.argv...); err != nil {
-				t.Fatalf("%s: %v: %v", c.ns.Name, c.argv, err)
-			}
-		}
+		testnet.RunAll(t, []testnet.Cmd{
+			testnet.In(hostC, "ip", "route", "add", "default", "via", "10.10.5.1"),
+			testnet.In(gwC, "ip", "route", "add", "default", "via", "192.168.60.1"),
+			testnet.In(gwC, "sysctl", "-qw", "net.ipv4.ip_forward=1"),
+			testnet.In(gwA, "nft", "add table ip vmnat; add chain ip vmnat post { type nat hook postrouting priority 100 ; } ; add rule ip vmnat post ip saddr 192.168.60.0/24 oifname wan0 counter masquerade"),
+		})
 		defer gwA.Run("nft", "delete table ip vmnat")
 		conn := v1conn("aes128-sha1;modp2048", "aes128-sha1", false)
 		conn.RemoteTS = []netip.Prefix{lanC}

@@ -102,22 +102,15 @@ func newLab(t *testing.T) *lab {
 //	lan fd50::2 -- lan0 fd50::1 [rt] wan0 fd99::1 -- fd99::2 wan
 func (l *lab) addIPv6(t *testing.T) {
 	t.Helper()
-	for _, c := range []struct {
-		ns   *testnet.NS
-		args []string
-	}{
-		{l.lan, []string{"ip", "-6", "addr", "add", "fd50::2/64", "dev", "eth0", "nodad"}},
-		{l.rt, []string{"ip", "-6", "addr", "add", "fd50::1/64", "dev", "lan0", "nodad"}},
-		{l.rt, []string{"ip", "-6", "addr", "add", "fd99::1/64", "dev", "wan0", "nodad"}},
-		{l.wan, []string{"ip", "-6", "addr", "add", "fd99::2/64", "dev", "eth0", "nodad"}},
-		{l.lan, []string{"ip", "-6", "route", "add", "default", "via", "fd50::1"}},
-		{l.wan, []string{"ip", "-6", "route", "add", "fd50::/64", "via", "fd99::1"}},
-		{l.rt, []string{"sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"}},
-	} {
-		if err := c.ns.Run(c.args...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testnet.RunAll(t, []testnet.Cmd{
+		testnet.In(l.lan, "ip", "-6", "addr", "add", "fd50::2/64", "dev", "eth0", "nodad"),
+		testnet.In(l.rt, "ip", "-6", "addr", "add", "fd50::1/64", "dev", "lan0", "nodad"),
+		testnet.In(l.rt, "ip", "-6", "addr", "add", "fd99::1/64", "dev", "wan0", "nodad"),
+		testnet.In(l.wan, "ip", "-6", "addr", "add", "fd99::2/64", "dev", "eth0", "nodad"),
+		testnet.In(l.lan, "ip", "-6", "route", "add", "default", "via", "fd50::1"),
+		testnet.In(l.wan, "ip", "-6", "route", "add", "fd50::/64", "via", "fd99::1"),
+		testnet.In(l.rt, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"),
+	})
 	// The first neighbour discovery on fresh links takes a second or two;
 	// get it done before the probes, whose timeouts are short.
 	for _, dst := range []string{"fd99::2", "fd50::2"} {

@@ -144,20 +144,13 @@ func TestRouteTunnelFirewall(t *testing.T) {
 	l := newLab(t)
 	sink := testnet.NewNS(t, testnet.Prefix()+"-vpc")
 	testnet.Link(t, sink, "eth0", "172.20.0.2/16", l.rt, "ipsec0", "169.254.10.2/30")
-	for _, c := range []struct {
-		ns   *testnet.NS
-		args []string
-	}{
-		{l.rt, []string{"ip", "link", "set", "ipsec0", "mtu", "1399"}},
-		{l.rt, []string{"ip", "route", "add", "172.20.0.0/16", "dev", "ipsec0", "metric", "100"}},
-		{sink, []string{"ip", "addr", "add", "169.254.10.1/30", "dev", "eth0"}},
-		{sink, []string{"ip", "route", "add", "default", "via", "169.254.10.2"}},
-		{l.rt, []string{"sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0"}},
-	} {
-		if err := c.ns.Run(c.args...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testnet.RunAll(t, []testnet.Cmd{
+		testnet.In(l.rt, "ip", "link", "set", "ipsec0", "mtu", "1399"),
+		testnet.In(l.rt, "ip", "route", "add", "172.20.0.0/16", "dev", "ipsec0", "metric", "100"),
+		testnet.In(sink, "ip", "addr", "add", "169.254.10.1/30", "dev", "eth0"),
+		testnet.In(sink, "ip", "route", "add", "default", "via", "169.254.10.2"),
+		testnet.In(l.rt, "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0"),
+	})
 	fw := routeTunnelFirewall()
 	if err := fw.Validate(); err != nil {
 		t.Fatal(err)
