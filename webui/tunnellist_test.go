@@ -132,9 +132,7 @@ func BenchmarkTunnelList(b *testing.B) {
 	for _, p := range []struct{ name, path string }{{"tunnels_1000", "/tunnels"}, {"dashboard_1000", "/"}, {"tunnels_1000_filtered", "/tunnels?q=branch09"}} {
 		page, assets := weigh(b, br, p.path)
 		b.Run(p.name, func(b *testing.B) {
-			req := httptest.NewRequest("GET", p.path, nil)
-			req.Host = h.ts.Listener.Addr().String() // the box answers only to its own addresses
-			req.AddCookie(&http.Cookie{Name: sessionCookie, Value: id})
+			req := benchRequest(h, p.path, id)
 			b.ReportAllocs()
 			for b.Loop() {
 				rec := httptest.NewRecorder()
