@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -114,6 +115,38 @@ PASS
 	for _, name := range []string{"boot.alix2d13.login_s", "image.net4801.firmware_bytes", "kernel.apu2.cached_s"} {
 		if _, ok := value(name); ok {
 			t.Errorf("%s has a value, but its benchmark printed none", name)
+		}
+	}
+}
+
+// TestSuitesRunEveryFigure: every benchmark a figure is read from is run by
+// some suite of make bench (go test -bench matches the first part of its
+// pattern against the top-level benchmark's name). BenchmarkIKESetupCert,
+// behind ike.setup_ms_cert, was in no suite, so the figure was never
+// measured.
+func TestSuitesRunEveryFigure(t *testing.T) {
+	for pkg, benches := range map[string][]string{
+		"./images":     {"BenchmarkImage", "BenchmarkBootQEMU", "BenchmarkBootBoards"},
+		"./e2e":        {"BenchmarkApplianceRSS", "BenchmarkApplianceMem128", "BenchmarkE2ETunnelUp", "BenchmarkUpgradePowerCut"},
+		"./config":     {"BenchmarkCommitSmallChange50Tunnels", "BenchmarkCommitSmallChangeTunnels"},
+		"./ipsec/ike":  {"BenchmarkBytesPerSA", "BenchmarkDH", "BenchmarkSetup"},
+		"./ipsec/esp":  {"BenchmarkEncap", "BenchmarkDecap"},
+		"./webui":      {"BenchmarkPage", "BenchmarkIdleConns", "BenchmarkTunnelList"},
+		"./ipsec/iked": {"BenchmarkIKEFloodSpoofed", "BenchmarkIKEFloodCookieEcho", "BenchmarkIKEFloodRSS"},
+		"./bench": {"BenchmarkTunnelTCP", "BenchmarkRouteTunnelTCP", "BenchmarkRouteFailover", "BenchmarkIKESetup",
+			"BenchmarkIKESetupRate", "BenchmarkIKESetupCert", "BenchmarkIKEv1Setup", "BenchmarkHub"},
+	} {
+		for _, name := range benches {
+			run := false
+			for _, s := range Suites {
+				first, _, _ := strings.Cut(s.Pattern, "/")
+				if s.Package == pkg && s.Board == "" && regexp.MustCompile(first).MatchString(name) {
+					run = true
+				}
+			}
+			if !run {
+				t.Errorf("%s in %s: no suite of make bench runs it", name, pkg)
+			}
 		}
 	}
 }

@@ -59,6 +59,7 @@ var Suites = []Suite{
 	{Package: "./bench", Pattern: "^BenchmarkRouteFailover$", Benchtime: "3x", Timeout: 10 * time.Minute},
 	{Package: "./bench", Pattern: "IKESetup$", Benchtime: "100x", Timeout: 5 * time.Minute},
 	{Package: "./bench", Pattern: "IKESetupRate", Benchtime: "5x", Timeout: 10 * time.Minute},
+	{Package: "./bench", Pattern: "^BenchmarkIKESetupCert$", Benchtime: "50x", Timeout: 5 * time.Minute},
 	{Package: "./bench", Pattern: "^BenchmarkIKEv1Setup$", Benchtime: "50x", Timeout: 5 * time.Minute},
 	{Package: "./ipsec/iked", Pattern: "IKEFlood", Benchtime: "1x", Timeout: 5 * time.Minute},
 	// The 386/softfloat board build against the amd64 build: natively
