@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"net/netip"
-	"regexp"
 	"slices"
 	"strings"
 )
@@ -36,12 +35,44 @@ const (
 	MaxIDLen  = 255 //
 )
 
+// The rules for names. They were regular expressions compiled at start,
+// which every process of the multi-call binary paid for in heap and CPU
+// (this package is linked into all of them); each is a nameRule now, and
+// names_test.go holds them to the expressions they replace.
 var (
-	nameRE     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$`)
-	ifnameRE   = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,14}$`) // IFNAMSIZ-1; no dots: paths use them
-	hostLabel  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
+	nameRE     = nameRule{first: alnum, middle: nameChar, last: nameChar, max: 32}  // [A-Za-z0-9][A-Za-z0-9_-]{0,31}
+	ifnameRE   = nameRule{first: letter, middle: nameChar, last: nameChar, max: 15} // [A-Za-z][A-Za-z0-9_-]{0,14}: IFNAMSIZ-1; no dots: paths use them
+	hostLabel  = nameRule{first: alnum, middle: hostChar, last: alnum, max: 63}     // [A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?
 	validBauds = []int{9600, 19200, 38400, 57600, 115200}
 )
+
+// A nameRule is a name of 1 to max bytes whose first byte passes first,
+// its last (when it has more than one) last, and the others middle.
+type nameRule struct {
+	first, middle, last func(c byte) bool
+	max                 int
+}
+
+// MatchString reports whether s follows the rule.
+func (r nameRule) MatchString(s string) bool {
+	if len(s) == 0 || len(s) > r.max || !r.first(s[0]) {
+		return false
+	}
+	if len(s) == 1 {
+		return true
+	}
+	for i := 1; i < len(s)-1; i++ {
+		if !r.middle(s[i]) {
+			return false
+		}
+	}
+	return r.last(s[len(s)-1])
+}
+
+func letter(c byte) bool   { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+func alnum(c byte) bool    { return letter(c) || '0' <= c && c <= '9' }
+func nameChar(c byte) bool { return alnum(c) || c == '_' || c == '-' }
+func hostChar(c byte) bool { return alnum(c) || c == '-' }
 
 // PortForwardZones are the zones a port forward may come in on. The
 // tunnel zone is not one: it is no set of interfaces but the tunnels'
@@ -104,7 +135,7 @@ func validHost(s string) bool {
 
 // names checks that each element has a valid, unique name and calls fn with
 // the element's path.
-func names[T any](v *validator, list string, elems []T, name func(*T) string, re *regexp.Regexp, fn func(path string, e *T)) {
+func names[T any](v *validator, list string, elems []T, name func(*T) string, re nameRule, fn func(path string, e *T)) {
 	seen := map[string]bool{}
 	for i := range elems {
 		n := name(&elems[i])
@@ -121,12 +152,7 @@ func names[T any](v *validator, list string, elems []T, name func(*T) string, re
 	}
 }
 
-func maxNameLen(re *regexp.Regexp) int {
-	if re == ifnameRE {
-		return 15
-	}
-	return 32
-}
+func maxNameLen(re nameRule) int { return re.max }
 
 func (v *validator) system(s *System) {
 	if !validHostname(s.Hostname) {

@@ -21,6 +21,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 )
 
 const (
@@ -109,9 +110,13 @@ func BoardFragments() ([]string, error) {
 	return out, nil
 }
 
+// The lines of a .config, compiled on first use: the firmware links this
+// package (boards name their kernel class) but never parses a .config, and
+// a regexp compiled at start was heap and CPU in every one of its
+// processes.
 var (
-	setLine   = regexp.MustCompile(`^(CONFIG_[A-Za-z0-9_]+)=(.*)$`)
-	unsetLine = regexp.MustCompile(`^# (CONFIG_[A-Za-z0-9_]+) is not set$`)
+	setLine   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(CONFIG_[A-Za-z0-9_]+)=(.*)$`) })
+	unsetLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^# (CONFIG_[A-Za-z0-9_]+) is not set$`) })
 )
 
 // Settings are symbol values as a .config spells them: "y", "m", a number,
@@ -127,11 +132,11 @@ func ParseSettings(frags ...Fragment) (Settings, error) {
 		sc := bufio.NewScanner(bytes.NewReader(f.Text))
 		for n := 1; sc.Scan(); n++ {
 			line := strings.TrimSpace(sc.Text())
-			if m := setLine.FindStringSubmatch(line); m != nil {
+			if m := setLine().FindStringSubmatch(line); m != nil {
 				s[m[1]] = m[2]
 				continue
 			}
-			if m := unsetLine.FindStringSubmatch(line); m != nil {
+			if m := unsetLine().FindStringSubmatch(line); m != nil {
 				s[m[1]] = "n"
 				continue
 			}

@@ -226,7 +226,12 @@ func makeSelfSigned(hostname string, now time.Time) (certPEM, keyPEM []byte, err
 // the busybox build of the firmware does not get the GODEBUG defaults of a
 // recent go.mod, and old defaults allowed TLS 1.0 and CBC-SHA suites. The
 // suites are forward-secret AEADs only; TLS 1.3 suites are not configurable
-// in Go and are all AEADs.
+// in Go and are all AEADs. It offers HTTP/1.1 only: the firmware's
+// net/http is built without its HTTP/2 (images: the nethttpomithttp2 tag),
+// about 300 KB of the multi-call binary that every process mapped for a UI
+// whose pages are a document, a style sheet, a script and an icon, which a
+// browser fetches over a few kept-alive HTTP/1.1 connections (within
+// MaxConnsPerClient).
 func TLSConfig(cert *Certificate) *tls.Config {
 	return &tls.Config{
 		Certificates: []tls.Certificate{cert.TLS},
@@ -239,6 +244,6 @@ func TLSConfig(cert *Certificate) *tls.Config {
 		},
 		CurvePreferences:       []tls.CurveID{tls.X25519, tls.CurveP256},
 		SessionTicketsDisabled: false,
-		NextProtos:             []string{"h2", "http/1.1"},
+		NextProtos:             []string{"http/1.1"},
 	}
 }

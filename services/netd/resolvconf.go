@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -27,12 +26,41 @@ const (
 	maxSearchDomains = 6
 )
 
-// domainRE is one DNS name as resolv.conf can carry it. The name comes from
-// a DHCP server on the WAN, so anything else (spaces, a newline that would
-// start a line of the attacker's choosing) is dropped.
-var domainRE = regexp.MustCompile(`^([A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.)*[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.?$`)
+// validDomain reports whether s is one DNS name as resolv.conf can carry
+// it: labels of 1 to 63 of A-Z a-z 0-9 _ -, neither starting nor ending
+// with -, joined by dots, with an optional dot at the end; 253 bytes at
+// most. The name comes from a DHCP server on the WAN, so anything else
+// (spaces, a newline that would start a line of the attacker's choosing)
+// is dropped. (It was a regular expression, compiled at start in every
+// process of the multi-call binary; resolvconf_test.go holds the two
+// alike.)
+func validDomain(s string) bool {
+	if len(s) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(strings.TrimSuffix(s, "."), ".") {
+		if !validDomainLabel(label) {
+			return false
+		}
+	}
+	return true
+}
 
-func validDomain(s string) bool { return len(s) <= 253 && domainRE.MatchString(s) }
+func validDomainLabel(l string) bool {
+	if len(l) == 0 || len(l) > 63 || !domainEdge(l[0]) || !domainEdge(l[len(l)-1]) {
+		return false
+	}
+	for i := 1; i < len(l)-1; i++ {
+		if !domainEdge(l[i]) && l[i] != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+func domainEdge(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_'
+}
 
 // resolvConf renders resolv.conf from the leases, taken in the order given
 // (the daemon sorts them by link): their DNS servers, deduplicated, at most
