@@ -1,6 +1,6 @@
 package boards
 
-import "github.com/flashgate/flashgate/kernel"
+import "github.com/flashgate/flashgate/kernel/cpuclass"
 
 // PC Engines ALIX: AMD Geode LX800 (500 MHz, MMX and CMOV, no SSE), CS5536
 // companion, VIA VT6105M Ethernet, CompactFlash, tinyBIOS at 38400 baud
@@ -27,7 +27,7 @@ func alix2d13() Board {
 		Description: "PC Engines ALIX.2C/2D (2D13, 2D3, ...): Geode LX800, 3x VT6105M, CompactFlash",
 		GOARCH:      "386",
 		GO386:       "softfloat", // Geode LX has no SSE2
-		KernelClass: kernel.ClassI586,
+		KernelClass: cpuclass.I586,
 		EmulatedCPU: "pentium2",
 		Console:     alixConsole,
 		NICs: []NIC{
@@ -64,7 +64,7 @@ func alix3d() Board {
 		Description: "PC Engines ALIX.3D: Geode LX800, 1x VT6105M, CompactFlash",
 		GOARCH:      "386",
 		GO386:       "softfloat",
-		KernelClass: kernel.ClassI586,
+		KernelClass: cpuclass.I586,
 		EmulatedCPU: "pentium2",
 		Console:     alixConsole,
 		NICs: []NIC{

@@ -1,6 +1,6 @@
 package boards
 
-import "github.com/flashgate/flashgate/kernel"
+import "github.com/flashgate/flashgate/kernel/cpuclass"
 
 // PC Engines APU2/3/4: AMD GX-412TC (x86-64, AES-NI), Intel i210/i211
 // Ethernet, coreboot with a serial console at 115200, booting from SD,
@@ -15,7 +15,7 @@ func apu2() Board {
 		Family:      "apu",
 		Description: "PC Engines APU2/3/4: AMD GX-412TC (x86-64, AES-NI), 3x i210/i211, SD/mSATA/USB",
 		GOARCH:      "amd64",
-		KernelClass: kernel.ClassX8664,
+		KernelClass: cpuclass.X8664,
 		EmulatedCPU: "qemu64",
 		Console:     Console{Device: "ttyS0", Baud: 115200},
 		NICs: []NIC{

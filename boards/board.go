@@ -11,7 +11,7 @@ package boards
 import (
 	"fmt"
 
-	"github.com/flashgate/flashgate/kernel"
+	"github.com/flashgate/flashgate/kernel/cpuclass"
 )
 
 // Console is the serial console the BIOS, syslinux, the kernel and the getty
@@ -51,9 +51,9 @@ type Board struct {
 	// run flashgate. Lookup returns an error carrying it.
 	Unsupported string
 
-	GOARCH      string       // "386" or "amd64"
-	GO386       string       // "softfloat" where the CPU has no SSE2
-	KernelClass kernel.Class // the CPU class its kernel is built for; kernel/config/board/<Name>.config adds its drivers
+	GOARCH      string         // "386" or "amd64"
+	GO386       string         // "softfloat" where the CPU has no SSE2
+	KernelClass cpuclass.Class // the CPU class its kernel is built for; kernel/config/board/<Name>.config adds its drivers
 
 	Console Console
 	NICs    []NIC

@@ -1,6 +1,6 @@
 package boards
 
-import "github.com/flashgate/flashgate/kernel"
+import "github.com/flashgate/flashgate/kernel/cpuclass"
 
 // VIA EPIA mini-ITX boards with a VIA C3 (Nehemiah) or C7 (Esther) CPU and
 // the PadLock crypto engine in the CPU. EPIA boards vary a lot; what is
@@ -29,7 +29,7 @@ func epiaC3() Board {
 		// The C3 has SSE but no SSE2.
 		GOARCH:      "386",
 		GO386:       "softfloat",
-		KernelClass: kernel.ClassI586,
+		KernelClass: cpuclass.I586,
 		EmulatedCPU: "pentium3",
 		Console:     epiaConsole,
 		NICs:        []NIC{{Name: "eth0", Role: "wan", Driver: "via-rhine"}},
@@ -59,7 +59,7 @@ func epiaC3Ezra() Board {
 		Description: "VIA EPIA with a C3 Samuel 2 or Ezra (no CMOV, no SSE, no PadLock), VT6102 Ethernet",
 		GOARCH:      "386",
 		GO386:       "softfloat",
-		KernelClass: kernel.ClassI586,
+		KernelClass: cpuclass.I586,
 		EmulatedCPU: "pentium,+mmx",
 		Console:     epiaConsole,
 		NICs:        []NIC{{Name: "eth0", Role: "wan", Driver: "via-rhine"}},
@@ -87,7 +87,7 @@ func epiaC7() Board {
 		// Nano), so 386 with Go's default SSE2 floating point.
 		GOARCH:      "386",
 		GO386:       "sse2",
-		KernelClass: kernel.ClassI586,
+		KernelClass: cpuclass.I586,
 		EmulatedCPU: "coreduo",
 		Console:     epiaConsole,
 		NICs:        []NIC{{Name: "eth0", Role: "wan", Driver: "via-rhine"}},

@@ -1,6 +1,6 @@
 package boards
 
-import "github.com/flashgate/flashgate/kernel"
+import "github.com/flashgate/flashgate/kernel/cpuclass"
 
 // A generic x86-64 machine: any 64-bit PC, VM or small appliance nothing
 // more specific matches. Its modules cover the common disks and NICs; the
@@ -13,7 +13,7 @@ func genericX8664() Board {
 		Family:      "generic",
 		Description: "any x86-64 PC: AHCI/NVMe/USB disks, Intel, Realtek and virtio Ethernet",
 		GOARCH:      "amd64",
-		KernelClass: kernel.ClassX8664,
+		KernelClass: cpuclass.X8664,
 		EmulatedCPU: "qemu64",
 		Console:     Console{Device: "ttyS0", Baud: 115200},
 		// No fixed ports: the kernel names them in the order the NIC

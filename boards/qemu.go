@@ -1,6 +1,6 @@
 package boards
 
-import "github.com/flashgate/flashgate/kernel"
+import "github.com/flashgate/flashgate/kernel/cpuclass"
 
 // qemu boards are the test boards: the same firmware, booted in qemu under
 // software emulation. The i386 one resembles a Geode LX (MMX and CMOV, no
@@ -25,7 +25,7 @@ func qemuI386() Board {
 		Description: "qemu-system-i386 -cpu pentium2: an emulated Geode-like board for tests and make run",
 		GOARCH:      "386",
 		GO386:       "softfloat", // pentium2 has no SSE, like the Geode LX
-		KernelClass: kernel.ClassI586,
+		KernelClass: cpuclass.I586,
 		Console:     Console{Device: "ttyS0", Baud: 115200},
 		NICs:        qemuNICs("virtio_net"),
 		Watchdog:    "i6300ESB timer",
@@ -53,7 +53,7 @@ func qemuX8664() Board {
 		Family:      "qemu",
 		Description: "qemu-system-x86_64: an emulated 64-bit board for tests",
 		GOARCH:      "amd64",
-		KernelClass: kernel.ClassX8664,
+		KernelClass: cpuclass.X8664,
 		Console:     Console{Device: "ttyS0", Baud: 115200},
 		NICs:        qemuNICs("e1000"),
 		Watchdog:    "i6300ESB timer",

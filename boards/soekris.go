@@ -1,6 +1,6 @@
 package boards
 
-import "github.com/flashgate/flashgate/kernel"
+import "github.com/flashgate/flashgate/kernel/cpuclass"
 
 // Soekris Engineering net45xx/48xx/55xx/65xx: comBIOS, serial console at
 // 19200 baud, CompactFlash (net6501: SATA). comBIOS fills in no DMI, so the
@@ -51,7 +51,7 @@ func net4801() Board {
 		Description: "Soekris net4801: NSC SC1100 266 MHz, 3x DP83816, CompactFlash",
 		GOARCH:      "386",
 		GO386:       "softfloat", // SC1100 (Geode GX1 core) has MMX, no SSE
-		KernelClass: kernel.ClassI586,
+		KernelClass: cpuclass.I586,
 		EmulatedCPU: "pentium,+mmx",
 		Console:     soekrisConsole,
 		NICs: []NIC{
@@ -89,7 +89,7 @@ func net5501() Board {
 		Description: "Soekris net5501: Geode LX 433/500 MHz, 4x VT6105M, CompactFlash",
 		GOARCH:      "386",
 		GO386:       "softfloat", // Geode LX has no SSE2
-		KernelClass: kernel.ClassI586,
+		KernelClass: cpuclass.I586,
 		EmulatedCPU: "pentium2",
 		Console:     soekrisConsole,
 		NICs: []NIC{
@@ -128,7 +128,7 @@ func net6501() Board {
 		// has SSE2, so Go's default 386 floating point is fine.
 		GOARCH:      "386",
 		GO386:       "sse2",
-		KernelClass: kernel.ClassI586,
+		KernelClass: cpuclass.I586,
 		EmulatedCPU: "n270",
 		Console:     soekrisConsole,
 		NICs: []NIC{

@@ -22,6 +22,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/flashgate/flashgate/kernel/cpuclass"
 )
 
 const (
@@ -46,28 +48,16 @@ func LocalVersion() string {
 	return "-" + rev + "-flashgate"
 }
 
-// Class is a CPU class: one processor type, one set of compiler flags, one
-// build tree. Boards of a class differ only in drivers, which kbuild
-// rebuilds incrementally.
-type Class string
+// Class is a CPU class (package cpuclass, which the boards' table links
+// instead of this package).
+type Class = cpuclass.Class
 
 const (
 	// ClassI586 is every 32-bit board: Pentium-MMX code, no CMOV, no SSE.
-	ClassI586 Class = "i586"
+	ClassI586 = cpuclass.I586
 	// ClassX8664 is every 64-bit board.
-	ClassX8664 Class = "x86_64"
+	ClassX8664 = cpuclass.X8664
 )
-
-// Arch is the kernel's ARCH= for the class.
-func (c Class) Arch() (string, error) {
-	switch c {
-	case ClassI586:
-		return "i386", nil
-	case ClassX8664:
-		return "x86_64", nil
-	}
-	return "", fmt.Errorf("kernel class %q: flashgate builds %s and %s", string(c), ClassI586, ClassX8664)
-}
 
 //go:embed config
 var configFS embed.FS

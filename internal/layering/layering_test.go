@@ -87,9 +87,16 @@ var rules = []rule{
 		To: []string{
 			"net/http", "crypto/tls", "html/template", "go.etcd.io/bbolt",
 			module + "config", module + "services/", module + "ipsec/", module + "webui",
-			module + "internal/localapi",
+			module + "internal/localapi", module + "kernel", "regexp",
 		},
 		Why: "PID 1 stays small",
+	},
+	{
+		// The boards' table names a board's CPU class from
+		// kernel/cpuclass; the builder itself (its embedded fragments,
+		// .config parser and cache hashing) is the host's.
+		From: multiCall, Transitive: true, To: []string{module + "kernel"},
+		Why: "the firmware links no kernel builder",
 	},
 }
 
