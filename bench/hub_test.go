@@ -20,6 +20,7 @@ import (
 
 	"github.com/flashgate/flashgate/bench/spokes"
 	"github.com/flashgate/flashgate/config"
+	"github.com/flashgate/flashgate/internal/gomem"
 	"github.com/flashgate/flashgate/internal/testnet"
 	"github.com/flashgate/flashgate/ipsec"
 	"github.com/flashgate/flashgate/ipsec/iked"
@@ -51,6 +52,9 @@ func TestMain(m *testing.M) {
 type goHeap struct {
 	HeapAlloc, HeapInuse, StackInuse uint64
 	GCCPUSeconds                     float64
+	// BeforeGC is the runtime's view of the process's memory as it was
+	// when the signal came, before that GC: what its RSS held then.
+	BeforeGC string
 }
 
 // writeHeapOnSignal runs in the benchmark's iked: on each SIGUSR1 it
@@ -63,6 +67,7 @@ func writeHeapOnSignal(file string) {
 	for range c {
 		gcCPU := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
 		metrics.Read(gcCPU)
+		beforeGC := gomem.Read().String()
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
@@ -71,7 +76,7 @@ func writeHeapOnSignal(file string) {
 			w.Close()
 		}
 		b, _ := json.Marshal(goHeap{HeapAlloc: ms.HeapAlloc, HeapInuse: ms.HeapInuse, StackInuse: ms.StackInuse,
-			GCCPUSeconds: gcCPU[0].Value.Float64()})
+			GCCPUSeconds: gcCPU[0].Value.Float64(), BeforeGC: beforeGC})
 		if os.WriteFile(file+".tmp", b, 0o600) == nil {
 			os.Rename(file+".tmp", file)
 		}
@@ -289,19 +294,39 @@ func lastLines(s string, n int) string {
 }
 
 // rssBytes is a process's resident set (VmRSS).
-func rssBytes(tb testing.TB, pid int) float64 {
+func rssBytes(tb testing.TB, pid int) float64 { return statusBytes(tb, pid, "VmRSS") }
+
+// statusBytes is one of the "Name: N kB" lines of /proc/PID/status.
+func statusBytes(tb testing.TB, pid int, name string) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
 			kb, _ := strconv.ParseFloat(strings.Fields(v)[0], 64)
 			return kb * 1024
 		}
 	}
-	tb.Fatalf("no VmRSS for PID %d", pid)
+	tb.Fatalf("no %s for PID %d", name, pid)
 	return 0
+}
+
+// rssParts is a process's resident set in its parts (RssAnon, RssFile:
+// the binary's pages it has touched, RssShmem), for the log, and its
+// anonymous part in bytes.
+func rssParts(tb testing.TB, pid int) (string, float64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var parts []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "Rss") {
+			parts = append(parts, strings.Join(strings.Fields(line), " "))
+		}
+	}
+	return strings.Join(parts, ", "), statusBytes(tb, pid, "RssAnon")
 }
 
 // cpuSeconds is a process's CPU time so far (user and system; its
@@ -353,7 +378,9 @@ func hubSizes(tb testing.TB) []int {
 // it, against flashgate's iked and against strongSwan's charon as the hub,
 // one after the other in the same run, with the same N connections.
 // Reported: the time to every CHILD_SA up (setup_s) and to every echo
-// answered (answered_s), the hub's RSS growth per SA, the hub's CPU time
+// answered (answered_s), the hub's RSS growth per SA (for iked also its
+// anonymous part, rss_anon_bytes/sa: without the pages of the binary that
+// the first setups touch, which do not grow with the SAs), the hub's CPU time
 // from the first setup to every echo answered (cpu_s: on a shared machine
 // steadier than the wall time), and for iked the collector's share of its
 // CPU (gc_cpu_s) and the status API's time to list every tunnel.
@@ -377,17 +404,21 @@ func BenchmarkHub(b *testing.B) {
 				time.Sleep(time.Second) // let the start settle before the baseline
 				// RSS first: the heap figures make iked collect garbage.
 				before := rssBytes(b, pid)
+				partsBefore, anonBefore := rssParts(b, pid)
 				heapBefore := ikedHeap(b, pid, heapFile)
 				// Kept beside the one with every SA up, which overwrites
 				// it: go tool pprof -diff_base BEFORE AFTER is what the
 				// SAs hold.
 				os.Rename(heapFile+".pprof", heapFile+".before.pprof")
 				var after, statusMS, pageMS, cpuAfter float64
+				var partsAfter string
+				var anonAfter float64
 				var heapAfter goHeap
 				cpuBefore := cpuSeconds(b, pid)
 				res := h.run(b, timeout, func() {
 					cpuAfter = cpuSeconds(b, pid)
 					after = rssBytes(b, pid)
+					partsAfter, anonAfter = rssParts(b, pid)
 					heapAfter = ikedHeap(b, pid, heapFile)
 					if up, err := api.CountTunnels(context.Background(), ikedapi.TunnelQuery{State: ipsec.StateUp}); err != nil || up != n {
 						b.Errorf("status API with every spoke answered: %d of %d tunnels up (%v)", up, n, err)
@@ -412,6 +443,10 @@ func BenchmarkHub(b *testing.B) {
 				}
 				m.hub(b, res, n, before, after)
 				m.add("cpu_s", cpuAfter-cpuBefore)
+				// The anonymous part of the growth: rss_bytes/sa less the
+				// binary's pages that the first setups touched (about
+				// 1 MB, whatever the spokes' number).
+				m.add("rss_anon_bytes/sa", (anonAfter-anonBefore)/float64(n))
 				// The collector's share of it (Go's estimate), from the
 				// baseline's figures to those with every SA up.
 				m.add("gc_cpu_s", heapAfter.GCCPUSeconds-heapBefore.GCCPUSeconds)
@@ -421,6 +456,8 @@ func BenchmarkHub(b *testing.B) {
 					float64(heapBefore.HeapAlloc)/(1<<20), float64(heapAfter.HeapAlloc)/(1<<20),
 					float64(heapBefore.HeapInuse)/(1<<20), float64(heapAfter.HeapInuse)/(1<<20),
 					float64(heapBefore.StackInuse)/(1<<20), float64(heapAfter.StackInuse)/(1<<20), heapFile)
+				b.Logf("iked's RSS at the baseline: %s; the runtime's view then: %s", partsBefore, heapBefore.BeforeGC)
+				b.Logf("iked's RSS with every SA up: %s; the runtime's view then: %s", partsAfter, heapAfter.BeforeGC)
 				m.add("status_ms", statusMS)
 				m.add("status_page_ms", pageMS)
 			}
