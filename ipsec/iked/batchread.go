@@ -3,7 +3,6 @@ package iked
 import (
 	"encoding/binary"
 	"net/netip"
-	"sync"
 	"unsafe"
 
 	"github.com/flashgate/flashgate/internal/mmsg"
@@ -66,11 +65,6 @@ func newDatagramBatch(n, bufSize int) *datagramBatch {
 		bufSize: bufSize,
 	}
 }
-
-// peerBatches are the batches of the configured peers' connected sockets:
-// one datagram each (a peer sends a few), taken only while a socket is
-// readable, since a hub has a reader per peer (see read).
-var peerBatches = sync.Pool{New: func() any { return newDatagramBatch(1, maxIKEDatagram) }}
 
 // recv takes what the socket has queued, up to the batch, without waiting:
 // recvmmsg's count, or its error (EAGAIN: nothing queued).

@@ -80,6 +80,29 @@ func startReader(t *testing.T, c *net.UDPConn, port uint16, natt bool, batch *da
 	})
 }
 
+// startPeerReader runs the configured peers' one reader on c, a peer's
+// socket, until the test ends.
+func startPeerReader(t *testing.T, c *net.UDPConn, port uint16, handle func(pkt []byte, local, remote netip.AddrPort)) *peerSockets {
+	t.Helper()
+	ps, err := newPeerSockets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ps.add(c); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ps.run(port, handle)
+	}()
+	t.Cleanup(func() {
+		ps.close()
+		<-done
+	})
+	return ps
+}
+
 // One recvmmsg takes as many queued datagrams as the batch holds, each
 // with its sender and our address, in the order they were queued.
 func TestDatagramBatchTakesManyPerCall(t *testing.T) {
@@ -259,12 +282,12 @@ func TestBatchReaderGoesOnAfterAnError(t *testing.T) {
 			}
 			waitSocketError(t, c)
 
-			var batch *datagramBatch
-			if wildcard {
-				batch = newDatagramBatch(ikeBatch, maxIKEDatagram)
-			}
 			var col collector
-			startReader(t, c, 500, false, batch, col.handle)
+			if wildcard {
+				startReader(t, c, 500, false, newDatagramBatch(ikeBatch, maxIKEDatagram), col.handle)
+			} else {
+				startPeerReader(t, c, 500, col.handle)
+			}
 			// The reader took the error; the peer comes back and sends.
 			peer, err = net.ListenUDP("udp4", peerAddr)
 			if err != nil {

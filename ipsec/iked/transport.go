@@ -68,11 +68,12 @@ type udpTransport struct {
 	queueDrops        atomic.Uint64 // datagrams dropped because their worker was behind
 
 	// Each configured peer's address has a socket of its own on the IKE
-	// port, connected to it (see setPeers), with its own reader.
-	mu     sync.Mutex
-	handle func(pkt []byte, local, remote netip.AddrPort) // set by run
-	peers  map[netip.AddrPort]*net.UDPConn
-	closed bool
+	// port, connected to it (see SetPeers), in peerSocks, whose one reader
+	// Run starts.
+	mu        sync.Mutex
+	peers     map[netip.AddrPort]*net.UDPConn
+	peerSocks *peerSockets
+	closed    bool
 	// netns is the network namespace the IKE port was opened in: the
 	// peers' sockets must be opened there too, whichever thread asks.
 	netns int
@@ -141,6 +142,13 @@ func newTransport(ikePort, nattPort uint16, dev *esp.Device, encapSocket bool) (
 	}
 	t.routes = routes{nl}
 	t.closers = append(t.closers, func() error { nl.Close(); return nil })
+	ps, err := newPeerSockets()
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	t.peerSocks = ps
+	t.closers = append(t.closers, ps.close)
 	// The caller's thread is in the namespace the sockets open in.
 	runtime.LockOSThread()
 	ns, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -203,12 +211,12 @@ func (t *udpTransport) Run(handle func(pkt []byte, local, remote netip.AddrPort)
 	pw := newIKEWorkers(ikeReaders(), handle, &t.queueDrops)
 	t.mu.Lock()
 	t.peerWorkers = pw
-	t.handle = pw.deliver
-	for _, c := range t.peers {
-		t.wg.Add(1)
-		go t.read(c, t.ikePort, false, nil, pw.deliver)
-	}
 	t.mu.Unlock()
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		t.peerSocks.run(t.ikePort, pw.deliver)
+	}()
 	if t.dev != nil {
 		// IKE on the NAT-T port arrives on an ESP packet worker, which
 		// must not block: the workers take it (a sender's messages in
@@ -309,46 +317,30 @@ func (w *ikeWorkers) index(remote netip.AddrPort) int {
 	return int(h % uint32(len(w.queues)))
 }
 
-// read delivers what c receives to handle until c closes, in the order it
-// came. batch, when given, is the reader's own (the wildcard sockets: up
-// to ikeBatch datagrams per system call, so that the reader keeps up with
-// a flood). Without it (a configured peer's socket) the reader holds no
-// buffer while it waits: a hub has a reader per configured peer
-// (SetPeers), and a 64 KiB buffer each was 64 MiB of heap at 1000
-// tunnels, which also let the garbage of as many IKE setups pile up before
-// the collector ran. A one-datagram batch from peerBatches is taken only
-// once the socket is readable. handle copies what it keeps.
+// read delivers what one of the wildcard sockets, c, receives to handle
+// until c closes, in the order it came, up to a batch (ikeBatch datagrams)
+// per system call, so that the reader keeps up with a flood. The batch is
+// the reader's own, and it frees it when it stops. The configured peers'
+// sockets have one reader for all (peerSockets.run). handle copies what it
+// keeps.
 func (t *udpTransport) read(c *net.UDPConn, port uint16, natt bool, batch *datagramBatch, handle func(pkt []byte, local, remote netip.AddrPort)) {
 	defer t.wg.Done()
-	if batch != nil {
-		defer batch.free() // after the last datagram's handling: deliver copies what it keeps
-	}
+	defer batch.free() // after the last datagram's handling: deliver copies what it keeps
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return
 	}
+	b := batch
 	for {
 		var (
-			b    *datagramBatch
 			n    int
 			rerr unix.Errno
 		)
 		err := rc.Read(func(fd uintptr) bool {
-			b = batch
-			if b == nil {
-				b = peerBatches.Get().(*datagramBatch)
-			}
 			n, rerr = b.recv(fd)
-			if rerr == unix.EAGAIN {
-				if batch == nil {
-					peerBatches.Put(b)
-				}
-				b = nil
-				return false // nothing yet: wait for the poller (without a buffer, for a peer's socket)
-			}
-			return true
+			return rerr != unix.EAGAIN // nothing yet: wait for the poller
 		})
-		if err != nil { // closed while waiting: f holds no buffer then
+		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
@@ -369,9 +361,6 @@ func (t *udpTransport) read(c *net.UDPConn, port uint16, natt bool, batch *datag
 				pkt = msg
 			}
 			handle(pkt, local, remote) // deliver copies what it keeps
-		}
-		if batch == nil {
-			peerBatches.Put(b)
 		}
 	}
 }
@@ -397,6 +386,7 @@ func (t *udpTransport) SetPeers(addrs []netip.AddrPort) error {
 	}
 	for a, c := range t.peers {
 		if !want[a] {
+			t.peerSocks.remove(c)
 			c.Close()
 			delete(t.peers, a)
 		}
@@ -425,11 +415,12 @@ func (t *udpTransport) SetPeers(addrs []netip.AddrPort) error {
 			errs = append(errs, fmt.Errorf("socket for peer %v: IP_PKTINFO: %w", a, err))
 			continue
 		}
-		t.peers[a] = c
-		if t.handle != nil {
-			t.wg.Add(1)
-			go t.read(c, t.ikePort, false, nil, t.handle)
+		if err := t.peerSocks.add(c); err != nil {
+			c.Close()
+			errs = append(errs, fmt.Errorf("socket for peer %v: %w", a, err))
+			continue
 		}
+		t.peers[a] = c
 	}
 	return errors.Join(errs...)
 }

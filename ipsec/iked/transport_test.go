@@ -1,8 +1,11 @@
 package iked
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -183,5 +186,196 @@ func TestConfiguredPeerHasWorkersOfItsOwn(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("the configured peer's datagram was not handled while the wildcard socket's workers were stuck")
+	}
+}
+
+// The configured peers' sockets are read by one goroutine, however many
+// peers there are (a hub's thousand had a goroutine each, whose stacks
+// the collector counted with the live heap), and each peer's datagrams
+// still reach handle, in the order it sent them, with our address.
+func TestPeersShareOneReader(t *testing.T) {
+	tr, err := newTransport(freeUDPPort(t), freeUDPPort(t), nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	got := map[netip.AddrPort][]string{}
+	tr.Run(func(pkt []byte, local, remote netip.AddrPort) {
+		mu.Lock()
+		defer mu.Unlock()
+		if local.Addr() != netip.MustParseAddr("127.0.0.1") || local.Port() != tr.ikePort {
+			t.Errorf("datagram from %v came to %v, want 127.0.0.1:%d", remote, local, tr.ikePort)
+		}
+		got[remote] = append(got[remote], string(pkt))
+	})
+	defer tr.Close()
+	// 100 peers' three datagrams each fit the workers' queues (2 x
+	// ikeQueue) even if no worker runs before the reader is done: what
+	// does not fit is dropped, by design.
+	const peers = 100
+	var conns []*net.UDPConn
+	var addrs []netip.AddrPort
+	for range peers {
+		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+		addrs = append(addrs, c.LocalAddr().(*net.UDPAddr).AddrPort())
+	}
+	goroutines := runtime.NumGoroutine()
+	if err := tr.SetPeers(addrs); err != nil {
+		t.Fatal(err)
+	}
+	if n := runtime.NumGoroutine(); n > goroutines+2 {
+		t.Errorf("%d peers' sockets took %d goroutines more, want one reader for all", peers, n-goroutines)
+	}
+	ikePort := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: int(tr.ikePort)}
+	for _, m := range []string{"1", "2", "3"} {
+		for _, c := range conns {
+			if _, err := c.WriteToUDP([]byte(m), ikePort); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		n := 0
+		for _, ms := range got {
+			n += len(ms)
+		}
+		mu.Unlock()
+		if n == 3*peers {
+			break
+		}
+		if time.Now().After(deadline) {
+			_, drops, _ := tr.Drops()
+			t.Fatalf("%d of %d datagrams handled in a minute (%d dropped at the workers' queues)", n, 3*peers, drops)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, a := range addrs {
+		if strings.Join(got[a], ",") != "1,2,3" {
+			t.Errorf("peer %v: handled %q, want 1,2,3 in order", a, got[a])
+		}
+	}
+	if tr.peerSocks.byFD == nil || len(tr.peerSocks.byFD) != peers {
+		t.Errorf("the reader has %d sockets, want %d", len(tr.peerSocks.byFD), peers)
+	}
+}
+
+// A peer that floods its own socket takes a batch at a time, as every
+// other ready peer does: another peer's datagram is not left behind the
+// whole flood.
+func TestPeerFloodDoesNotStarveAnotherPeer(t *testing.T) {
+	flooder, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer flooder.Close()
+	other, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	ps, err := newPeerSockets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var socks []*net.UDPConn
+	for range 2 {
+		c, err := listenUDP(netip.MustParseAddrPort("127.0.0.1:0"), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := ps.add(c); err != nil {
+			t.Fatal(err)
+		}
+		socks = append(socks, c)
+	}
+	// The flood is queued first, then the other peer's one datagram.
+	const flood = 10 * ikeBatch
+	for i := range flood {
+		if _, err := flooder.WriteToUDP([]byte(fmt.Sprintf("flood %d", i)), socks[0].LocalAddr().(*net.UDPAddr)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := other.WriteToUDP([]byte("other"), socks[1].LocalAddr().(*net.UDPAddr)); err != nil {
+		t.Fatal(err)
+	}
+	var col collector
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ps.run(500, col.handle)
+	}()
+	defer func() {
+		ps.close()
+		<-done
+	}()
+	col.wait(t, flood+1)
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	at := slices.Index(col.got, "other")
+	if at < 0 || at > 2*ikeBatch {
+		t.Errorf("the other peer's datagram was handled %dth of %d, want within the first %d (a batch of the flood at most before it)", at+1, len(col.got), 2*ikeBatch)
+	}
+	for i, m := range slices.DeleteFunc(slices.Clone(col.got), func(s string) bool { return s == "other" }) {
+		if want := fmt.Sprintf("flood %d", i); m != want {
+			t.Fatalf("flood datagram %d is %q, want %q: out of order", i, m, want)
+		}
+	}
+}
+
+// A peer no longer configured has its socket closed and taken out of the
+// reader, which goes on reading the others.
+func TestPeerRemovedReaderGoesOn(t *testing.T) {
+	tr, err := newTransport(freeUDPPort(t), freeUDPPort(t), nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handled := make(chan netip.AddrPort, 16)
+	tr.Run(func(pkt []byte, local, remote netip.AddrPort) { handled <- remote })
+	defer tr.Close()
+	var addrs []netip.AddrPort
+	var conns []*net.UDPConn
+	for range 2 {
+		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+		addrs = append(addrs, c.LocalAddr().(*net.UDPAddr).AddrPort())
+	}
+	if err := tr.SetPeers(addrs); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.SetPeers(addrs[1:]); err != nil {
+		t.Fatal(err)
+	}
+	tr.mu.Lock()
+	_, kept := tr.peers[addrs[0]]
+	tr.mu.Unlock()
+	tr.peerSocks.mu.Lock()
+	n := len(tr.peerSocks.byFD)
+	tr.peerSocks.mu.Unlock()
+	if kept || n != 1 {
+		t.Fatalf("after the peer's removal: its socket kept %v, the reader reads %d sockets, want 1", kept, n)
+	}
+	ikePort := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: int(tr.ikePort)}
+	if _, err := conns[1].WriteToUDP([]byte("still here"), ikePort); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case from := <-handled:
+		if from != addrs[1] {
+			t.Errorf("handled a datagram from %v, want %v", from, addrs[1])
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the remaining peer's datagram was not handled")
 	}
 }
