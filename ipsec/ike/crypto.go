@@ -82,34 +82,80 @@ var errICV = errors.New("integrity check failed")
 // direction once in a while (dead peer detection, rekeys), so a hub of a
 // thousand tunnels held 1.5 MB of ciphers it hardly used. Keying costs
 // well under a microsecond per message next to that.
+//
+// The key and the salt are in the struct, not in slices of their own:
+// two allocations fewer per direction, and the struct in Go's 112-byte
+// size class instead of 144 (tests hold it), about 100 bytes less per IKE
+// SA on a hub.
 type skDirection struct {
 	encr  uint16 // ENCR_* transform ID
-	tag   int    // AEAD tag length
-	ekey  []byte // the cipher's key (AEAD: without the salt)
-	salt  []byte
-	bs    int // CBC: the cipher's block size; 0 for an AEAD
+	klen  uint8  // the key's length in key; 0 once zeroed
+	tag   uint8  // AEAD tag length
+	bs    uint8  // CBC: the cipher's block size; 0 for an AEAD
+	icv   uint8
+	salt  [4]byte  // AEAD: the nonce's salt (RFC 4106 8.1, RFC 7634 2)
+	key   [32]byte // the cipher's key (AEAD: without the salt)
 	integ func() hash.Hash
 	ikey  []byte
-	icv   int
 	ivSeq uint64 // AEAD IVs: a counter never repeats under one key
 	rand  io.Reader
+}
+
+// ekey is the cipher's key (nil once zeroed).
+func (d *skDirection) ekey() []byte {
+	if d.klen == 0 {
+		return nil
+	}
+	return d.key[:d.klen]
+}
+
+// setKey keeps k as the cipher's key.
+func (d *skDirection) setKey(k []byte) error {
+	if len(k) == 0 || len(k) > len(d.key) {
+		return fmt.Errorf("IKE encryption key of %d bytes", len(k))
+	}
+	d.klen = uint8(copy(d.key[:], k))
+	return nil
+}
+
+// setSalt keeps s as the AEAD nonce's salt, which is 4 bytes.
+func (d *skDirection) setSalt(s []byte) error {
+	if len(s) != len(d.salt) {
+		return fmt.Errorf("IKE AEAD salt of %d bytes, want %d", len(s), len(d.salt))
+	}
+	copy(d.salt[:], s)
+	return nil
 }
 
 func newSKDirection(e Encr, integ uint16, ekey, akey []byte, rand io.Reader) (*skDirection, error) {
 	d := &skDirection{encr: e.ID, rand: rand}
 	switch e.ID {
 	case ENCR_AES_GCM_12, ENCR_AES_GCM_16:
-		n := len(ekey) - 4
+		n := len(ekey) - len(d.salt)
+		if n < 0 {
+			return nil, fmt.Errorf("AES-GCM key and salt of %d bytes", len(ekey))
+		}
 		d.tag = 16
 		if e.ID == ENCR_AES_GCM_12 {
 			d.tag = 12
 		}
-		d.ekey, d.salt, d.icv = append([]byte(nil), ekey[:n]...), append([]byte(nil), ekey[n:]...), d.tag
+		d.icv = d.tag
+		if n := len(ekey[:n]); n != 16 && n != 24 && n != 32 {
+			return nil, aes.KeySizeError(n)
+		}
+		if err := errors.Join(d.setKey(ekey[:n]), d.setSalt(ekey[n:])); err != nil {
+			d.zero()
+			return nil, err
+		}
 	case ENCR_CHACHA20_POLY1305:
 		if len(ekey) < 32 {
 			return nil, fmt.Errorf("ChaCha20-Poly1305 key of %d bytes", len(ekey))
 		}
-		d.ekey, d.salt, d.icv = append([]byte(nil), ekey[:32]...), append([]byte(nil), ekey[32:]...), 16
+		d.icv = 16
+		if err := errors.Join(d.setKey(ekey[:32]), d.setSalt(ekey[32:])); err != nil {
+			d.zero()
+			return nil, err
+		}
 	case ENCR_AES_CBC, ENCR_3DES:
 		h, _, icv, err := integInfo(integ)
 		if err != nil {
@@ -118,7 +164,13 @@ func newSKDirection(e Encr, integ uint16, ekey, akey []byte, rand io.Reader) (*s
 		if h == nil {
 			return nil, fmt.Errorf("AES-CBC needs an integrity algorithm")
 		}
-		d.ekey, d.integ, d.ikey, d.icv = append([]byte(nil), ekey...), h, append([]byte(nil), akey...), icv
+		if icv > 255 {
+			return nil, fmt.Errorf("integrity check value of %d bytes", icv)
+		}
+		if err := d.setKey(ekey); err != nil {
+			return nil, err
+		}
+		d.integ, d.ikey, d.icv = h, append([]byte(nil), akey...), uint8(icv)
 	default:
 		// ENCR_AES_GCM_8 lands here: Go's GCM has no 8-byte tags, and
 		// nobody protects IKE with them.
@@ -130,11 +182,7 @@ func newSKDirection(e Encr, integ uint16, ekey, akey []byte, rand io.Reader) (*s
 	// the size class of the ESP SAs' ciphers and the IKE SA itself, whose
 	// spans it kept from being freed.
 	if d.encr == ENCR_AES_GCM_12 || d.encr == ENCR_AES_GCM_16 {
-		if n := len(d.ekey); n != 16 && n != 24 && n != 32 {
-			d.zero()
-			return nil, aes.KeySizeError(n)
-		}
-		return d, nil
+		return d, nil // its length was checked above
 	}
 	aead, block, err := d.keyed()
 	if err != nil {
@@ -142,41 +190,42 @@ func newSKDirection(e Encr, integ uint16, ekey, akey []byte, rand io.Reader) (*s
 		return nil, err
 	}
 	if aead == nil {
-		d.bs = block.BlockSize()
+		d.bs = uint8(block.BlockSize())
 	}
 	return d, nil
 }
 
 // keyed makes the cipher from the key: an AEAD, or a block cipher for CBC.
 func (d *skDirection) keyed() (cipher.AEAD, cipher.Block, error) {
-	if d.ekey == nil {
+	key := d.ekey()
+	if key == nil {
 		return nil, nil, errors.New("IKE SA keys are gone")
 	}
 	switch d.encr {
 	case ENCR_AES_GCM_12, ENCR_AES_GCM_16:
-		b, err := aes.NewCipher(d.ekey)
+		b, err := aes.NewCipher(key)
 		if err != nil {
 			return nil, nil, err
 		}
-		a, err := cipher.NewGCMWithTagSize(b, d.tag)
+		a, err := cipher.NewGCMWithTagSize(b, int(d.tag))
 		return a, nil, err
 	case ENCR_CHACHA20_POLY1305:
-		a, err := chacha20poly1305.New(d.ekey)
+		a, err := chacha20poly1305.New(key)
 		return a, nil, err
 	case ENCR_3DES:
-		b, err := des.NewTripleDESCipher(d.ekey)
+		b, err := des.NewTripleDESCipher(key)
 		return nil, b, err
 	default:
-		b, err := aes.NewCipher(d.ekey)
+		b, err := aes.NewCipher(key)
 		return nil, b, err
 	}
 }
 
 func (d *skDirection) zero() {
-	clear(d.ekey)
+	clear(d.key[:])
 	clear(d.ikey)
-	clear(d.salt)
-	d.ekey = nil
+	clear(d.salt[:])
+	d.klen = 0
 }
 
 // seal builds a complete protected message: header, SK payload carrying
@@ -192,11 +241,12 @@ func (d *skDirection) seal(h Header, inner []Payload) ([]byte, error) {
 // overhead is what protection adds to a plaintext of n bytes: IV,
 // padding, pad length and ICV.
 func (d *skDirection) overhead(n int) int {
+	icv := int(d.icv)
 	if d.bs == 0 {
-		return 8 + 1 + d.icv
+		return 8 + 1 + icv
 	}
-	bs := d.bs
-	return bs + (bs-(n+1)%bs)%bs + 1 + d.icv
+	bs := int(d.bs)
+	return bs + (bs-(n+1)%bs)%bs + 1 + icv
 }
 
 // sealPlain protects plain in a payload of type pt (SK, or SKF with extra
@@ -204,6 +254,7 @@ func (d *skDirection) overhead(n int) int {
 // sit between the generic header and the IV and are authenticated.
 func (d *skDirection) sealPlain(h Header, pt, first PayloadType, extra, plain []byte) ([]byte, error) {
 	h.NextPayload = pt
+	icv := int(d.icv)
 	aead, block, err := d.keyed()
 	if err != nil {
 		return nil, fmt.Errorf("SK: %w", err)
@@ -213,19 +264,19 @@ func (d *skDirection) sealPlain(h Header, pt, first PayloadType, extra, plain []
 		ivLen = 8
 		padLen = 0 // RFC 5282 3: no padding needed beyond the pad length octet
 	} else {
-		bs := d.bs
+		bs := int(d.bs)
 		ivLen = bs
 		padLen = (bs - (len(plain)+1)%bs) % bs
 	}
 	ctLen := len(plain) + padLen + 1
-	total := HeaderLen + genericHeaderLen + len(extra) + ivLen + ctLen + d.icv
+	total := HeaderLen + genericHeaderLen + len(extra) + ivLen + ctLen + icv
 	if total > MaxMessageLen {
 		return nil, fmt.Errorf("message of %d bytes too large", total)
 	}
 	h.Length = uint32(total)
 	out := h.append(make([]byte, 0, total))
 	out = append(out, byte(first), 0)
-	out = binary.BigEndian.AppendUint16(out, uint16(genericHeaderLen+len(extra)+ivLen+ctLen+d.icv))
+	out = binary.BigEndian.AppendUint16(out, uint16(genericHeaderLen+len(extra)+ivLen+ctLen+icv))
 	out = append(out, extra...)
 	aad := out
 	iv := out[len(out) : len(out)+ivLen]
@@ -235,7 +286,7 @@ func (d *skDirection) sealPlain(h Header, pt, first PayloadType, extra, plain []
 	if aead != nil {
 		d.ivSeq++
 		binary.BigEndian.PutUint64(iv, d.ivSeq)
-		nonce := append(append(make([]byte, 0, 12), d.salt...), iv...)
+		nonce := append(append(make([]byte, 0, 12), d.salt[:]...), iv...)
 		out = aead.Seal(out, nonce, plain, aad)
 		return out, nil
 	}
@@ -247,7 +298,7 @@ func (d *skDirection) sealPlain(h Header, pt, first PayloadType, extra, plain []
 	out = out[:len(out)+ctLen]
 	m := hmac.New(d.integ, d.ikey)
 	m.Write(out)
-	out = append(out, m.Sum(nil)[:d.icv]...)
+	out = append(out, m.Sum(nil)[:icv]...)
 	return out, nil
 }
 
@@ -267,31 +318,32 @@ func (d *skDirection) open(msg []byte, h Header, sk *Encrypted) ([]Payload, erro
 func (d *skDirection) openPlain(msg []byte, h Header, body []byte) ([]byte, error) {
 	msg = msg[:h.Length]
 	aadEnd := len(msg) - len(body)
+	icv := int(d.icv)
 	aead, block, err := d.keyed()
 	if err != nil {
 		return nil, fmt.Errorf("SK: %w", err)
 	}
 	var plain []byte
 	if aead != nil {
-		if len(body) < 8+d.icv+1 {
+		if len(body) < 8+icv+1 {
 			return nil, fmt.Errorf("SK payload of %d bytes: %w", len(body), ErrTruncated)
 		}
-		nonce := append(append(make([]byte, 0, 12), d.salt...), body[:8]...)
+		nonce := append(append(make([]byte, 0, 12), d.salt[:]...), body[:8]...)
 		plain, err = aead.Open(nil, nonce, body[8:], msg[:aadEnd])
 		if err != nil {
 			return nil, errICV
 		}
 	} else {
-		bs := d.bs
-		if len(body) < bs+bs+d.icv || (len(body)-bs-d.icv)%bs != 0 {
+		bs := int(d.bs)
+		if len(body) < bs+bs+icv || (len(body)-bs-icv)%bs != 0 {
 			return nil, fmt.Errorf("SK payload of %d bytes: %w", len(body), ErrMalformed)
 		}
 		m := hmac.New(d.integ, d.ikey)
-		m.Write(msg[:len(msg)-d.icv])
-		if subtle.ConstantTimeCompare(m.Sum(nil)[:d.icv], msg[len(msg)-d.icv:]) != 1 {
+		m.Write(msg[:len(msg)-icv])
+		if subtle.ConstantTimeCompare(m.Sum(nil)[:icv], msg[len(msg)-icv:]) != 1 {
 			return nil, errICV
 		}
-		ct := body[bs : len(body)-d.icv]
+		ct := body[bs : len(body)-icv]
 		plain = make([]byte, len(ct))
 		cipher.NewCBCDecrypter(block, body[:bs]).CryptBlocks(plain, ct)
 	}
