@@ -11,7 +11,8 @@ import (
 // Connection limits. Every open connection costs memory (a TLS
 // connection with its buffers and goroutine some tens of KiB), and 2000
 // idle ones took the UI from 21 to 86 MB on a box that may have 128 MB in
-// all. A browser opens one HTTP/2 connection, or up to six with HTTP/1.1.
+// all. A browser opens up to six HTTP/1.1 connections (the UI offers no
+// HTTP/2, see TLSConfig).
 const (
 	MaxConns          = 128 // in all, per listener
 	MaxConnsPerClient = 16  // per IPv4 address or IPv6 /64 (see limiterKey)
