@@ -304,6 +304,15 @@ func (s *KernelBuild) source(ctx context.Context) (string, error) {
 	if _, err := os.Stat(filepath.Join(root, ".flashgate-extracted")); err == nil {
 		return root, nil
 	}
+	// The classes build side by side: one of them unpacks, the other waits.
+	unlock, err := lockFile(ctx, filepath.Join(s.cacheDir(), "source.lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if _, err := os.Stat(filepath.Join(root, ".flashgate-extracted")); err == nil {
+		return root, nil
+	}
 	pkg := kernel.SourcePackage + "=" + kernel.SourceVersion
 	out, err := command{}.run(ctx, tool(toolAptCache), s.aptArgs("show", pkg)...)
 	if err != nil && os.Geteuid() == 0 {

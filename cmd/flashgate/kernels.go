@@ -1,16 +1,20 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/flashgate/flashgate/boards"
 	"github.com/flashgate/flashgate/images"
 	"github.com/flashgate/flashgate/kernel"
+	"github.com/flashgate/flashgate/kernel/cpuclass"
 )
 
 // runKernels builds (or finds in the kernel cache) the kernel of every
@@ -40,16 +44,58 @@ func runKernels(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	fmt.Fprintf(stdout, "kernels from %s %s into %s\n", kernel.SourcePackage, kernel.SourceVersion, cacheOr(*cache))
 	kb := &images.KernelBuild{CacheDir: *cache, Log: stderr}
+	// The classes build side by side, each in its own tree and each board
+	// of a class after the other: a board's incremental build is mostly
+	// single-threaded (kconfig, the link, kallsyms, compressing bzImage),
+	// and the other class's compiling fills the cores meanwhile.
+	type result struct {
+		k       *images.Kernel
+		elapsed time.Duration
+		err     error
+	}
+	results := make([]result, len(list))
+	byClass := map[cpuclass.Class][]int{}
+	var classes []cpuclass.Class
+	for i, b := range list {
+		if _, ok := byClass[b.KernelClass]; !ok {
+			classes = append(classes, b.KernelClass)
+		}
+		byClass[b.KernelClass] = append(byClass[b.KernelClass], i)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, c := range classes {
+		wg.Add(1)
+		go func(idx []int) {
+			defer wg.Done()
+			for _, i := range idx {
+				t0 := time.Now()
+				k, err := kb.Build(ctx, list[i])
+				results[i] = result{k, time.Since(t0), err}
+				if err != nil {
+					cancel() // the first failure ends the other class's build too
+					return
+				}
+			}
+		}(byClass[c])
+	}
+	wg.Wait()
+	for _, r := range results { // the failure itself, not the builds it cancelled
+		if r.err != nil && !errors.Is(r.err, context.Canceled) {
+			return r.err
+		}
+	}
+	for i, r := range results {
+		if r.err != nil || r.k == nil {
+			return fmt.Errorf("kernel for %s: %w", list[i].Name, cmp.Or(r.err, context.Canceled))
+		}
+	}
 	tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "board\trelease\tclass\tbzImage\tthis run\tcompiling took")
-	start := time.Now()
-	for _, b := range list {
-		t0 := time.Now()
-		k, err := kb.Build(ctx, b)
-		if err != nil {
-			tw.Flush()
-			return err
-		}
+	for i, b := range list {
+		k := results[i].k
 		how := "cached"
 		if k.Built {
 			how = "built"
@@ -59,10 +105,10 @@ func runKernels(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			size = fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s %.1f s\t%.0f s\n", b.Name, k.Release, k.Class, size, how,
-			time.Since(t0).Seconds(), k.BuildTime.Seconds())
+			results[i].elapsed.Seconds(), k.BuildTime.Seconds())
 	}
 	tw.Flush()
-	fmt.Fprintf(stdout, "%d kernels in %.1f s\n", len(list), time.Since(start).Seconds())
+	fmt.Fprintf(stdout, "%d kernels in %.1f s (%d classes side by side)\n", len(list), time.Since(start).Seconds(), len(classes))
 	return nil
 }
 
