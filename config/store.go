@@ -764,3 +764,43 @@ func (s *Store) Revision(rev uint64) (*Config, RevisionInfo, error) {
 	})
 	return cfg, info, err
 }
+
+// RunningSystem returns a copy of the running configuration's system
+// section and its revision: what a caller that needs the host name or the
+// accounts reads without copying a head office's thousand tunnels.
+func (s *Store) RunningSystem() (System, uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running == nil {
+		return System{}, s.runningRev
+	}
+	return (&Config{System: s.running.System}).Clone().System, s.runningRev
+}
+
+// CandidateChanged reports whether the candidate differs from the running
+// configuration, as a commit would find it (ErrNoChanges when not). After
+// a commit and until the next edit they are one object, and the answer is
+// immediate; else each side's JSON is encoded once per configuration
+// (kept for the commit), and the sections compared.
+func (s *Store) CandidateChanged() (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.candidate == s.running {
+		return false, nil
+	}
+	if s.running == nil || s.candidate == nil {
+		return true, nil
+	}
+	if s.candidateEnc.sections == nil {
+		enc, err := encodeConfig(s.candidate)
+		if err != nil {
+			return false, err
+		}
+		s.candidateEnc = enc
+	}
+	running, err := s.runningEncodedLocked()
+	if err != nil {
+		return false, err
+	}
+	return len(changedSections(running, s.candidateEnc)) > 0, nil
+}

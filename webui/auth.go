@@ -124,11 +124,11 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 	if !safeNext(v.Next) {
 		v.Next = "/"
 	}
-	running, _, err := s.running(r.Context())
+	sys, err := s.runningSystem(r.Context())
 	switch {
 	case err != nil:
 		v.Error = "The configuration service is not answering: " + err.Error()
-	case len(running.System.Admins) == 0:
+	case len(sys.Admins) == 0:
 		v.NoAdmin = true
 	}
 	s.renderLogin(w, r, http.StatusOK, v)

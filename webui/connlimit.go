@@ -141,11 +141,11 @@ func (s *Server) ownHost(r *http.Request) bool {
 	if name == "localhost" {
 		return true
 	}
-	running, _, err := s.running(r.Context())
-	if err != nil || running == nil {
+	sys, err := s.runningSystem(r.Context())
+	if err != nil {
 		return name == "flashgate" // the name the box has before configd answers
 	}
-	own := strings.ToLower(running.System.Hostname)
+	own := strings.ToLower(sys.Hostname)
 	// Not own+".anything": an attacker's DNS can name its own domain so.
 	return own != "" && (name == own || name == own+".local")
 }

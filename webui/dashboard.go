@@ -46,9 +46,15 @@ func (s *Server) tunnelRows(ctx context.Context) ([]tunnelRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	cand, err := s.candidate(ctx)
-	if err != nil {
-		return nil, err
+	// The tunnels only in the candidate are read from it when there are
+	// pending changes: without any, it is the running configuration.
+	var pending []config.Tunnel
+	if st, err := s.status(ctx); err != nil || st.CandidateChanged {
+		cand, err := s.candidate(ctx)
+		if err != nil {
+			return nil, err
+		}
+		pending = cand.Config.Tunnels
 	}
 	tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	statuses, serr := s.opts.Tunnels.Tunnels(tctx)
@@ -91,7 +97,7 @@ func (s *Server) tunnelRows(ctx context.Context) ([]tunnelRow, error) {
 		add(t, true)
 		committed[t.Name] = true
 	}
-	for _, t := range cand.Config.Tunnels {
+	for _, t := range pending {
 		if !committed[t.Name] {
 			add(t, false)
 		}
@@ -151,8 +157,8 @@ func (s *Server) dashboard(ctx context.Context) Dashboard {
 	} else {
 		d.Problems = append(d.Problems, "tunnels: "+err.Error())
 	}
-	if running, _, err := s.running(ctx); err == nil {
-		d.Hostname = running.System.Hostname
+	if sys, err := s.runningSystem(ctx); err == nil {
+		d.Hostname = sys.Hostname
 	}
 	return d
 }

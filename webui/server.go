@@ -150,10 +150,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 // Router exposes the routes (tests walk them).
 func (s *Server) Router() *mux.Router { return s.router }
 
-// Run samples throughput and follows configd's changes until ctx is done.
+// Run samples throughput while someone is logged in and follows
+// configd's changes until ctx is done.
 func (s *Server) Run(ctx context.Context) {
 	go s.followAccounts(ctx)
-	s.sampler.run(ctx)
+	s.sampler.run(ctx, s.sessions.active)
 }
 
 // followAccounts ends stale sessions at every change of the running
@@ -330,8 +331,8 @@ func (s *Server) requireSession(class routeClass) mux.MiddlewareFunc {
 				// account since followAccounts last checked, and the
 				// pages that do not need configd (logs, status, reboot)
 				// must stay usable to find out why: the session goes on.
-				running, _, err := s.running(r.Context())
-				if k, known := accountOf(running, sess.User); err == nil && (!known || subtle.ConstantTimeCompare(k[:], sess.Account[:]) != 1) {
+				sys, err := s.runningSystem(r.Context())
+				if k, known := accountIn(sys, sess.User); err == nil && (!known || subtle.ConstantTimeCompare(k[:], sess.Account[:]) != 1) {
 					s.sessions.delete(c.Value)
 					s.opts.Logf("session of %q from %s ended: the account's password changed or the account is gone", sess.User, clientIP(r))
 					ok = false
@@ -349,6 +350,7 @@ func (s *Server) requireSession(class routeClass) mux.MiddlewareFunc {
 				localapi.WriteError(w, http.StatusUnauthorized, "not logged in, or the session expired")
 				return
 			}
+			s.sampler.wake() // someone looks: the graphs need samples
 			ctx := context.WithValue(r.Context(), sessionKey, authed{id: c.Value, sess: sess, addr: clientIP(r)})
 			next.ServeHTTP(w, r.WithContext(ctx))
 		})

@@ -87,11 +87,21 @@ func accountOf(running *config.Config, user string) ([32]byte, bool) {
 	if running == nil {
 		return [32]byte{}, false
 	}
-	a := running.Admin(user)
-	if a == nil {
+	return accountIn(&running.System, user)
+}
+
+// accountIn is accountOf from the running configuration's system section
+// alone (configd's GET /v1/running/system).
+func accountIn(sys *config.System, user string) ([32]byte, bool) {
+	if sys == nil {
 		return [32]byte{}, false
 	}
-	return accountKey(user, a.PasswordHash), true
+	for _, a := range sys.Admins {
+		if a.Name == user {
+			return accountKey(user, a.PasswordHash), true
+		}
+	}
+	return [32]byte{}, false
 }
 
 // create starts a session for user, logged in with the password whose
@@ -203,6 +213,15 @@ func (s *sessionStore) deleteUser(user string, keep string) {
 			delete(s.byHash, h)
 		}
 	}
+}
+
+// active reports whether any session is live (and ends the expired).
+func (s *sessionStore) active() bool {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expireLocked(now)
+	return len(s.byHash) > 0
 }
 
 func (s *sessionStore) count() int {

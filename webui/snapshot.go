@@ -14,6 +14,10 @@ import (
 // its status in several places (the layout, the page, the tunnel rows), and
 // configd validates the candidate at every ask. A snapshot remembers the
 // answers for the length of one GET request, so each is asked for once.
+// Each is asked for only by what needs it: the session and Host checks
+// read the running system section (runningSystem), the layout the status
+// (candidate_changed), so that a page that shows no configuration does
+// not fetch a head office's thousand tunnels, twice (issue 22).
 // Requests that change something never get one: they read fresh and edit.
 type snapshot struct {
 	mu sync.Mutex
@@ -30,6 +34,10 @@ type snapshot struct {
 	status     configdapi.Status
 	statusErr  error
 	statusDone bool
+
+	system     *config.System
+	systemErr  error
+	systemDone bool
 }
 
 type snapshotKey struct{}
@@ -95,4 +103,29 @@ func (s *Server) status(ctx context.Context) (configdapi.Status, error) {
 		sn.statusDone = true
 	}
 	return sn.status, sn.statusErr
+}
+
+// runningSystem returns the running configuration's system section (host
+// name, accounts), shared like running's: from the running configuration
+// when the request already has it, else configd's GET /v1/running/system.
+func (s *Server) runningSystem(ctx context.Context) (*config.System, error) {
+	sn := snapshotOf(ctx)
+	if sn == nil {
+		sys, _, err := s.opts.Config.RunningSystem(ctx)
+		return &sys, err
+	}
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	if !sn.systemDone {
+		switch {
+		case sn.runDone && sn.runningErr == nil && sn.running != nil:
+			sn.system = &sn.running.System
+		default:
+			var sys config.System
+			sys, _, sn.systemErr = s.opts.Config.RunningSystem(ctx)
+			sn.system = &sys
+		}
+		sn.systemDone = true
+	}
+	return sn.system, sn.systemErr
 }

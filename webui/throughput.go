@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flashgate/flashgate/ipsec"
@@ -16,6 +17,13 @@ import (
 // few minutes per tunnel in a fixed ring. Counters are tracked per CHILD_SA
 // (by inbound SPI) so that a rekey, which replaces an SA and restarts its
 // counters at zero, does not show up as a negative or a huge spike.
+//
+// It samples only while someone is logged in: reading a head office's
+// thousand tunnels from iked every 5 s cost iked and the web UI their CPU
+// and garbage all day for graphs nobody looked at (issue 22). A request of
+// a session wakes it; it stops, and forgets its history, once no session
+// is live (they end after DefaultIdleTimeout without a click), so the
+// graphs and the CPU figure start from the first page after a quiet time.
 
 const (
 	sampleInterval = 5 * time.Second
@@ -53,8 +61,12 @@ func (r *rateRing) samples() []Rate {
 type saBytes struct{ in, out uint64 }
 
 type sampler struct {
-	src TunnelSource
-	now func() time.Time
+	src      TunnelSource
+	now      func() time.Time
+	interval time.Duration // sampleInterval; tests shorten it
+
+	wakeup   chan struct{} // a session's request while not sampling
+	sampling atomic.Bool
 
 	mu       sync.Mutex
 	rings    map[string]*rateRing
@@ -67,22 +79,68 @@ type sampler struct {
 }
 
 func newSampler(src TunnelSource, root string, now func() time.Time) *sampler {
-	return &sampler{src: src, root: root, now: now, rings: map[string]*rateRing{}, last: map[string]map[string]saBytes{}}
+	return &sampler{src: src, root: root, now: now, rings: map[string]*rateRing{}, last: map[string]map[string]saBytes{},
+		interval: sampleInterval, wakeup: make(chan struct{}, 1)}
 }
 
-// run samples until ctx is done.
-func (s *sampler) run(ctx context.Context) {
-	t := time.NewTicker(sampleInterval)
-	defer t.Stop()
-	s.sample(ctx)
+// wake starts the sampling if it is not running: every request of a
+// session calls it, and while sampling it costs an atomic load.
+func (s *sampler) wake() {
+	if !s.sampling.Load() {
+		select {
+		case s.wakeup <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// run samples every sampleInterval while active reports a live session,
+// from the first wake on, and waits for the next wake when none is left,
+// until ctx is done.
+func (s *sampler) run(ctx context.Context, active func() bool) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-s.wakeup:
+		}
+		s.sampling.Store(true)
+		s.sampleWhile(ctx, active)
+	}
+}
+
+func (s *sampler) sampleWhile(ctx context.Context, active func() bool) {
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for {
+		if !active() {
+			// A session that starts after this store wakes run again;
+			// one that started before it is seen by the second look.
+			s.sampling.Store(false)
+			if !active() {
+				s.forget()
+				return
+			}
+			s.sampling.Store(true)
+		}
+		s.sample(ctx)
+		select {
+		case <-ctx.Done():
+			return
 		case <-t.C:
-			s.sample(ctx)
 		}
 	}
+}
+
+// forget drops the history: after a pause the next rates would span it,
+// and the graphs would join samples minutes apart as neighbours.
+func (s *sampler) forget() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.rings)
+	clear(s.last)
+	s.lastAt = time.Time{}
+	s.cpuLast, s.cpuBusy, s.cpuKnown = CPUTimes{}, 0, false
 }
 
 func (s *sampler) sample(ctx context.Context) {

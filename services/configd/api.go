@@ -84,6 +84,7 @@ func NewServer(store *config.Store, storage, note string, logf func(string, ...a
 	}
 	s.mux.HandleFunc("GET /v1/status", s.status)
 	s.mux.HandleFunc("GET /v1/running", s.running)
+	s.mux.HandleFunc("GET /v1/running/system", s.runningSystem)
 	s.mux.HandleFunc("GET /v1/candidate", s.candidate)
 	s.mux.HandleFunc("PUT /v1/candidate", s.replaceCandidate)
 	s.mux.HandleFunc("PATCH /v1/candidate", s.patchCandidate)
@@ -214,9 +215,26 @@ func etag(r *http.Request, body string) string {
 func wantText(r *http.Request) bool { return r.URL.Query().Get("format") == "text" }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
-	_, rev := s.store.Running()
-	localapi.WriteJSON(w, http.StatusOK, configdapi.Status{Revision: rev, Pending: s.store.Pending(), Schema: config.SchemaVersion,
-		Database: s.store.Path(), Storage: s.storage, Recovered: s.store.Recovered(), Note: s.note})
+	_, rev := s.store.RunningSystem()
+	changed, err := s.store.CandidateChanged()
+	if err != nil {
+		s.fail(w, r, &internalError{fmt.Errorf("compare the candidate with the running configuration: %w", err)})
+		return
+	}
+	localapi.WriteJSON(w, http.StatusOK, configdapi.Status{Revision: rev, Pending: s.store.Pending(), CandidateChanged: changed,
+		Schema: config.SchemaVersion, Database: s.store.Path(), Storage: s.storage, Recovered: s.store.Recovered(), Note: s.note})
+}
+
+// runningSystem answers with the running configuration's system section
+// alone (host name, accounts, time): what the web UI checks at every
+// request, without a head office's thousand tunnels.
+func (s *Server) runningSystem(w http.ResponseWriter, r *http.Request) {
+	sys, rev := s.store.RunningSystem()
+	w.Header().Set("X-Revision", strconv.FormatUint(rev, 10))
+	if s.redact != nil {
+		sys = s.redact.out(&config.Config{System: sys}).System
+	}
+	localapi.WriteJSON(w, http.StatusOK, configdapi.RunningSystemResponse{Revision: rev, System: sys})
 }
 
 func (s *Server) running(w http.ResponseWriter, r *http.Request) {

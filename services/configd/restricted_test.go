@@ -65,7 +65,7 @@ func TestRestrictedAPIHandsOutNoSecrets(t *testing.T) {
 			}
 		}
 	}
-	for _, path := range []string{"/v1/running", "/v1/candidate", "/v1/history/2", "/v1/running?format=text", "/v1/files/ssh_host_key"} {
+	for _, path := range []string{"/v1/running", "/v1/running/system", "/v1/candidate", "/v1/history/2", "/v1/running?format=text", "/v1/files/ssh_host_key"} {
 		_, body := web.raw(t, "GET", path, "")
 		leaks("GET "+path, body)
 	}

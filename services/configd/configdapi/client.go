@@ -190,6 +190,16 @@ func (c *Client) Running(ctx context.Context) (*config.Config, uint64, error) {
 	return r.Config, r.Revision, nil
 }
 
+// RunningSystem returns the running configuration's system section and
+// its revision: the host name and the accounts without the rest.
+func (c *Client) RunningSystem(ctx context.Context) (config.System, uint64, error) {
+	var r RunningSystemResponse
+	if _, err := c.do(ctx, "GET", "/v1/running/system", nil, nil, &r); err != nil {
+		return config.System{}, 0, err
+	}
+	return r.System, r.Revision, nil
+}
+
 // RunningText returns the running configuration in the text form.
 func (c *Client) RunningText(ctx context.Context) (string, error) {
 	var s string

@@ -16,19 +16,32 @@ import (
 
 // Status is GET /v1/status.
 type Status struct {
-	Revision  uint64          `json:"revision"`
-	Pending   *config.Pending `json:"pending,omitempty"`
-	Schema    int             `json:"schema"`
-	Database  string          `json:"database"`
-	Storage   string          `json:"storage"`             // "card" or "ram"
-	Recovered string          `json:"recovered,omitempty"` // why the database was set aside at start
-	Note      string          `json:"note,omitempty"`      // e.g. no config partition: changes are lost on reboot
+	Revision uint64          `json:"revision"`
+	Pending  *config.Pending `json:"pending,omitempty"`
+	// CandidateChanged: the candidate differs from the running
+	// configuration (a commit has something to write). Cheaper to ask
+	// here than GET /v1/candidate's Changed, which sends the whole
+	// candidate and validates it.
+	CandidateChanged bool   `json:"candidate_changed"`
+	Schema           int    `json:"schema"`
+	Database         string `json:"database"`
+	Storage          string `json:"storage"`             // "card" or "ram"
+	Recovered        string `json:"recovered,omitempty"` // why the database was set aside at start
+	Note             string `json:"note,omitempty"`      // e.g. no config partition: changes are lost on reboot
 }
 
 // RunningResponse is GET /v1/running.
 type RunningResponse struct {
 	Revision uint64         `json:"revision"`
 	Config   *config.Config `json:"config"`
+}
+
+// RunningSystemResponse is GET /v1/running/system: the running
+// configuration's system section alone (on the restricted API, its
+// password hashes are redaction marks as in every configuration).
+type RunningSystemResponse struct {
+	Revision uint64        `json:"revision"`
+	System   config.System `json:"system"`
 }
 
 // CandidateResponse is GET /v1/candidate.
