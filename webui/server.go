@@ -77,6 +77,7 @@ type Server struct {
 	verifySem chan struct{} // one argon2id at a time: each takes 19 MiB
 	proposals proposalCatalog
 	upgrade   upgradeState
+	runCache  runningCache
 }
 
 // Upload and body limits.
@@ -121,6 +122,8 @@ func New(opts Options) (*Server, error) {
 		verifySem: make(chan struct{}, 1),
 		proposals: newProposalCatalog(opts.Crypto),
 	}
+	// Nobody logged in: no page needs the running configuration's copy.
+	s.sampler.onStop = s.runCache.clear
 	var err error
 	if s.pages, err = parsePages(); err != nil {
 		return nil, err
@@ -164,6 +167,7 @@ func (s *Server) Run(ctx context.Context) {
 // check alone would then let through again.
 func (s *Server) followAccounts(ctx context.Context) {
 	for ch := range s.opts.Config.Watch(ctx) {
+		s.runCache.clear()
 		// The configuration of the change's own revision, not the running
 		// one: by the time this runs, a rollback may already have brought
 		// the old password back, and a stolen session would survive.

@@ -75,19 +75,67 @@ func (s *Server) candidate(ctx context.Context) (configdapi.CandidateResponse, e
 }
 
 // running returns the running configuration and its revision, shared like
-// candidate's.
+// candidate's: from the web UI's copy of the running configuration when
+// configd's status names the revision it holds, else from configd.
 func (s *Server) running(ctx context.Context) (*config.Config, uint64, error) {
 	sn := snapshotOf(ctx)
 	if sn == nil {
 		return s.opts.Config.Running(ctx)
 	}
+	var rev uint64
+	known := false
+	if st, err := s.status(ctx); err == nil {
+		rev, known = st.Revision, true
+	}
 	sn.mu.Lock()
 	defer sn.mu.Unlock()
 	if !sn.runDone {
-		sn.running, sn.runningRev, sn.runningErr = s.opts.Config.Running(ctx)
+		if c := s.runCache.get(rev); known && c != nil {
+			sn.running, sn.runningRev = c, rev
+		} else {
+			sn.running, sn.runningRev, sn.runningErr = s.opts.Config.Running(ctx)
+			if sn.runningErr == nil && sn.running != nil {
+				s.runCache.put(sn.runningRev, sn.running)
+			}
+		}
 		sn.runDone = true
 	}
 	return sn.running, sn.runningRev, sn.runningErr
+}
+
+// runningCache is the running configuration of one revision, for the
+// pages: a head office's tunnel list and dashboard need every configured
+// tunnel, and configd sending a thousand of them, redacted and encoded, at
+// every render and live refresh cost more than half of the page (issue 22).
+// A revision names one configuration for the life of a database; every
+// change configd reports (followAccounts, a reconnect after a restart
+// included) drops the copy anyway. It is shared by every GET request: read
+// it, never change it.
+type runningCache struct {
+	mu  sync.Mutex
+	rev uint64
+	cfg *config.Config
+}
+
+func (c *runningCache) get(rev uint64) *config.Config {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cfg == nil || c.rev != rev {
+		return nil
+	}
+	return c.cfg
+}
+
+func (c *runningCache) put(rev uint64, cfg *config.Config) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rev, c.cfg = rev, cfg
+}
+
+func (c *runningCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rev, c.cfg = 0, nil
 }
 
 // status returns configd's status (revision, pending confirmation).

@@ -67,6 +67,7 @@ type sampler struct {
 
 	wakeup   chan struct{} // a session's request while not sampling
 	sampling atomic.Bool
+	onStop   func() // when the last session has ended, after forget
 
 	mu       sync.Mutex
 	rings    map[string]*rateRing
@@ -119,6 +120,9 @@ func (s *sampler) sampleWhile(ctx context.Context, active func() bool) {
 			s.sampling.Store(false)
 			if !active() {
 				s.forget()
+				if s.onStop != nil {
+					s.onStop()
+				}
 				return
 			}
 			s.sampling.Store(true)

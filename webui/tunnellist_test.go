@@ -159,3 +159,53 @@ func BenchmarkTunnelList(b *testing.B) {
 		})
 	}
 }
+
+// TestTunnelRowsFollowCommits: the pages read the running configuration
+// from the web UI's copy of one revision (runningCache); a commit made
+// elsewhere (the console, the API) shows at the next render, and the copy
+// goes when the last session has.
+func TestTunnelRowsFollowCommits(t *testing.T) {
+	h := newHarness(t, true)
+	b := h.browser()
+	b.login()
+	addTunnels(t, h, 3)
+	if got := listed(b.get("/tunnels").Body); len(got) != 3 {
+		t.Fatalf("before: %v", got)
+	}
+	if h.srv.runCache.get(mustRevision(t, h)) == nil {
+		t.Fatalf("the page kept no copy of the running configuration")
+	}
+	ctx := context.Background()
+	if _, err := h.cfg.Delete(ctx, "", "tunnels.branch0002"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.cfg.Commit(ctx, configdapi.CommitRequest{Who: "test", Message: "less"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := listed(b.get("/tunnels").Body); strings.Join(got, ",") != "branch0000,branch0001" {
+		t.Errorf("after a commit elsewhere the list shows %v", got)
+	}
+	if _, err := h.cfg.Set(ctx, "", "tunnels.branch0001.enabled", "false"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.cfg.Commit(ctx, configdapi.CommitRequest{Who: "test", Message: "off"}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := h.srv.tunnelRows(context.WithValue(ctx, snapshotKey{}, &snapshot{}))
+	if err != nil || len(rows) != 2 || !rows[0].Enabled || rows[1].Enabled || !rows[1].Committed {
+		t.Errorf("rows after disabling branch0001: %+v, %v", rows, err)
+	}
+	h.srv.sampler.onStop()
+	if h.srv.runCache.get(mustRevision(t, h)) != nil {
+		t.Errorf("the copy outlived the sessions")
+	}
+}
+
+func mustRevision(t *testing.T, h *harness) uint64 {
+	t.Helper()
+	st, err := h.cfg.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Revision
+}
