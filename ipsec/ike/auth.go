@@ -11,9 +11,9 @@ import (
 func (sa *IKESA) ourAuth(id *ID) (*Auth, error) {
 	// The initiator signs its IKE_SA_INIT request and the responder's
 	// nonce with SK_pi; the responder its response and Ni with SK_pr.
-	msg, nonce, skp := sa.init.initResp, sa.init.ni, sa.keys.pr
+	msg, nonce, skp := sa.init.initResp, sa.init.ni, sa.init.skpr
 	if sa.initiator {
-		msg, nonce, skp = sa.init.initReq, sa.init.nr, sa.keys.pi
+		msg, nonce, skp = sa.init.initReq, sa.init.nr, sa.init.skpi
 	}
 	if sa.cfg.LocalAuth != AuthByCert {
 		return &Auth{Method: AuthSharedKeyMIC, Data: pskAuth(sa.keys.prf, sa.cfg.PSK, msg, nonce, skp, id)}, nil
@@ -41,9 +41,9 @@ func (sa *IKESA) ourAuth(id *ID) (*Auth, error) {
 // other payloads of its IKE_AUTH message (its certificates). It returns
 // why it refuses, in plain words, or "".
 func (sa *IKESA) checkPeerAuth(id *ID, auth *Auth, ps []Payload) string {
-	msg, nonce, skp := sa.init.initReq, sa.init.nr, sa.keys.pi
+	msg, nonce, skp := sa.init.initReq, sa.init.nr, sa.init.skpi
 	if sa.initiator {
-		msg, nonce, skp = sa.init.initResp, sa.init.ni, sa.keys.pr
+		msg, nonce, skp = sa.init.initResp, sa.init.ni, sa.init.skpr
 	}
 	peerID := Identity{id.IDType, id.Data}
 	if sa.cfg.RemoteAuth != AuthByCert {

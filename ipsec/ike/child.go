@@ -22,11 +22,11 @@ const (
 // those left with the ChildUp event.
 type child struct {
 	reqID             uint32
-	prop              Proposal
+	prop              *Proposal // interned (chosen.go)
 	inSPI, outSPI     uint32
 	localTS, remoteTS []Selector
-	established       time.Time
-	rekeyAt, expireAt time.Time
+	established       stamp
+	rekeyAt, expireAt stamp
 	state             childState
 	// collision is set when the peer rekeyed this child while our own
 	// rekey of it was in flight (RFC 7296 2.8.1).
@@ -228,7 +228,7 @@ func (sa *IKESA) acceptChildRequest(ex ExchangeType, ps []Payload, ni, nr []byte
 		reqID = sa.ep.newReqID()
 	}
 	inSPI := sa.ep.allocSPI()
-	pc := &pendingChild{c: &child{reqID: reqID, prop: prop, inSPI: inSPI, outSPI: be32(theirs[ti].SPI), localTS: tsr, remoteTS: tsi}, keys: keys}
+	pc := &pendingChild{c: &child{reqID: reqID, prop: internProposal(prop), inSPI: inSPI, outSPI: be32(theirs[ti].SPI), localTS: tsr, remoteTS: tsi}, keys: keys}
 	answer := []Payload{&SA{Proposals: []WireProposal{prop.ToWire(theirs[ti].Number, be32bytes(inSPI))}}}
 	if ex == CREATE_CHILD_SA {
 		answer = append(answer, &Nonce{Data: nr})
@@ -302,7 +302,7 @@ func (sa *IKESA) acceptChildResponse(ex ExchangeType, ps []Payload, inSPI, reqID
 	if err != nil {
 		return nil, &Failure{Reason: ReasonProtocol, Peer: sa.remote, Exchange: ex, Detail: err.Error()}
 	}
-	return &pendingChild{c: &child{reqID: reqID, prop: prop, inSPI: inSPI, outSPI: be32(saP.Proposals[0].SPI),
+	return &pendingChild{c: &child{reqID: reqID, prop: internProposal(prop), inSPI: inSPI, outSPI: be32(saP.Proposals[0].SPI),
 		localTS: tsiP.Selectors, remoteTS: tsrP.Selectors}, keys: keys}, nil
 }
 
@@ -321,10 +321,10 @@ func withinAny(s Selector, in []Selector) bool {
 func (sa *IKESA) addChild(pc *pendingChild, weInitiated bool, replaces uint32) {
 	c, k := pc.c, pc.keys
 	now := sa.ep.now()
-	c.established = now
+	c.established = stampOf(now)
 	if sa.cfg.ChildLifetime > 0 {
-		c.rekeyAt = now.Add(sa.jitter(sa.cfg.ChildLifetime))
-		c.expireAt = now.Add(sa.cfg.ChildLifetime + sa.cfg.ChildLifetime/10)
+		c.rekeyAt = stampOf(now.Add(sa.jitter(sa.cfg.ChildLifetime)))
+		c.expireAt = stampOf(now.Add(sa.cfg.ChildLifetime + sa.cfg.ChildLifetime/10))
 	}
 	sa.children = append(sa.children, c)
 	t, err := c.prop.ESPTransform()
@@ -361,7 +361,7 @@ func (sa *IKESA) addChild(pc *pendingChild, weInitiated bool, replaces uint32) {
 	} else {
 		in, out = mk(true, c.inSPI, k.encI, k.integI), mk(false, c.outSPI, k.encR, k.integR)
 	}
-	ev := ChildUp{SA: sa, Peer: sa.cfg, ReqID: c.reqID, Proposal: c.prop, In: in, Out: out, Replaces: replaces}
+	ev := ChildUp{SA: sa, Peer: sa.cfg, ReqID: c.reqID, Proposal: *c.prop, In: in, Out: out, Replaces: replaces}
 	sa.emit(func() {
 		if sa.ep.cfg.Events.ChildUp != nil {
 			sa.ep.cfg.Events.ChildUp(ev)
@@ -426,7 +426,7 @@ func (sa *IKESA) createChildExchange(old *child, forceGroup DHGroup) *exchange {
 			// timers of whichever IKE SA owns the child try again.
 			old.state = childInstalled
 			if old.rekeyAt.IsZero() {
-				old.rekeyAt = sa.ep.now().Add(time.Second)
+				old.rekeyAt = stampOf(sa.ep.now().Add(time.Second))
 			}
 		}
 	}
@@ -437,7 +437,7 @@ func (sa *IKESA) createChildExchange(old *child, forceGroup DHGroup) *exchange {
 			}
 			// A refused rekey is tried again until the child expires.
 			if old != nil && old.state == childInstalled && old.rekeyAt.IsZero() && sa.cfg.ChildLifetime > 0 {
-				old.rekeyAt = sa.ep.now().Add(max(sa.cfg.ChildLifetime/20, time.Second))
+				old.rekeyAt = stampOf(sa.ep.now().Add(max(sa.cfg.ChildLifetime/20, time.Second)))
 			}
 		}()
 		if n := firstErrorNotify(ps); n != nil {
@@ -457,7 +457,7 @@ func (sa *IKESA) createChildExchange(old *child, forceGroup DHGroup) *exchange {
 			case TEMPORARY_FAILURE:
 				// The peer is busy (e.g. rekeying the IKE SA): try again soon.
 				if old != nil {
-					old.rekeyAt = sa.ep.now().Add(2 * time.Second)
+					old.rekeyAt = stampOf(sa.ep.now().Add(2 * time.Second))
 				}
 				return
 			}
@@ -646,7 +646,7 @@ func (sa *IKESA) RekeyChild(inboundSPI uint32) error {
 	case sa.ikeRekey != nil:
 		// RFC 7296 2.25.2: not while the IKE SA is being rekeyed; the
 		// timers retry on whichever IKE SA owns the child by then.
-		c.rekeyAt = sa.ep.now().Add(time.Second)
+		c.rekeyAt = stampOf(sa.ep.now().Add(time.Second))
 	default:
 		sa.startExchange(sa.createChildExchange(c, 0))
 	}

@@ -92,7 +92,7 @@ func (sa *IKESA) sendAfterEvents(pkts [][]byte) {
 	if pkts == nil {
 		return
 	}
-	sa.lastSend = sa.ep.now()
+	sa.lastSend = stampOf(sa.ep.now())
 	local, remote := sa.local, sa.remote
 	sa.emit(func() {
 		for _, pkt := range pkts {
@@ -113,7 +113,7 @@ func (sa *IKESA) handle(pkt []byte, m *Message, local, remote netip.AddrPort) {
 	}
 	if m.Exchange == IKE_SA_INIT {
 		if m.IsResponse() && sa.state == StateInitSent && sa.init != nil && sa.out != nil && m.MessageID == 0 {
-			sa.lastRecv = sa.ep.now()
+			sa.lastRecv = stampOf(sa.ep.now())
 			sa.handleInitResponse(m)
 			return
 		}
@@ -153,7 +153,7 @@ func (sa *IKESA) handle(pkt []byte, m *Message, local, remote netip.AddrPort) {
 			}
 			if sk.Number == 1 {
 				sa.ep.Stats.RetransmitsAnswered.Add(1)
-				sa.lastSend = sa.ep.now()
+				sa.lastSend = stampOf(sa.ep.now())
 				for _, r := range sa.lastResp {
 					sa.ep.sendRaw(r, local, remote)
 				}
@@ -163,7 +163,7 @@ func (sa *IKESA) handle(pkt []byte, m *Message, local, remote netip.AddrPort) {
 		var complete bool
 		inner, complete, err = sa.reassemble(pkt, m, sk)
 		if err == nil && !complete {
-			sa.lastRecv = sa.ep.now() // an authenticated fragment
+			sa.lastRecv = stampOf(sa.ep.now()) // an authenticated fragment
 			return
 		}
 	default:
@@ -184,7 +184,7 @@ func (sa *IKESA) handle(pkt []byte, m *Message, local, remote netip.AddrPort) {
 		return
 	}
 	// Authenticated from here on.
-	sa.lastRecv = sa.ep.now()
+	sa.lastRecv = stampOf(sa.ep.now())
 	if !m.IsResponse() && m.MessageID+1 == sa.peerMsgID {
 		// A retransmitted request: answer it from the cache, to where it
 		// came from, but do not move the SA there. Anyone who saw the
@@ -192,7 +192,7 @@ func (sa *IKESA) handle(pkt []byte, m *Message, local, remote netip.AddrPort) {
 		// following it would hand them our IKE traffic. A peer whose NAT
 		// mapping really changed moves us with its next new message.
 		sa.ep.Stats.RetransmitsAnswered.Add(1)
-		sa.lastSend = sa.ep.now()
+		sa.lastSend = stampOf(sa.ep.now())
 		for _, r := range sa.lastResp {
 			sa.ep.sendRaw(r, local, remote)
 		}

@@ -44,7 +44,7 @@ type IKESA struct {
 	natLocal      bool // we are behind a NAT (or fake it: ForceEncap)
 	natRemote     bool // the peer is behind a NAT (or fakes it)
 
-	prop Proposal
+	prop *Proposal // interned (chosen.go); nil until chosen
 	keys *ikeKeys
 
 	// init is the IKE_SA_INIT material, kept until IKE_AUTH is done (nil
@@ -77,10 +77,10 @@ type IKESA struct {
 	// still be on its way (see handleCreateChild).
 	closedOut []closedChild
 
-	created, established time.Time
-	lastRecv, lastSend   time.Time
-	rekeyAt              time.Time
-	expireAt             time.Time // hard lifetime: rekeying kept failing
+	created, established stamp
+	lastRecv, lastSend   stamp
+	rekeyAt              stamp
+	expireAt             stamp // hard lifetime: rekeying kept failing
 
 	// IKE rekeying in flight, and its collision bookkeeping.
 	ikeRekey *ikeRekeyState
@@ -120,7 +120,8 @@ func (sa *IKESA) peerSignatureHashes(ps []Payload) {
 // saInit is what an IKEv2 SA keeps from IKE_SA_INIT for IKE_AUTH.
 type saInit struct {
 	ni, nr            []byte
-	dh                dhKey // initiator: ours, until the response
+	skpi, skpr        []byte // SK_pi and SK_pr, for the AUTH payloads
+	dh                dhKey  // initiator: ours, until the response
 	dhGroup           DHGroup
 	cookie            []byte
 	initReq, initResp []byte
@@ -143,7 +144,7 @@ func newInitiatorSA(ep *Endpoint, cfg *PeerConfig) (*IKESA, error) {
 	}
 	props := cfg.ikeProposals()
 	sa := &IKESA{ep: ep, cfg: cfg, initiator: true, state: StateInitSent,
-		local: cfg.Local, remote: cfg.Remote, created: ep.now(), init: &saInit{}}
+		local: cfg.Local, remote: cfg.Remote, created: stampOf(ep.now()), init: &saInit{}}
 	sa.spiI = ep.randUint64()
 	sa.init.ni = make([]byte, 32)
 	if _, err := io.ReadFull(ep.rand, sa.init.ni); err != nil {
@@ -185,7 +186,7 @@ func (sa *IKESA) takeEvents() []func() {
 }
 
 func (sa *IKESA) send(pkt []byte) {
-	sa.lastSend = sa.ep.now()
+	sa.lastSend = stampOf(sa.ep.now())
 	sa.ep.sendRaw(pkt, sa.local, sa.remote)
 }
 
@@ -271,8 +272,8 @@ func newResponderSA(ep *Endpoint, cfg *PeerConfig, pkt []byte, m *Message, local
 	}
 	now := ep.now()
 	sa := &IKESA{ep: ep, cfg: cfg, state: StateHalfOpen, spiI: m.SPIi, spiR: ep.randUint64(),
-		local: local, remote: remote, initRemote: remote, halfOpen: true, prop: prop,
-		created: now, lastRecv: now, peerMsgID: 1, init: &saInit{dhGroup: ke.Group}}
+		local: local, remote: remote, initRemote: remote, halfOpen: true, prop: internProposal(prop),
+		created: stampOf(now), lastRecv: stampOf(now), peerMsgID: 1, init: &saInit{dhGroup: ke.Group}}
 	sa.init.ni = append([]byte(nil), nonce.Data...)
 	sa.init.nr = make([]byte, 32)
 	io.ReadFull(ep.rand, sa.init.nr)
@@ -323,7 +324,7 @@ func (sa *IKESA) deriveInitKeys(gir []byte) error {
 	}
 	skeyseed := f.sum(append(append([]byte(nil), sa.init.ni...), sa.init.nr...), gir)
 	defer clear(skeyseed)
-	sa.keys, err = deriveIKEKeys(sa.prop, skeyseed, sa.init.ni, sa.init.nr, sa.spiI, sa.spiR, sa.initiator, sa.ep.rand)
+	sa.keys, sa.init.skpi, sa.init.skpr, err = deriveIKEKeys(*sa.prop, skeyseed, sa.init.ni, sa.init.nr, sa.spiI, sa.spiR, sa.initiator, sa.ep.rand)
 	return err
 }
 
@@ -383,7 +384,7 @@ func (sa *IKESA) handleInitResponse(m *Message) {
 	defer clear(gir)
 	sa.init.dh.Zero()
 	sa.init.dh = nil
-	sa.prop = prop
+	sa.prop = internProposal(prop)
 	sa.spiR = m.SPIr
 	sa.init.nr = append([]byte(nil), nonce.Data...)
 	if err := sa.deriveInitKeys(gir); err != nil {
@@ -528,26 +529,32 @@ func (sa *IKESA) handleAuthResponse(ps []Payload, inSPI, reqID uint32) {
 // nonces and SK_pi/SK_pr. An established SA then holds only SK_d and the
 // message protection.
 func (sa *IKESA) authDone() {
-	if sa.init != nil && sa.init.dh != nil {
-		sa.init.dh.Zero()
-	}
+	sa.init.zero()
 	sa.init = nil
-	if sa.keys != nil {
-		clear(sa.keys.pi)
-		clear(sa.keys.pr)
-		sa.keys.pi, sa.keys.pr = nil, nil
+}
+
+// zero zeroes the secrets of IKE_SA_INIT: our DH key, SK_pi and SK_pr.
+func (in *saInit) zero() {
+	if in == nil {
+		return
 	}
+	if in.dh != nil {
+		in.dh.Zero()
+		in.dh = nil
+	}
+	clear(in.skpi)
+	clear(in.skpr)
 }
 
 // establish marks the IKE SA authenticated and drops the IKE_SA_INIT material.
 func (sa *IKESA) establish() {
 	now := sa.ep.now()
 	sa.state = StateEstablished
-	sa.established = now
-	sa.lastRecv = now
+	sa.established = stampOf(now)
+	sa.lastRecv = stampOf(now)
 	if sa.cfg.IKELifetime > 0 {
-		sa.rekeyAt = now.Add(sa.jitter(sa.cfg.IKELifetime))
-		sa.expireAt = now.Add(sa.cfg.IKELifetime + sa.cfg.IKELifetime/10)
+		sa.rekeyAt = stampOf(now.Add(sa.jitter(sa.cfg.IKELifetime)))
+		sa.expireAt = stampOf(now.Add(sa.cfg.IKELifetime + sa.cfg.IKELifetime/10))
 	}
 	sa.ep.clearHalfOpen(sa)
 	sa.emit(func() {
@@ -695,10 +702,7 @@ func (sa *IKESA) zero() {
 	sa.v1.zero(sa.ep)
 	sa.keys.zero()
 	sa.keys = nil
-	if sa.init != nil && sa.init.dh != nil {
-		sa.init.dh.Zero()
-		sa.init.dh = nil
-	}
+	sa.init.zero()
 }
 
 // Close deletes the IKE SA and its CHILD_SAs, telling the peer.

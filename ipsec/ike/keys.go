@@ -7,12 +7,13 @@ import (
 	"io"
 )
 
-// ikeKeys are the seven keys of an IKE SA (RFC 7296 2.14) and the
-// protection built from them.
+// ikeKeys are the keys an IKE SA keeps for its life (RFC 7296 2.14):
+// SK_d and the message protection built from SK_e and SK_a. SK_pi and
+// SK_pr serve IKE_AUTH only and are kept apart, in saInit (a hub keeps a
+// thousand of these: 64 bytes, not 112 with them).
 type ikeKeys struct {
-	prf    prf
-	d      []byte
-	pi, pr []byte
+	prf prf
+	d   []byte
 	// in and out protect the messages we receive and send.
 	in, out *skDirection
 }
@@ -22,8 +23,6 @@ func (k *ikeKeys) zero() {
 		return
 	}
 	clear(k.d)
-	clear(k.pi)
-	clear(k.pr)
 	if k.in != nil {
 		k.in.zero()
 	}
@@ -37,28 +36,29 @@ func spiBytes(spi uint64) []byte { return binary.BigEndian.AppendUint64(nil, spi
 // deriveIKEKeys computes SKEYSEED and the key set. skeyseed is prf(Ni | Nr,
 // g^ir) for a new IKE SA or prf(SK_d(old), g^ir | Ni | Nr) for a rekey
 // (RFC 7296 2.18); weInitiated says which of SK_e/a i or r is ours.
-func deriveIKEKeys(p Proposal, skeyseed, ni, nr []byte, spii, spir uint64, weInitiated bool, rand io.Reader) (*ikeKeys, error) {
+// SK_pi and SK_pr come apart, for IKE_AUTH: the caller zeroes them.
+func deriveIKEKeys(p Proposal, skeyseed, ni, nr []byte, spii, spir uint64, weInitiated bool, rand io.Reader) (k *ikeKeys, pi, pr []byte, err error) {
 	f, err := newPRF(p.PRF[0])
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	elen, err := encrKeyLen(p.Encryption[0])
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	var integ uint16
 	alen := 0
 	if len(p.Integrity) > 0 {
 		integ = p.Integrity[0]
 		if _, alen, _, err = integInfo(integ); err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 	}
 	seed := make([]byte, 0, len(ni)+len(nr)+16)
 	seed = append(append(append(append(seed, ni...), nr...), spiBytes(spii)...), spiBytes(spir)...)
 	km, err := f.plus(skeyseed, seed, 3*f.size+2*alen+2*elen)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	defer clear(km)
 	take := func(n int) []byte {
@@ -66,26 +66,33 @@ func deriveIKEKeys(p Proposal, skeyseed, ni, nr []byte, spii, spir uint64, weIni
 		km = km[n:]
 		return b
 	}
-	k := &ikeKeys{prf: f}
+	k = &ikeKeys{prf: f}
 	k.d = take(f.size)
 	ai, ar := take(alen), take(alen)
 	ei, er := take(elen), take(elen)
-	k.pi, k.pr = take(f.size), take(f.size)
+	pi, pr = take(f.size), take(f.size)
 	defer func() { clear(ai); clear(ar); clear(ei); clear(er) }()
 	dirI, err := newSKDirection(p.Encryption[0], integ, ei, ai, rand)
 	if err != nil {
-		return nil, err
+		clear(k.d)
+		clear(pi)
+		clear(pr)
+		return nil, nil, nil, err
 	}
 	dirR, err := newSKDirection(p.Encryption[0], integ, er, ar, rand)
 	if err != nil {
-		return nil, err
+		clear(k.d)
+		clear(pi)
+		clear(pr)
+		dirI.zero()
+		return nil, nil, nil, err
 	}
 	if weInitiated {
 		k.out, k.in = dirI, dirR
 	} else {
 		k.out, k.in = dirR, dirI
 	}
-	return k, nil
+	return k, pi, pr, nil
 }
 
 // childKeys is the KEYMAT of one CHILD_SA split into its four keys

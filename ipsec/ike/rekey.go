@@ -32,20 +32,24 @@ func (r *ikeRekeyState) abort() {
 func (sa *IKESA) successor(weInitiated bool, spiI, spiR uint64, prop Proposal, ni, nr, gir []byte) (*IKESA, error) {
 	now := sa.ep.now()
 	n := &IKESA{ep: sa.ep, cfg: sa.cfg, state: StateEstablished, initiator: weInitiated, spiI: spiI, spiR: spiR,
-		local: sa.local, remote: sa.remote, natLocal: sa.natLocal, natRemote: sa.natRemote, prop: prop,
-		created: now, established: now, lastRecv: now, lastSend: sa.lastSend}
+		local: sa.local, remote: sa.remote, natLocal: sa.natLocal, natRemote: sa.natRemote, prop: internProposal(prop),
+		created: stampOf(now), established: stampOf(now), lastRecv: stampOf(now), lastSend: sa.lastSend}
 	seed := make([]byte, 0, len(gir)+len(ni)+len(nr))
 	seed = append(append(append(seed, gir...), ni...), nr...)
 	skeyseed := sa.keys.prf.sum(sa.keys.d, seed)
 	clear(seed)
 	defer clear(skeyseed)
-	var err error
-	if n.keys, err = deriveIKEKeys(prop, skeyseed, ni, nr, spiI, spiR, weInitiated, sa.ep.rand); err != nil {
+	keys, skpi, skpr, err := deriveIKEKeys(prop, skeyseed, ni, nr, spiI, spiR, weInitiated, sa.ep.rand)
+	if err != nil {
 		return nil, err
 	}
+	// A rekeyed IKE SA is not authenticated again: no AUTH payload needs them.
+	clear(skpi)
+	clear(skpr)
+	n.keys = keys
 	if sa.cfg.IKELifetime > 0 {
-		n.rekeyAt = now.Add(n.jitter(sa.cfg.IKELifetime))
-		n.expireAt = now.Add(sa.cfg.IKELifetime + sa.cfg.IKELifetime/10)
+		n.rekeyAt = stampOf(now.Add(n.jitter(sa.cfg.IKELifetime)))
+		n.expireAt = stampOf(now.Add(sa.cfg.IKELifetime + sa.cfg.IKELifetime/10))
 	}
 	return n, nil
 }
@@ -110,7 +114,7 @@ func (sa *IKESA) yieldToPeerRekey(st *ikeRekeyState) {
 		sa.ikeRekey = nil
 	}
 	sa.state = StateRekeyed
-	sa.rekeyAt = sa.ep.now()
+	sa.rekeyAt = stampOf(sa.ep.now())
 }
 
 // RekeyIKE starts rekeying the IKE SA.
@@ -178,7 +182,7 @@ func (sa *IKESA) rekeyIKEExchange(forceGroup DHGroup) *exchange {
 				sa.yieldToPeerRekey(st)
 			case sa.rekeyAt.IsZero() && sa.cfg.IKELifetime > 0:
 				// A refused rekey is tried again until the SA's lifetime runs out.
-				sa.rekeyAt = sa.ep.now().Add(max(sa.cfg.IKELifetime/20, time.Second))
+				sa.rekeyAt = stampOf(sa.ep.now().Add(max(sa.cfg.IKELifetime/20, time.Second)))
 			}
 		}()
 		if n := firstErrorNotify(ps); n != nil {
@@ -190,7 +194,7 @@ func (sa *IKESA) rekeyIKEExchange(forceGroup DHGroup) *exchange {
 					return
 				}
 			case TEMPORARY_FAILURE:
-				sa.rekeyAt = sa.ep.now().Add(2 * time.Second)
+				sa.rekeyAt = stampOf(sa.ep.now().Add(2 * time.Second))
 				return
 			}
 			sa.report(sa.peerError(CREATE_CHILD_SA, n))
@@ -232,7 +236,7 @@ func (sa *IKESA) rekeyIKEExchange(forceGroup DHGroup) *exchange {
 			sa.handOver(st.peerNew)
 			st.peerNew.mu.Unlock()
 			sa.state = StateRekeyed
-			sa.rekeyAt = sa.ep.now()
+			sa.rekeyAt = stampOf(sa.ep.now())
 			n.mu.Lock()
 			sa.ep.register(n)
 			n.Close()
@@ -244,7 +248,7 @@ func (sa *IKESA) rekeyIKEExchange(forceGroup DHGroup) *exchange {
 			// We won: the peer deletes the SA its exchange made.
 			st.peerNew.mu.Lock()
 			st.peerNew.state = StateRekeyed
-			st.peerNew.rekeyAt = sa.ep.now()
+			st.peerNew.rekeyAt = stampOf(sa.ep.now())
 			st.peerNew.mu.Unlock()
 		}
 		n.mu.Lock()
@@ -335,7 +339,7 @@ func (sa *IKESA) handleIKERekeyRequest(m *Message, ps []Payload) {
 	}
 	sa.handOver(n)
 	sa.state = StateRekeyed
-	sa.rekeyAt = sa.ep.now()
+	sa.rekeyAt = stampOf(sa.ep.now())
 }
 
 // Replaced reports whether n took sa's place by a rekey: n is sa's

@@ -37,10 +37,11 @@ type ChildStatus struct {
 func (sa *IKESA) Status() SAStatus {
 	sa.mu.Lock()
 	defer sa.mu.Unlock()
+	now := sa.ep.now()
 	s := SAStatus{Name: sa.cfg.Name, State: sa.state, Initiator: sa.initiator, Local: sa.local, Remote: sa.remote,
 		SPIi: sa.spiI, SPIr: sa.spiR, NATLocal: sa.natLocal, NATRemote: sa.natRemote,
-		Established: sa.established, RekeyAt: sa.rekeyAt}
-	if len(sa.prop.Encryption) > 0 {
+		Established: sa.established.wall(now), RekeyAt: sa.rekeyAt.wall(now)}
+	if sa.prop != nil && len(sa.prop.Encryption) > 0 {
 		s.Proposal = sa.prop.String()
 	}
 	if sa.lastErr != nil {
@@ -48,7 +49,7 @@ func (sa *IKESA) Status() SAStatus {
 	}
 	for _, c := range sa.children {
 		s.Children = append(s.Children, ChildStatus{ReqID: c.reqID, InSPI: c.inSPI, OutSPI: c.outSPI, Proposal: c.prop.String(),
-			LocalTS: prefixesOf(c.localTS), RemoteTS: prefixesOf(c.remoteTS), Established: c.established, RekeyAt: c.rekeyAt,
+			LocalTS: prefixesOf(c.localTS), RemoteTS: prefixesOf(c.remoteTS), Established: c.established.wall(now), RekeyAt: c.rekeyAt.wall(now),
 			Encap: sa.encapESP()})
 	}
 	return s

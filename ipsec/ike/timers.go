@@ -33,14 +33,14 @@ func (sa *IKESA) tick(now time.Time) {
 	}
 	switch sa.state {
 	case StateHalfOpen:
-		if now.Sub(sa.created) > sa.ep.cfg.HalfOpenTimeout {
+		if sa.created.since(now) > sa.ep.cfg.HalfOpenTimeout {
 			sa.ep.Stats.HalfOpenExpired.Add(1)
 			sa.die(nil)
 		}
 		return
 	case StateRekeyed:
 		// rekeyAt holds the moment it was replaced.
-		if now.Sub(sa.rekeyAt) > rekeyedGrace && sa.out == nil {
+		if sa.rekeyAt.since(now) > rekeyedGrace && sa.out == nil {
 			sa.die(nil)
 		}
 		return
@@ -48,31 +48,31 @@ func (sa *IKESA) tick(now time.Time) {
 	default:
 		return
 	}
-	if !sa.expireAt.IsZero() && !now.Before(sa.expireAt) {
+	if sa.expireAt.reached(now) {
 		sa.Close()
 		sa.closeReason = &Failure{Reason: ReasonProtocol, Peer: sa.remote, Exchange: CREATE_CHILD_SA,
 			Detail: "the IKE SA reached its hard lifetime because rekeying it did not succeed"}
 		sa.lastErr = sa.closeReason
 		return
 	}
-	if !sa.rekeyAt.IsZero() && !now.Before(sa.rekeyAt) && sa.ikeRekey == nil && !sa.childRekeyInFlight() {
-		sa.rekeyAt = time.Time{}
+	if sa.rekeyAt.reached(now) && sa.ikeRekey == nil && !sa.childRekeyInFlight() {
+		sa.rekeyAt = 0
 		sa.startExchange(sa.rekeyIKEExchange(0))
 	}
 	for _, c := range append([]*child(nil), sa.children...) {
-		if c.state == childInstalled && !c.rekeyAt.IsZero() && !now.Before(c.rekeyAt) && sa.ikeRekey == nil {
-			c.rekeyAt = time.Time{}
+		if c.state == childInstalled && c.rekeyAt.reached(now) && sa.ikeRekey == nil {
+			c.rekeyAt = 0
 			sa.startExchange(sa.createChildExchange(c, 0))
 		}
-		if !c.expireAt.IsZero() && !now.Before(c.expireAt) && c.state != childDeleting {
-			c.expireAt = time.Time{}
+		if c.expireAt.reached(now) && c.state != childDeleting {
+			c.expireAt = 0
 			sa.startExchange(sa.deleteChildExchange(c))
 		}
 	}
-	if sa.cfg.DPDDelay > 0 && sa.out == nil && len(sa.queue) == 0 && now.Sub(sa.lastRecv) >= sa.cfg.DPDDelay {
+	if sa.cfg.DPDDelay > 0 && sa.out == nil && len(sa.queue) == 0 && sa.lastRecv.since(now) >= sa.cfg.DPDDelay {
 		sa.startExchange(&exchange{typ: INFORMATIONAL, build: func() []Payload { return []Payload{} }})
 	}
-	if sa.natLocal && sa.local.Port() == sa.ep.cfg.NATTPort && now.Sub(sa.lastSend) >= sa.cfg.keepalive() {
+	if sa.natLocal && sa.local.Port() == sa.ep.cfg.NATTPort && sa.lastSend.since(now) >= sa.cfg.keepalive() {
 		sa.send(natKeepalive)
 	}
 }
@@ -84,4 +84,47 @@ func (sa *IKESA) childRekeyInFlight() bool {
 		}
 	}
 	return false
+}
+
+// stamp is a moment as the SAs keep it: nanoseconds from stampEpoch, 0
+// for none. 8 bytes where a time.Time takes 24: a hub keeps six for each
+// IKE SA and three for each CHILD_SA, a thousand of each (issue 22).
+// Taken with time.Time.Sub, so on the monotonic clock when the time has
+// one (time.Now's do, a test clock's do not): a clock stepped by NTP
+// after boot moves no rekey, expiry or DPD.
+type stamp int64
+
+var stampEpoch = time.Now()
+
+// stampOf is t as a stamp (0 for the zero time).
+func stampOf(t time.Time) stamp {
+	if t.IsZero() {
+		return 0
+	}
+	s := stamp(t.Sub(stampEpoch))
+	if s == 0 {
+		s = 1 // 0 is "none"; a nanosecond off
+	}
+	return s
+}
+
+func (s stamp) IsZero() bool { return s == 0 }
+
+// reached: the moment s is set and now is not before it.
+func (s stamp) reached(now time.Time) bool { return s != 0 && stampOf(now) >= s }
+
+// since is the time from s to now.
+func (s stamp) since(now time.Time) time.Duration { return time.Duration(stampOf(now) - s) }
+
+// before: s is earlier than o.
+func (s stamp) before(o stamp) bool { return s < o }
+
+// wall is s as a time to show, now being the current time: now less
+// the time since s, so that it shows on the wall clock as it is now
+// (the zero time for none).
+func (s stamp) wall(now time.Time) time.Time {
+	if s == 0 {
+		return time.Time{}
+	}
+	return now.Add(-s.since(now))
 }

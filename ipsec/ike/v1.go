@@ -94,7 +94,7 @@ type v1State struct {
 	// each tick tries again.
 	takeOver bool
 	// retireAt is when a REKEYED ISAKMP SA deletes itself.
-	retireAt time.Time
+	retireAt stamp
 }
 
 // v1RetireDelay is how long an ISAKMP SA replaced by our phase 1 rekey
@@ -137,7 +137,7 @@ func newV1InitiatorSA(ep *Endpoint, cfg *PeerConfig) (*IKESA, error) {
 		return nil, fmt.Errorf("no IKE proposal IKEv1 can carry (IKEv1 protects its messages with AES-CBC or 3DES, not AEAD): %s", ProposalsString(cfg.ikeProposals()))
 	}
 	sa := &IKESA{ep: ep, cfg: cfg, initiator: true, state: StateInitSent, local: cfg.Local, remote: cfg.Remote,
-		created: ep.now(), v1: &v1State{quick: map[uint32]*v1Quick{}}}
+		created: stampOf(ep.now()), v1: &v1State{quick: map[uint32]*v1Quick{}}}
 	sa.spiI = ep.randUint64()
 	return sa, nil
 }
@@ -319,7 +319,7 @@ func (ep *Endpoint) v1HandleMM1(pkt []byte, h v1Header, local, remote netip.Addr
 	}
 	now := ep.now()
 	sa := &IKESA{ep: ep, cfg: cfg, state: StateHalfOpen, spiI: h.CkyI, spiR: ep.randUint64(), local: local, remote: remote,
-		initRemote: remote, halfOpen: true, prop: chosen, created: now, lastRecv: now, v1: &v1State{quick: map[uint32]*v1Quick{}}}
+		initRemote: remote, halfOpen: true, prop: internProposal(chosen), created: stampOf(now), lastRecv: stampOf(now), v1: &v1State{quick: map[uint32]*v1Quick{}}}
 	v := sa.v1
 	v.saiB = append([]byte(nil), saP.Body...)
 	v.chosen = sap.Proposals[0].Transforms[ti]
@@ -604,7 +604,7 @@ func (sa *IKESA) v1MainMode(pkt []byte, h v1Header, local, remote netip.AddrPort
 		sa.ep.Stats.Malformed.Add(1)
 		return
 	}
-	sa.lastRecv = sa.ep.now()
+	sa.lastRecv = stampOf(sa.ep.now())
 	if sa.initiator {
 		v.lastIn = sha256.Sum256(pkt)
 	}
@@ -649,7 +649,7 @@ func (sa *IKESA) v1GotMM2(ps []v1Payload) {
 			OurProposals: sa.cfg.ikeProposals(), PeerProposals: []Proposal{p}, Detail: "the peer chose a proposal we did not offer"})
 		return
 	}
-	sa.prop, v.chosen = p, t
+	sa.prop, v.chosen = internProposal(p), t
 	v.life = sa.v1ProposedP1Life()
 	if life > 0 && life < v.life {
 		v.life = life
@@ -844,7 +844,7 @@ func (sa *IKESA) v1Established(initialContact bool) {
 	v := sa.v1
 	now := sa.ep.now()
 	sa.state = StateEstablished
-	sa.established = now
+	sa.established = stampOf(now)
 	v.stage = v1Done
 	v.out = nil
 	clear(v.skeyid)
@@ -852,14 +852,14 @@ func (sa *IKESA) v1Established(initialContact bool) {
 	if v.life > 0 {
 		soft := v.life * 10 / 11
 		if sa.initiator {
-			sa.rekeyAt = now.Add(sa.jitter(soft))
+			sa.rekeyAt = stampOf(now.Add(sa.jitter(soft)))
 		} else {
-			sa.rekeyAt = now.Add(soft + (v.life-soft)/2)
+			sa.rekeyAt = stampOf(now.Add(soft + (v.life-soft)/2))
 		}
 		if sa.cfg.IKELifetime == 0 {
-			sa.rekeyAt = time.Time{}
+			sa.rekeyAt = 0
 		}
-		sa.expireAt = now.Add(v.life)
+		sa.expireAt = stampOf(now.Add(v.life))
 	}
 	sa.ep.clearHalfOpen(sa)
 	if initialContact {
@@ -893,15 +893,15 @@ func (sa *IKESA) v1TakeOver() bool {
 			done = false
 			continue
 		}
-		if o.state != StateDead && o.remote.Addr() == sa.remote.Addr() && !o.established.After(sa.established) {
+		if o.state != StateDead && o.remote.Addr() == sa.remote.Addr() && !sa.established.before(o.established) {
 			sa.v1Adopt(o)
 			if o.state == StateEstablished {
 				o.state = StateRekeyed
 				o.replacedBy = sa
-				o.rekeyAt = time.Time{}
+				o.rekeyAt = 0
 				o.v1.retireAt = o.expireAt
 				if o == sa.v1.reauthOf {
-					o.v1.retireAt = sa.ep.now().Add(v1RetireDelay)
+					o.v1.retireAt = stampOf(sa.ep.now().Add(v1RetireDelay))
 				}
 			}
 		}
@@ -924,7 +924,7 @@ func (sa *IKESA) v1Adopt(o *IKESA) {
 	o.children = nil
 	for id, q := range o.v1.quick {
 		if c := q.replaces; c != nil && c.state == childRekeying {
-			c.state, c.rekeyAt = childInstalled, sa.ep.now()
+			c.state, c.rekeyAt = childInstalled, stampOf(sa.ep.now())
 		}
 		q.abort(sa.ep)
 		delete(o.v1.quick, id)
@@ -992,7 +992,7 @@ func (sa *IKESA) v1Tick(now time.Time) {
 		sa.send(p.pkt)
 	}
 	if sa.state == StateHalfOpen {
-		if now.Sub(sa.created) > sa.ep.cfg.HalfOpenTimeout {
+		if sa.created.since(now) > sa.ep.cfg.HalfOpenTimeout {
 			sa.ep.Stats.HalfOpenExpired.Add(1)
 			sa.die(nil)
 		}
@@ -1000,7 +1000,7 @@ func (sa *IKESA) v1Tick(now time.Time) {
 	}
 	if sa.state == StateRekeyed {
 		// Replaced by a phase 1 rekey (v1TakeOver).
-		if !v.retireAt.IsZero() && !now.Before(v.retireAt) {
+		if v.retireAt.reached(now) {
 			sa.v1Close()
 		}
 		return
@@ -1019,29 +1019,29 @@ func (sa *IKESA) v1Tick(now time.Time) {
 			return
 		}
 	}
-	if !sa.expireAt.IsZero() && !now.Before(sa.expireAt) {
+	if sa.expireAt.reached(now) {
 		sa.lastErr = &Failure{Reason: ReasonProtocol, Peer: sa.remote, Stage: "main mode",
 			Detail: "the ISAKMP SA reached its lifetime and was not replaced"}
 		sa.closeReason = sa.lastErr
 		sa.v1Close()
 		return
 	}
-	if !sa.rekeyAt.IsZero() && !now.Before(sa.rekeyAt) {
-		sa.rekeyAt = time.Time{}
+	if sa.rekeyAt.reached(now) {
+		sa.rekeyAt = 0
 		sa.v1Reauth()
 	}
 	for _, c := range append([]*child(nil), sa.children...) {
-		if c.state == childInstalled && !c.rekeyAt.IsZero() && !now.Before(c.rekeyAt) {
-			c.rekeyAt = time.Time{}
+		if c.state == childInstalled && c.rekeyAt.reached(now) {
+			c.rekeyAt = 0
 			sa.v1StartQuick(c.localTS[0], c.remoteTS[0], c)
 		}
-		if !c.expireAt.IsZero() && !now.Before(c.expireAt) {
-			c.expireAt = time.Time{}
+		if c.expireAt.reached(now) {
+			c.expireAt = 0
 			sa.v1DeleteChild(c, nil)
 		}
 	}
 	sa.v1DPD(now)
-	if sa.natLocal && sa.local.Port() == sa.ep.cfg.NATTPort && now.Sub(sa.lastSend) >= sa.cfg.keepalive() {
+	if sa.natLocal && sa.local.Port() == sa.ep.cfg.NATTPort && sa.lastSend.since(now) >= sa.cfg.keepalive() {
 		sa.send(natKeepalive)
 	}
 }
@@ -1086,7 +1086,7 @@ func (sa *IKESA) v1DPD(now time.Time) {
 		return
 	}
 	if v.dpdTries == 0 {
-		if now.Sub(sa.lastRecv) < sa.cfg.DPDDelay {
+		if sa.lastRecv.since(now) < sa.cfg.DPDDelay {
 			return
 		}
 		v.dpdFirst = now

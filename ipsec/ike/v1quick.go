@@ -259,7 +259,7 @@ func (sa *IKESA) v1StartQuick(local, remote Selector, old *child) {
 	now := sa.ep.now()
 	q.out = &v1Pending{pkt: pkt, first: now, next: now.Add(sa.cfg.retransmitTimeout()), tries: 1, what: "quick mode"}
 	sa.v1.quick[q.msgID] = q
-	if hold := sa.established.Add(v1PeerCatchUp); !sa.initiator && !sa.v1.peerSpoke && now.Before(hold) {
+	if hold := sa.established.wall(now).Add(v1PeerCatchUp); !sa.initiator && !sa.v1.peerSpoke && now.Before(hold) {
 		// The tick sends it at hold (as a first send: tries 0).
 		q.out.next, q.out.tries = hold, 0
 		return
@@ -278,7 +278,7 @@ const v1PeerCatchUp = 2 * time.Second
 // v1Heard notes an authenticated phase 2 or informational message from
 // the peer.
 func (sa *IKESA) v1Heard() {
-	sa.lastRecv = sa.ep.now()
+	sa.lastRecv = stampOf(sa.ep.now())
 	sa.v1.peerSpoke = true
 }
 
@@ -495,7 +495,7 @@ func (sa *IKESA) v1QuickRequest(pkt []byte, msgID uint32, ps []v1Payload, last [
 		q.replaces = old
 		q.reqID = old.reqID
 	}
-	q.pc = &pendingChild{c: &child{reqID: q.reqID, prop: chosen, inSPI: q.inSPI, outSPI: outSPI,
+	q.pc = &pendingChild{c: &child{reqID: q.reqID, prop: internProposal(chosen), inSPI: q.inSPI, outSPI: outSPI,
 		localTS: []Selector{ourSide}, remoteTS: []Selector{peerSide}}, keys: keys}
 	rest := []v1Payload{{v1SA, (&v1SAPayload{Proposals: []v1Prop{{Number: prop.Number, Protocol: v1ProtoESP,
 		SPI: be32bytes(q.inSPI), Transforms: []v1Transform{t}}}}).encode()}, {v1Nonce, q.nr}}
@@ -618,7 +618,7 @@ func (sa *IKESA) v1QuickResponse(q *v1Quick, pkt []byte, ps []v1Payload, last []
 	q.lastIn, q.lastOut = append([]byte(nil), pkt...), out
 	q.out, q.done, q.doneAt = nil, true, sa.ep.now()
 	sa.send(out)
-	pc := &pendingChild{c: &child{reqID: q.reqID, prop: p, inSPI: q.inSPI, outSPI: outSPI,
+	pc := &pendingChild{c: &child{reqID: q.reqID, prop: internProposal(p), inSPI: q.inSPI, outSPI: outSPI,
 		localTS: []Selector{q.local}, remoteTS: []Selector{q.remote}}, keys: keys}
 	sa.v1AddChild(pc, q, true)
 }
@@ -668,18 +668,18 @@ func (sa *IKESA) v1AddChild(pc *pendingChild, q *v1Quick, weInitiated bool) {
 	sa.addChild(pc, true, replaces)
 	c := pc.c
 	now := sa.ep.now()
-	c.rekeyAt, c.expireAt = time.Time{}, time.Time{}
+	c.rekeyAt, c.expireAt = 0, 0
 	if q.life > 0 {
 		soft := q.life * 10 / 11
 		if weInitiated {
-			c.rekeyAt = now.Add(sa.jitter(soft))
+			c.rekeyAt = stampOf(now.Add(sa.jitter(soft)))
 		} else {
-			c.rekeyAt = now.Add(soft + (q.life-soft)/2)
+			c.rekeyAt = stampOf(now.Add(soft + (q.life-soft)/2))
 		}
 		if sa.cfg.ChildLifetime == 0 && !weInitiated {
-			c.rekeyAt = time.Time{}
+			c.rekeyAt = 0
 		}
-		c.expireAt = now.Add(q.life)
+		c.expireAt = stampOf(now.Add(q.life))
 	}
 	if old == nil {
 		return
@@ -690,8 +690,8 @@ func (sa *IKESA) v1AddChild(pc *pendingChild, q *v1Quick, weInitiated bool) {
 	}
 	// The peer's rekey: its DELETE of the old SA follows, or it expires.
 	old.state = childRekeyed
-	old.rekeyAt = time.Time{}
-	if grace := now.Add(closedMemory); old.expireAt.IsZero() || old.expireAt.After(grace) {
+	old.rekeyAt = 0
+	if grace := stampOf(now.Add(closedMemory)); old.expireAt.IsZero() || grace.before(old.expireAt) {
 		old.expireAt = grace
 	}
 }
@@ -850,7 +850,7 @@ func (sa *IKESA) v1GotNotify(n v1NotifyPayload) {
 // first).
 func (sa *IKESA) v1Successor() *IKESA {
 	for _, o := range sa.ep.SAsOf(sa.cfg) {
-		if o == sa || o.v1 == nil || !o.created.After(sa.created) {
+		if o == sa || o.v1 == nil || !sa.created.before(o.created) {
 			continue
 		}
 		o.mu.Lock()
