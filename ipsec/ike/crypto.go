@@ -98,7 +98,6 @@ type skDirection struct {
 	integ func() hash.Hash
 	ikey  []byte
 	ivSeq uint64 // AEAD IVs: a counter never repeats under one key
-	rand  io.Reader
 }
 
 // ekey is the cipher's key (nil once zeroed).
@@ -127,8 +126,8 @@ func (d *skDirection) setSalt(s []byte) error {
 	return nil
 }
 
-func newSKDirection(e Encr, integ uint16, ekey, akey []byte, rand io.Reader) (*skDirection, error) {
-	d := &skDirection{encr: e.ID, rand: rand}
+func newSKDirection(e Encr, integ uint16, ekey, akey []byte) (*skDirection, error) {
+	d := &skDirection{encr: e.ID}
 	switch e.ID {
 	case ENCR_AES_GCM_12, ENCR_AES_GCM_16:
 		n := len(ekey) - len(d.salt)
@@ -230,12 +229,13 @@ func (d *skDirection) zero() {
 
 // seal builds a complete protected message: header, SK payload carrying
 // the encoded inner payloads. The header's NextPayload and Length are set.
-func (d *skDirection) seal(h Header, inner []Payload) ([]byte, error) {
+// rand gives a CBC cipher its IVs (an AEAD counts them).
+func (d *skDirection) seal(h Header, inner []Payload, rand io.Reader) ([]byte, error) {
 	first := NoNextPayload
 	if len(inner) > 0 {
 		first = inner[0].Type()
 	}
-	return d.sealPlain(h, PayloadSK, first, nil, appendPayloads(make([]byte, 0, 256), inner))
+	return d.sealPlain(h, PayloadSK, first, nil, appendPayloads(make([]byte, 0, 256), inner), rand)
 }
 
 // overhead is what protection adds to a plaintext of n bytes: IV,
@@ -252,7 +252,7 @@ func (d *skDirection) overhead(n int) int {
 // sealPlain protects plain in a payload of type pt (SK, or SKF with extra
 // holding its fragment number and total, RFC 7383 2.5): the extra bytes
 // sit between the generic header and the IV and are authenticated.
-func (d *skDirection) sealPlain(h Header, pt, first PayloadType, extra, plain []byte) ([]byte, error) {
+func (d *skDirection) sealPlain(h Header, pt, first PayloadType, extra, plain []byte, rand io.Reader) ([]byte, error) {
 	h.NextPayload = pt
 	icv := int(d.icv)
 	aead, block, err := d.keyed()
@@ -290,7 +290,7 @@ func (d *skDirection) sealPlain(h Header, pt, first PayloadType, extra, plain []
 		out = aead.Seal(out, nonce, plain, aad)
 		return out, nil
 	}
-	if _, err := io.ReadFull(d.rand, iv); err != nil {
+	if _, err := io.ReadFull(rand, iv); err != nil {
 		return nil, fmt.Errorf("SK IV: %w", err)
 	}
 	ct := out[len(out) : len(out)+ctLen]

@@ -151,14 +151,14 @@ func TestSKRoundTrip(t *testing.T) {
 		"aes128-sha1-modp2048", "chacha20poly1305-prfsha256-curve25519", "aes256gcm12-prfsha512-ecp521", "aes192-sha512-ecp256", "aes128-sha384-ecp256"} {
 		p := MustParseProposals(ProtoIKE, s)[0]
 		ni, nr := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
-		ki, _, _, err := deriveIKEKeys(p, []byte("seed"), ni, nr, 1, 2, true, rand.Reader)
+		ki, _, _, err := deriveIKEKeys(p, []byte("seed"), ni, nr, 1, 2, true)
 		if err != nil {
 			t.Fatalf("%s: %v", s, err)
 		}
-		kr, _, _, _ := deriveIKEKeys(p, []byte("seed"), ni, nr, 1, 2, false, rand.Reader)
+		kr, _, _, _ := deriveIKEKeys(p, []byte("seed"), ni, nr, 1, 2, false)
 		h := Header{SPIi: 1, SPIr: 2, Version: Version, Exchange: IKE_AUTH, Flags: FlagInitiator, MessageID: 1}
 		inner := []Payload{&ID{IDType: IDFQDN, Data: []byte("gwA")}, &Nonce{Data: make([]byte, 17)}}
-		pkt, err := ki.out.seal(h, inner)
+		pkt, err := ki.out.seal(h, inner, rand.Reader)
 		if err != nil {
 			t.Fatalf("%s: seal: %v", s, err)
 		}

@@ -139,7 +139,7 @@ func TestNoInformationalBeforeAuth(t *testing.T) {
 	}
 	sa := att.ep.SAs()[0]
 	sa.mu.Lock()
-	pkt, err := sa.keys.out.seal(sa.header(INFORMATIONAL, 1, false), []Payload{&Delete{Protocol: ProtoIKE}, &Vendor{Data: make([]byte, 30000)}})
+	pkt, err := sa.keys.out.seal(sa.header(INFORMATIONAL, 1, false), []Payload{&Delete{Protocol: ProtoIKE}, &Vendor{Data: make([]byte, 30000)}}, sa.ep.rand)
 	sa.mu.Unlock()
 	if err != nil {
 		t.Fatal(err)

@@ -79,7 +79,7 @@ func (sa *IKESA) fragmentRoom() int {
 // sealMsg seals ps into one message, or into fragments when it does not
 // fit and the peer takes fragments.
 func (sa *IKESA) sealMsg(h Header, ps []Payload) ([][]byte, error) {
-	pkt, err := sa.keys.out.seal(h, ps)
+	pkt, err := sa.keys.out.seal(h, ps, sa.ep.rand)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +109,7 @@ func (sa *IKESA) sealMsg(h Header, ps []Payload) ([][]byte, error) {
 			first = ps[0].Type()
 		}
 		extra := binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, uint16(i+1)), uint16(n))
-		f, err := sa.keys.out.sealPlain(h, PayloadSKF, first, extra, part)
+		f, err := sa.keys.out.sealPlain(h, PayloadSKF, first, extra, part, sa.ep.rand)
 		if err != nil {
 			return nil, err
 		}

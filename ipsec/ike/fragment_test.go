@@ -102,7 +102,7 @@ func halfOpenPair(t testing.TB) (*testNet, *IKESA, *peer) {
 // message ID 1, carrying plain, sealed with sa's keys.
 func sealFragment(sa *IKESA, num, total uint16, first PayloadType, plain []byte) []byte {
 	extra := binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, num), total)
-	pkt, err := sa.keys.out.sealPlain(sa.header(IKE_AUTH, 1, false), PayloadSKF, first, extra, plain)
+	pkt, err := sa.keys.out.sealPlain(sa.header(IKE_AUTH, 1, false), PayloadSKF, first, extra, plain, sa.ep.rand)
 	if err != nil {
 		panic(err)
 	}

@@ -324,7 +324,7 @@ func (sa *IKESA) deriveInitKeys(gir []byte) error {
 	}
 	skeyseed := f.sum(append(append([]byte(nil), sa.init.ni...), sa.init.nr...), gir)
 	defer clear(skeyseed)
-	sa.keys, sa.init.skpi, sa.init.skpr, err = deriveIKEKeys(*sa.prop, skeyseed, sa.init.ni, sa.init.nr, sa.spiI, sa.spiR, sa.initiator, sa.ep.rand)
+	sa.keys, sa.init.skpi, sa.init.skpr, err = deriveIKEKeys(*sa.prop, skeyseed, sa.init.ni, sa.init.nr, sa.spiI, sa.spiR, sa.initiator)
 	return err
 }
 

@@ -4,7 +4,6 @@ import (
 	"crypto/subtle"
 	"encoding/binary"
 	"fmt"
-	"io"
 )
 
 // ikeKeys are the keys an IKE SA keeps for its life (RFC 7296 2.14):
@@ -37,7 +36,7 @@ func spiBytes(spi uint64) []byte { return binary.BigEndian.AppendUint64(nil, spi
 // g^ir) for a new IKE SA or prf(SK_d(old), g^ir | Ni | Nr) for a rekey
 // (RFC 7296 2.18); weInitiated says which of SK_e/a i or r is ours.
 // SK_pi and SK_pr come apart, for IKE_AUTH: the caller zeroes them.
-func deriveIKEKeys(p Proposal, skeyseed, ni, nr []byte, spii, spir uint64, weInitiated bool, rand io.Reader) (k *ikeKeys, pi, pr []byte, err error) {
+func deriveIKEKeys(p Proposal, skeyseed, ni, nr []byte, spii, spir uint64, weInitiated bool) (k *ikeKeys, pi, pr []byte, err error) {
 	f, err := newPRF(p.PRF[0])
 	if err != nil {
 		return nil, nil, nil, err
@@ -72,14 +71,14 @@ func deriveIKEKeys(p Proposal, skeyseed, ni, nr []byte, spii, spir uint64, weIni
 	ei, er := take(elen), take(elen)
 	pi, pr = take(f.size), take(f.size)
 	defer func() { clear(ai); clear(ar); clear(ei); clear(er) }()
-	dirI, err := newSKDirection(p.Encryption[0], integ, ei, ai, rand)
+	dirI, err := newSKDirection(p.Encryption[0], integ, ei, ai)
 	if err != nil {
 		clear(k.d)
 		clear(pi)
 		clear(pr)
 		return nil, nil, nil, err
 	}
-	dirR, err := newSKDirection(p.Encryption[0], integ, er, ar, rand)
+	dirR, err := newSKDirection(p.Encryption[0], integ, er, ar)
 	if err != nil {
 		clear(k.d)
 		clear(pi)

@@ -39,7 +39,7 @@ func (sa *IKESA) successor(weInitiated bool, spiI, spiR uint64, prop Proposal, n
 	skeyseed := sa.keys.prf.sum(sa.keys.d, seed)
 	clear(seed)
 	defer clear(skeyseed)
-	keys, skpi, skpr, err := deriveIKEKeys(prop, skeyseed, ni, nr, spiI, spiR, weInitiated, sa.ep.rand)
+	keys, skpi, skpr, err := deriveIKEKeys(prop, skeyseed, ni, nr, spiI, spiR, weInitiated)
 	if err != nil {
 		return nil, err
 	}
