@@ -54,7 +54,9 @@ func cardImage(tb testing.TB) string {
 			shared.err = err
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+		// 45 minutes: on a fresh machine make test may still be building
+		// the kernel (scripts/test.sh).
+		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 		defer cancel()
 		bl := &images.Builder{RepoRoot: root, OutDir: out, CacheDir: filepath.Join(root, "out", "cache")}
 		rep, err := bl.Build(ctx, board, "e2e")

@@ -160,7 +160,7 @@ func (s *KernelBuild) Build(ctx context.Context, board boards.Board) (*Kernel, e
 		cmd := exec.CommandContext(ctx, "make", args...)
 		cmd.Env = append(os.Environ(), "KBUILD_BUILD_USER=flashgate", "KBUILD_BUILD_HOST=flashgate",
 			"KBUILD_BUILD_TIMESTAMP="+kernelTimestamp(), "CCACHE_DIR="+filepath.Join(s.cacheDir(), "ccache"),
-			"CCACHE_BASEDIR="+s.cacheDir(), "LC_ALL=C")
+			"CCACHE_BASEDIR="+s.cacheDir(), "CCACHE_DEPEND=1", "LC_ALL=C")
 		cmd.Stdout, cmd.Stderr = logFile, logFile
 		// make and its children in a group of their own, killed together
 		// when ctx ends: a sub-make left running would go on writing into
@@ -381,7 +381,13 @@ func compilerVersion(ctx context.Context) (string, error) {
 }
 
 // ccacheCC is "ccache gcc" when ccache is installed: switching a class's
-// tree between boards and back then recompiles from the cache.
+// tree between boards and back then recompiles from the cache. It runs in
+// depend mode (CCACHE_DEPEND, set in Build): the kernel's own -MMD output
+// names the headers, so a miss costs no extra preprocessor run. Measured on
+// 120 files of the i586 tree (net/ipv4, fs/ext4) with an empty cache, -j2:
+// plain gcc 64.5 s, ccache's default mode 93.1 s (+44 %), depend mode
+// 71.8 s (+11 %), a second depend-mode run 15.6 s (all direct hits). The
+// first build of a class on a fresh machine is ~1 500 such files.
 func ccacheCC() string {
 	if _, err := exec.LookPath("ccache"); err == nil {
 		return "ccache gcc"

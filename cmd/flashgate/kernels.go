@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -53,6 +55,15 @@ func runKernels(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		elapsed time.Duration
 		err     error
 	}
+	// The qemu boards first in their class: the VM tests of `make test`
+	// boot only the qemu board, and start while the others build.
+	later := func(b boards.Board) int {
+		if strings.HasPrefix(b.Name, "qemu") {
+			return 0
+		}
+		return 1
+	}
+	slices.SortStableFunc(list, func(a, b boards.Board) int { return cmp.Compare(later(a), later(b)) })
 	results := make([]result, len(list))
 	byClass := map[cpuclass.Class][]int{}
 	var classes []cpuclass.Class
