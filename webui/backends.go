@@ -5,6 +5,7 @@ import (
 
 	"github.com/flashgate/flashgate/firmware/supervisor"
 	"github.com/flashgate/flashgate/ipsec"
+	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 	"github.com/flashgate/flashgate/services/netd/netdapi"
 )
 
@@ -17,8 +18,12 @@ type LinkSource interface {
 }
 
 // TunnelSource reports the live state of the tunnels (iked).
+// *ikedapi.Client implements it.
 type TunnelSource interface {
 	Tunnels(ctx context.Context) ([]ipsec.TunnelStatus, error)
+	// Counters is every tunnel's CHILD_SA byte counters and nothing
+	// else: what the throughput sampler reads every 5 s.
+	Counters(ctx context.Context) ([]ikedapi.TunnelCounters, error)
 }
 
 // TunnelControl starts and stops tunnels now, without a configuration

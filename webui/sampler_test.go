@@ -7,15 +7,21 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate/ipsec"
+	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 )
 
-// countedTunnels is a TunnelSource that counts the reads: one up tunnel
-// whose counters grow at every read.
+// countedTunnels is a TunnelSource that counts the reads (of statuses
+// and of counters): one up tunnel whose counters grow at every read.
 type countedTunnels struct{ reads atomic.Int64 }
 
 func (c *countedTunnels) Tunnels(context.Context) ([]ipsec.TunnelStatus, error) {
 	n := uint64(c.reads.Add(1))
 	return []ipsec.TunnelStatus{upTunnel("branch", 1000*n, 2000*n, "aa000001")}, nil
+}
+
+func (c *countedTunnels) Counters(ctx context.Context) ([]ikedapi.TunnelCounters, error) {
+	ts, err := c.Tunnels(ctx)
+	return ikedapi.CountersOf(ts), err
 }
 
 // waitFor polls cond for up to a minute (the machine may be loaded).

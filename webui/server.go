@@ -147,6 +147,10 @@ func (noTunnels) Tunnels(context.Context) ([]ipsec.TunnelStatus, error) {
 	return nil, ikedapi.ErrNotRunning
 }
 
+func (noTunnels) Counters(context.Context) ([]ikedapi.TunnelCounters, error) {
+	return nil, ikedapi.ErrNotRunning
+}
+
 // ServeHTTP serves the UI.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 

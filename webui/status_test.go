@@ -21,7 +21,7 @@ import (
 	"github.com/flashgate/flashgate/ipsec"
 )
 
-// fakeIked serves GET /v1/tunnels on a unix socket as iked does, with
+// fakeIked serves GET /v1/tunnels and /v1/counters on a unix socket as iked does, with
 // statuses the test sets, so that counters and states are exactly what the
 // test wants (TestBrowser runs the real iked). The client under test is the
 // real one.
@@ -45,11 +45,13 @@ func startFakeIkedAt(t testing.TB, sock string) *fakeIked {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/tunnels", ikedapi.ServeTunnels(func() []ipsec.TunnelStatus {
+	list := func() []ipsec.TunnelStatus {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return f.tunnels
-	}))
+	}
+	mux.HandleFunc("GET /v1/tunnels", ikedapi.ServeTunnels(list))
+	mux.HandleFunc(ikedapi.RouteCounters, ikedapi.ServeCounters(list))
 	for _, action := range []string{"up", "down"} {
 		mux.HandleFunc("POST /v1/tunnels/{name}/"+action, func(w http.ResponseWriter, r *http.Request) {
 			f.mu.Lock()
@@ -137,7 +139,7 @@ func TestTunnelStateFromIked(t *testing.T) {
 		upTunnel("branch", 500_000, 100_000, "aa000002"), // rekeyed
 	} {
 		f.set(st, failed)
-		h.srv.sampler.record(mustTunnels(t, f), start.Add(time.Duration(i)*sampleInterval))
+		h.srv.sampler.record(mustCounters(t, f), start.Add(time.Duration(i)*sampleInterval))
 	}
 	rates := h.srv.sampler.rates("branch")
 	if len(rates) != 3 {
@@ -196,8 +198,8 @@ func TestTunnelUpDown(t *testing.T) {
 	}
 }
 
-func mustTunnels(t *testing.T, f *fakeIked) []ipsec.TunnelStatus {
-	got, err := ikedapi.NewClient(f.sock).Tunnels(context.Background())
+func mustCounters(t *testing.T, f *fakeIked) []ikedapi.TunnelCounters {
+	got, err := ikedapi.NewClient(f.sock).Counters(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

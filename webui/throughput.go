@@ -9,11 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/flashgate/flashgate/ipsec"
+	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 )
 
 // The throughput graphs need history the tunnels do not keep: the sampler
-// reads iked's byte counters every interval and keeps the rates of the last
+// reads iked's byte counters (GET /v1/counters, nothing else) every interval and keeps the rates of the last
 // few minutes per tunnel in a fixed ring. Counters are tracked per CHILD_SA
 // (by inbound SPI) so that a rekey, which replaces an SA and restarts its
 // counters at zero, does not show up as a negative or a huge spike.
@@ -71,7 +71,7 @@ type sampler struct {
 
 	mu       sync.Mutex
 	rings    map[string]*rateRing
-	last     map[string]map[string]saBytes // tunnel -> inbound SPI -> counters
+	last     map[string]map[uint32]saBytes // tunnel -> inbound SPI -> counters
 	lastAt   time.Time
 	root     string
 	cpuLast  CPUTimes
@@ -80,7 +80,7 @@ type sampler struct {
 }
 
 func newSampler(src TunnelSource, root string, now func() time.Time) *sampler {
-	return &sampler{src: src, root: root, now: now, rings: map[string]*rateRing{}, last: map[string]map[string]saBytes{},
+	return &sampler{src: src, root: root, now: now, rings: map[string]*rateRing{}, last: map[string]map[uint32]saBytes{},
 		interval: sampleInterval, wakeup: make(chan struct{}, 1)}
 }
 
@@ -159,7 +159,7 @@ func (s *sampler) sample(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	tunnels, err := s.src.Tunnels(ctx)
+	tunnels, err := s.src.Counters(ctx)
 	if err != nil {
 		return
 	}
@@ -167,7 +167,7 @@ func (s *sampler) sample(ctx context.Context) {
 }
 
 // record turns counters into rates against the previous sample.
-func (s *sampler) record(tunnels []ipsec.TunnelStatus, now time.Time) {
+func (s *sampler) record(tunnels []ikedapi.TunnelCounters, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	dt := now.Sub(s.lastAt).Seconds()
@@ -177,7 +177,7 @@ func (s *sampler) record(tunnels []ipsec.TunnelStatus, now time.Time) {
 	for _, t := range tunnels {
 		seen[t.Name] = true
 		prev := s.last[t.Name]
-		cur := map[string]saBytes{}
+		cur := make(map[uint32]saBytes, len(t.Children))
 		var din, dout uint64
 		for _, c := range t.Children {
 			b := saBytes{c.BytesIn, c.BytesOut}

@@ -55,6 +55,20 @@ func (sa *IKESA) Status() SAStatus {
 	return s
 }
 
+// ChildSPIs are a CHILD_SA pair's inbound and outbound SPIs.
+type ChildSPIs struct{ In, Out uint32 }
+
+// AppendChildSPIs appends the SPIs of the SA's CHILD_SAs to dst: what a
+// reader of the data plane's counters needs, without the rest of a Status.
+func (sa *IKESA) AppendChildSPIs(dst []ChildSPIs) []ChildSPIs {
+	sa.mu.Lock()
+	defer sa.mu.Unlock()
+	for _, c := range sa.children {
+		dst = append(dst, ChildSPIs{c.inSPI, c.outSPI})
+	}
+	return dst
+}
+
 // State returns the SA's state.
 func (sa *IKESA) State() State {
 	sa.mu.Lock()

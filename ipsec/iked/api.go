@@ -11,7 +11,7 @@ import (
 )
 
 // Handler is iked's local API, as package ikedapi describes it: HTTP in
-// and out, the logic in Up, Down, Rekey, Status and Stats.
+// and out, the logic in Up, Down, Rekey, Status, Counters and Stats.
 func (d *Daemon) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(ikedapi.RouteTunnels, func(w http.ResponseWriter, r *http.Request) {
@@ -61,6 +61,9 @@ func (d *Daemon) Handler() http.Handler {
 	})
 	mux.HandleFunc(ikedapi.RouteStats, func(w http.ResponseWriter, r *http.Request) {
 		localapi.WriteJSON(w, http.StatusOK, d.Stats())
+	})
+	mux.HandleFunc(ikedapi.RouteCounters, func(w http.ResponseWriter, r *http.Request) {
+		localapi.WriteJSON(w, http.StatusOK, d.Counters())
 	})
 	return mux
 }

@@ -126,6 +126,35 @@ func (d *Daemon) StatusPage(q ikedapi.TunnelQuery) ([]ipsec.TunnelStatus, int) {
 	return out, matched
 }
 
+// Counters reports every configured tunnel's CHILD_SA byte counters,
+// sorted by name, and nothing else: the web UI's throughput sampler reads
+// them every 5 s while someone is logged in, and a full StatusPage of a
+// thousand tunnels builds strings and copies it would throw away.
+func (d *Daemon) Counters() []ikedapi.TunnelCounters {
+	d.mu.Lock()
+	tunnels := d.sortedTunnels()
+	out := make([]ikedapi.TunnelCounters, len(tunnels))
+	sas := make([]*ike.IKESA, len(tunnels))
+	for i, t := range tunnels {
+		out[i].Name, sas[i] = t.cfg.Name, t.sa
+	}
+	d.mu.Unlock()
+
+	var spis []ike.ChildSPIs
+	for i, sa := range sas {
+		if sa == nil {
+			continue
+		}
+		spis = sa.AppendChildSPIs(spis[:0])
+		for _, p := range spis {
+			in, _ := d.dp.Stats(p.In)
+			outStats, _ := d.dp.Stats(p.Out)
+			out[i].Children = append(out[i].Children, ikedapi.ChildCounters{InboundSPI: p.In, BytesIn: in.Bytes, BytesOut: outStats.Bytes})
+		}
+	}
+	return out
+}
+
 // driverFor names what does the ESP crypto of a CHILD_SA with the given
 // ESP proposal: the kernel's driver (from /proc/crypto) for XFRM, Go's
 // implementation for userspace ESP.

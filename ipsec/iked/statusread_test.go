@@ -1,12 +1,18 @@
 package iked
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
+	"reflect"
 	"runtime"
 	"strconv"
 	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/internal/localapi"
 
 	"github.com/flashgate/flashgate/ipsec/iked/ikedapi"
 	"github.com/flashgate/flashgate/ipsec/iked/ikedtest"
@@ -54,4 +60,92 @@ func BenchmarkStatusRead(b *testing.B) {
 	const perHour = 3600 / 5
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)*perHour/1e6, "per_idle_hour_ms")
 	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(b.N)*perHour/1e6, "per_idle_hour_MB")
+}
+
+// BenchmarkCountersRead is BenchmarkStatusRead for GET /v1/counters, what
+// the web UI's throughput sampler reads every 5 s while someone is logged
+// in: the byte counters of every CHILD_SA, in one answer. per_hour_ms and
+// per_hour_MB are what an hour of someone looking costs iked.
+func BenchmarkCountersRead(b *testing.B) {
+	n := memHubSize(b)
+	h := newMemHub(b, ikedtest.NewPlane(), n)
+	h.attachSpokes(n)
+	h.bringUp(n)
+	h.dropSpokes()
+	api := h.d.Handler()
+	var size int
+	read := func() {
+		rec := httptest.NewRecorder()
+		api.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/counters", nil))
+		if rec.Code != http.StatusOK {
+			b.Fatalf("GET /v1/counters: %d %s", rec.Code, rec.Body)
+		}
+		size = rec.Body.Len()
+	}
+	read()
+	b.ReportAllocs()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for b.Loop() {
+		read()
+	}
+	runtime.ReadMemStats(&after)
+	const perHour = 3600 / 5
+	b.ReportMetric(float64(size), "answer_bytes")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)*perHour/1e6, "per_hour_ms")
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(b.N)*perHour/1e6, "per_hour_MB")
+}
+
+// TestCountersAreTheStatusCounters: GET /v1/counters answers, for every
+// tunnel in name order, the same CHILD_SAs and byte counters as the full
+// status, traffic counted included, through the real client.
+func TestCountersAreTheStatusCounters(t *testing.T) {
+	const n = 4
+	plane := ikedtest.NewPlane()
+	h := newMemHub(t, plane, n+1) // the last tunnel never comes up
+	h.attachSpokes(n)
+	h.bringUp(n)
+	for i := range n {
+		_, _, lan := memHubSpoke(i)
+		for range i + 1 {
+			if !plane.Send(lan.Addr(), 1000) {
+				t.Fatalf("no SA carried a packet to branch %d's LAN", i)
+			}
+		}
+	}
+	sock := filepath.Join(t.TempDir(), "iked.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- h.d.Serve(ctx, sock, localapi.RootOnly) }()
+	defer func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	client := ikedapi.NewClient(sock)
+	var got []ikedapi.TunnelCounters
+	var err error
+	if !waitFor(10*time.Second, func() bool { got, err = client.Counters(ctx); return err == nil }) {
+		t.Fatalf("GET /v1/counters: %v", err)
+	}
+	want := ikedapi.CountersOf(h.d.Status())
+	if len(got) != n+1 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("counters\n%+v\nwant (from the status)\n%+v", got, want)
+	}
+	var sent uint64
+	for i, tc := range got {
+		if i < n && len(tc.Children) != 1 {
+			t.Errorf("%s: %d CHILD_SAs counted, want 1", tc.Name, len(tc.Children))
+		}
+		for _, c := range tc.Children {
+			sent += c.BytesOut
+		}
+	}
+	if sent != 1000*n*(n+1)/2 {
+		t.Errorf("%d bytes out counted, want %d", sent, 1000*n*(n+1)/2)
+	}
+	if len(got[n].Children) != 0 {
+		t.Errorf("the tunnel that is down has counters: %+v", got[n])
+	}
 }

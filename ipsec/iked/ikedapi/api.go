@@ -12,6 +12,7 @@
 //	POST /v1/tunnels/{name}/up    initiate now (resets the retry backoff; once for start action respond)
 //	POST /v1/tunnels/{name}/down  delete the tunnel's IKE SAs (and their children)
 //	POST /v1/tunnels/{name}/rekey?sa=ike|child  rekey now (default: the CHILD_SAs)
+//	GET  /v1/counters             every tunnel's CHILD_SA byte counters and nothing else (TunnelCounters)
 //	GET  /v1/stats                daemon-wide drop counters and the data plane in use
 //
 // Errors answer with a status code (404 no such tunnel, 409 the tunnel
@@ -31,12 +32,13 @@ const DefaultSocket = paths.IkedSocket
 
 // The routes, as net/http.ServeMux patterns; {name} is a tunnel's name.
 const (
-	RouteTunnels = "GET /v1/tunnels"
-	RouteTunnel  = "GET /v1/tunnels/{name}"
-	RouteUp      = "POST /v1/tunnels/{name}/up"
-	RouteDown    = "POST /v1/tunnels/{name}/down"
-	RouteRekey   = "POST /v1/tunnels/{name}/rekey" // query sa=ike or sa=child
-	RouteStats   = "GET /v1/stats"
+	RouteTunnels  = "GET /v1/tunnels"
+	RouteTunnel   = "GET /v1/tunnels/{name}"
+	RouteUp       = "POST /v1/tunnels/{name}/up"
+	RouteDown     = "POST /v1/tunnels/{name}/down"
+	RouteRekey    = "POST /v1/tunnels/{name}/rekey" // query sa=ike or sa=child
+	RouteStats    = "GET /v1/stats"
+	RouteCounters = "GET /v1/counters"
 )
 
 // Reply is the body of the answers that carry no document: Result on
