@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -66,4 +68,41 @@ func TestRetryTransient(t *testing.T) {
 	if err := retryTransient(ctx, 3, time.Hour, func(string, ...any) {}, func() error { return errors.New("down") }); !errors.Is(err, context.Canceled) {
 		t.Errorf("a cancelled build waited out the retries: %v", err)
 	}
+}
+
+// TestLockFileReady: a waiter for a class's lock stops waiting as soon as
+// what it wants is there, although the holder keeps the lock (as
+// `flashgate kernels` does, building the class's next board); without a
+// ready check it waits until its context ends.
+func TestLockFileReady(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "build-i586.lock")
+	holder, err := lockFile(context.Background(), name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var built atomic.Bool
+	time.AfterFunc(700*time.Millisecond, func() { built.Store(true) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	unlock, err := lockFile(ctx, name, built.Load)
+	if err != nil || unlock != nil {
+		t.Fatalf("waiting with a ready check: unlock %v, err %v; want nil, nil once ready", unlock != nil, err)
+	}
+
+	short, cancel2 := context.WithTimeout(context.Background(), 1200*time.Millisecond)
+	defer cancel2()
+	if unlock, err := lockFile(short, name, nil); err == nil || unlock != nil {
+		t.Fatalf("waiting without a ready check while the lock is held: err %v, want the context's", err)
+	}
+	holder()
+	unlock, err = lockFile(context.Background(), name, built.Load)
+	if err != nil || unlock != nil {
+		t.Fatalf("ready before the first try: unlock %v, err %v", unlock != nil, err)
+	}
+	unlock, err = lockFile(context.Background(), name, func() bool { return false })
+	if err != nil || unlock == nil {
+		t.Fatalf("a free lock: unlock %v, err %v", unlock != nil, err)
+	}
+	unlock()
 }
