@@ -47,7 +47,8 @@ flash:
 ## test: everything: unit, fuzz seeds, namespace, VM and browser tests (as root)
 test: setup check-tidy
 	$(GO) vet ./...
-	FLASHGATE_VERSION=$(VERSION) GO=$(GO) OUT=$(OUT) bash scripts/test.sh
+	$(FLASHGATE) kernels
+	FLASHGATE_VERSION=$(VERSION) $(GO) test -count=1 -timeout 60m -p 2 ./...
 
 ## check-tidy: fail when go.mod or go.sum is not what `go mod tidy` makes, or gofmt would change a file
 check-tidy:
