@@ -54,8 +54,8 @@ func cardImage(tb testing.TB) string {
 			shared.err = err
 			return
 		}
-		// 45 minutes: on a fresh machine make test may still be building
-		// the kernel (scripts/test.sh).
+		// 45 minutes: run alone on a fresh machine (go test ./e2e), the
+		// kernel is built first, some 30 minutes.
 		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 		defer cancel()
 		bl := &images.Builder{RepoRoot: root, OutDir: out, CacheDir: filepath.Join(root, "out", "cache")}

@@ -41,8 +41,8 @@ func TestBootQEMU(t *testing.T) {
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// 45 minutes: on a fresh machine make test may still be building the
-	// kernel (scripts/test.sh).
+	// 45 minutes: run alone on a fresh machine (go test ./images), the
+	// kernel is built first, some 30 minutes.
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
 	buildStart := time.Now()

@@ -145,7 +145,7 @@ func TestImageReproducible(t *testing.T) {
 	for i, src := range srcs {
 		out := t.TempDir()
 		b := &Builder{RepoRoot: src, OutDir: out, CacheDir: filepath.Join(root, "out", "cache"), Epoch: epoch}
-		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute) // the kernel may still be building
+		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute) // with the kernel's first build, if it is not cached
 		rep, err := b.Build(ctx, board, "repro")
 		cancel()
 		if err != nil {
