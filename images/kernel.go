@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -160,6 +161,15 @@ func (s *KernelBuild) Build(ctx context.Context, board boards.Board) (*Kernel, e
 		return nil, fmt.Errorf("kernel cache: %w", err)
 	}
 	defer logFile.Close()
+	// A tree that never finished a build compiles every file, and not one
+	// of them can be in ccache (the cache is only ever filled from this
+	// tree's own builds): ccache would hash each source and header list
+	// and store each object for nothing, 11 % more time on the first build
+	// of a class (see ccacheCC). It stays the compiler on the command line
+	// (kbuild recompiles any object whose command changes) but steps
+	// aside; the boards built in the tree afterwards fill it.
+	_, err = os.Stat(filepath.Join(tree, "vmlinux"))
+	firstBuild := errors.Is(err, fs.ErrNotExist)
 	mk := func(args ...string) error {
 		what := args[len(args)-1]
 		args = append([]string{"-C", src, "O=" + tree, "ARCH=" + arch}, args...)
@@ -170,6 +180,9 @@ func (s *KernelBuild) Build(ctx context.Context, board boards.Board) (*Kernel, e
 		cmd.Env = append(os.Environ(), "KBUILD_BUILD_USER=flashgate", "KBUILD_BUILD_HOST=flashgate",
 			"KBUILD_BUILD_TIMESTAMP="+kernelTimestamp(), "CCACHE_DIR="+filepath.Join(s.cacheDir(), "ccache"),
 			"CCACHE_BASEDIR="+s.cacheDir(), "CCACHE_DEPEND=1", "LC_ALL=C")
+		if firstBuild {
+			cmd.Env = append(cmd.Env, "CCACHE_DISABLE=1")
+		}
 		cmd.Stdout, cmd.Stderr = logFile, logFile
 		// make and its children in a group of their own, killed together
 		// when ctx ends: a sub-make left running would go on writing into
@@ -205,7 +218,23 @@ func (s *KernelBuild) Build(ctx context.Context, board boards.Board) (*Kernel, e
 			board.Name, len(miss), strings.Join(miss, "\n  "))
 	}
 	k.Modules = slices.Contains(slices.Collect(maps.Values(got)), "m")
-	s.logf("kernel for %s: building (log: %s)", board.Name, logPath)
+	configSum := configSum(dot)
+	if from := s.builtFromConfig(configSum); from != "" {
+		// Another board's kernel was built from this very configuration
+		// (alix2d13 and alix3d carry the same drivers): its bytes are
+		// what make would produce, so take them instead of walking the
+		// tree and linking again (1-1.5 min a board on 2 cores).
+		if err := s.reuse(k, from, dot, configSum, start); err != nil {
+			return nil, err
+		}
+		s.logf("kernel for %s: %s is the kernel of %s (same configuration)", board.Name, k.Release, filepath.Base(from))
+		return k, nil
+	}
+	how := "building"
+	if firstBuild {
+		how = "building the class's tree from scratch, ccache aside"
+	}
+	s.logf("kernel for %s: %s (log: %s)", board.Name, how, logPath)
 	targets := []string{"bzImage"}
 	if k.Modules {
 		targets = append(targets, "modules")
@@ -240,18 +269,84 @@ func (s *KernelBuild) Build(ctx context.Context, board boards.Board) (*Kernel, e
 		}
 	}
 	k.BuildTime = time.Since(start)
-	meta := fmt.Sprintf("release %s\nmodules %t\nbuild_seconds %.1f\n", k.Release, k.Modules, k.BuildTime.Seconds())
-	if err := os.WriteFile(filepath.Join(tmp, "kernel.meta"), []byte(meta), 0o644); err != nil {
+	if err := s.commit(k, tmp, configSum); err != nil {
 		return nil, err
+	}
+	s.logf("kernel for %s: %s built in %s", board.Name, k.Release, k.BuildTime.Round(time.Second))
+	return k, nil
+}
+
+// commit writes k's metadata into tmp, a complete build directory, and
+// renames it to k.Root.
+func (s *KernelBuild) commit(k *Kernel, tmp, configSum string) error {
+	meta := fmt.Sprintf("release %s\nmodules %t\nbuild_seconds %.1f\nconfig_sha256 %s\n", k.Release, k.Modules, k.BuildTime.Seconds(), configSum)
+	if err := os.WriteFile(filepath.Join(tmp, "kernel.meta"), []byte(meta), 0o644); err != nil {
+		return err
 	}
 	os.RemoveAll(k.Root)
 	if err := os.Rename(tmp, k.Root); err != nil {
-		return nil, fmt.Errorf("kernel cache: %w", err)
+		return fmt.Errorf("kernel cache: %w", err)
 	}
 	k.Vmlinuz = filepath.Join(k.Root, "vmlinuz")
 	k.Built = true
-	s.logf("kernel for %s: %s built in %s", board.Name, k.Release, k.BuildTime.Round(time.Second))
-	return k, nil
+	return nil
+}
+
+// configSum names a kernel by what decides its bytes: the merged .config
+// (which records the compiler's version), the Debian source version and
+// the builder's revision.
+func configSum(dot []byte) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s %s %s\n", kernel.SourcePackage, kernel.SourceVersion, kernelBuilderRevision)
+	h.Write(dot)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// builtFromConfig returns the directory of a cached kernel built from the
+// configuration sum names, or "".
+func (s *KernelBuild) builtFromConfig(sum string) string {
+	dirs, _ := filepath.Glob(filepath.Join(s.cacheDir(), "built", "*"))
+	for _, d := range dirs {
+		meta, err := os.ReadFile(filepath.Join(d, "kernel.meta"))
+		if err != nil || !strings.Contains(string(meta), "\nconfig_sha256 "+sum+"\n") {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(d, "vmlinuz")); err == nil {
+			return d
+		}
+	}
+	return ""
+}
+
+// reuse makes k a copy of the cached kernel in dir, built from the same
+// configuration for another board.
+func (s *KernelBuild) reuse(k *Kernel, dir string, dot []byte, sum string, start time.Time) error {
+	from := &Kernel{Root: dir}
+	if !s.load(from) {
+		return fmt.Errorf("kernel cache: %s vanished", dir)
+	}
+	if err := os.MkdirAll(filepath.Dir(k.Root), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(k.Root), ".new-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if _, err := copyFile(from.Vmlinuz, filepath.Join(tmp, "vmlinuz")); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "config"), dot, 0o644); err != nil {
+		return err
+	}
+	if from.Modules {
+		if err := copyTree(filepath.Join(dir, "lib"), filepath.Join(tmp, "lib")); err != nil {
+			return fmt.Errorf("kernel cache: modules of %s: %w", filepath.Base(dir), err)
+		}
+	}
+	k.Release, k.Modules = from.Release, from.Modules
+	k.BuildTime = time.Since(start)
+	return s.commit(k, tmp, sum)
 }
 
 // load fills k from the cache and reports whether it was there.

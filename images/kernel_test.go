@@ -1,9 +1,11 @@
 package images
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -105,4 +107,59 @@ func TestLockFileReady(t *testing.T) {
 		t.Fatalf("a free lock: unlock %v, err %v", unlock != nil, err)
 	}
 	unlock()
+}
+
+// A board whose merged configuration equals a cached kernel's takes that
+// kernel's bytes (and modules); a configuration differing in one byte does
+// not.
+func TestReuseKernelOfSameConfig(t *testing.T) {
+	s := &KernelBuild{CacheDir: t.TempDir()}
+	dot := []byte("CONFIG_X86_32=y\nCONFIG_PATA_CS5536=y\nCONFIG_CRYPTO_DEV_HIFN_795X=m\n")
+	sum := configSum(dot)
+	first := &Kernel{Board: "alix2d13", Root: filepath.Join(s.CacheDir, "built", "alix2d13-k1"), Release: "6.1.192-3-flashgate", Modules: true}
+	tmp := filepath.Join(s.CacheDir, "built", ".new-1")
+	mod := filepath.Join(tmp, "lib", "modules", first.Release, "kernel", "drivers", "crypto", "hifn_795x.ko")
+	if err := os.MkdirAll(filepath.Dir(mod), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{filepath.Join(tmp, "vmlinuz"): "bzImage bytes", mod: "module bytes"} {
+		if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("kernel", filepath.Join(tmp, "lib", "modules", first.Release, "updates")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.commit(first, tmp, sum); err != nil {
+		t.Fatal(err)
+	}
+
+	if got := s.builtFromConfig(configSum(append([]byte("# CONFIG_SMP is not set\n"), dot...))); got != "" {
+		t.Fatalf("another configuration matched %s", got)
+	}
+	from := s.builtFromConfig(sum)
+	if from != first.Root {
+		t.Fatalf("builtFromConfig = %q, want %q", from, first.Root)
+	}
+	second := &Kernel{Board: "alix3d", Root: filepath.Join(s.CacheDir, "built", "alix3d-k2")}
+	if err := s.reuse(second, from, dot, sum, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	loaded := &Kernel{Root: second.Root}
+	if !s.load(loaded) || loaded.Release != first.Release || !loaded.Modules {
+		t.Fatalf("reused kernel loads as %+v", loaded)
+	}
+	for _, rel := range []string{"vmlinuz", "lib/modules/6.1.192-3-flashgate/kernel/drivers/crypto/hifn_795x.ko", "lib/modules/6.1.192-3-flashgate/updates/drivers/crypto/hifn_795x.ko"} {
+		a, errA := os.ReadFile(filepath.Join(first.Root, rel))
+		b, errB := os.ReadFile(filepath.Join(second.Root, rel))
+		if errA != nil || errB != nil || !bytes.Equal(a, b) {
+			t.Errorf("%s: %v %v, equal %t", rel, errA, errB, bytes.Equal(a, b))
+		}
+	}
+	if cfg, err := os.ReadFile(filepath.Join(second.Root, "config")); err != nil || !bytes.Equal(cfg, dot) {
+		t.Errorf("config of the reused kernel: %v", err)
+	}
+	if got := s.builtFromConfig(sum); got != first.Root && got != second.Root {
+		t.Errorf("after reuse, builtFromConfig = %q", got)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -190,4 +191,33 @@ func copyFile(src, dst string) (int64, error) {
 		err = cerr
 	}
 	return n, err
+}
+
+// copyTree copies the directory src to dst: directories, regular files and
+// symbolic links (as links).
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(to, 0o755)
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(target, to)
+		case d.Type().IsRegular():
+			_, err := copyFile(p, to)
+			return err
+		}
+		return fmt.Errorf("%s: not a file, directory or link", p)
+	})
 }
