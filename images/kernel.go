@@ -43,6 +43,9 @@ type Kernel struct {
 	// the cache as it was.
 	Built     bool
 	BuildTime time.Duration
+	// SameAs names the board whose cached kernel this one is a copy of,
+	// built from the same configuration; "" when it was compiled.
+	SameAs string
 }
 
 // ModulesDir is the kernel's lib/modules/<release> directory.
@@ -227,7 +230,7 @@ func (s *KernelBuild) Build(ctx context.Context, board boards.Board) (*Kernel, e
 		if err := s.reuse(k, from, dot, configSum, start); err != nil {
 			return nil, err
 		}
-		s.logf("kernel for %s: %s is the kernel of %s (same configuration)", board.Name, k.Release, filepath.Base(from))
+		s.logf("kernel for %s: %s is the kernel of %s (same configuration)", board.Name, k.Release, k.SameAs)
 		return k, nil
 	}
 	how := "building"
@@ -345,6 +348,10 @@ func (s *KernelBuild) reuse(k *Kernel, dir string, dot []byte, sum string, start
 		}
 	}
 	k.Release, k.Modules = from.Release, from.Modules
+	k.SameAs = filepath.Base(dir)
+	if i := strings.LastIndex(k.SameAs, "-"); i > 0 { // <board>-<key>
+		k.SameAs = k.SameAs[:i]
+	}
 	k.BuildTime = time.Since(start)
 	return s.commit(k, tmp, sum)
 }

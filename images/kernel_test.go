@@ -145,6 +145,9 @@ func TestReuseKernelOfSameConfig(t *testing.T) {
 	if err := s.reuse(second, from, dot, sum, time.Now()); err != nil {
 		t.Fatal(err)
 	}
+	if second.SameAs != "alix2d13" || !second.Built {
+		t.Errorf("reused kernel: SameAs %q, Built %t; want alix2d13, true", second.SameAs, second.Built)
+	}
 	loaded := &Kernel{Root: second.Root}
 	if !s.load(loaded) || loaded.Release != first.Release || !loaded.Modules {
 		t.Fatalf("reused kernel loads as %+v", loaded)

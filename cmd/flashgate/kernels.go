@@ -111,6 +111,9 @@ func runKernels(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if k.Built {
 			how = "built"
 		}
+		if k.SameAs != "" {
+			how = "copy of " + k.SameAs
+		}
 		size := "?"
 		if n, err := fileSize(k.Vmlinuz); err == nil {
 			size = fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
