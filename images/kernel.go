@@ -46,6 +46,8 @@ type Kernel struct {
 	// SameAs names the board whose cached kernel this one is a copy of,
 	// built from the same configuration; "" when it was compiled.
 	SameAs string
+	// configSum is configSum of the .config it was built from.
+	configSum string
 }
 
 // ModulesDir is the kernel's lib/modules/<release> directory.
@@ -310,11 +312,7 @@ func configSum(dot []byte) string {
 func (s *KernelBuild) builtFromConfig(sum string) string {
 	dirs, _ := filepath.Glob(filepath.Join(s.cacheDir(), "built", "*"))
 	for _, d := range dirs {
-		meta, err := os.ReadFile(filepath.Join(d, "kernel.meta"))
-		if err != nil || !strings.Contains(string(meta), "\nconfig_sha256 "+sum+"\n") {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(d, "vmlinuz")); err == nil {
+		if k := (&Kernel{Root: d}); s.load(k) && k.configSum == sum {
 			return d
 		}
 	}
@@ -369,6 +367,8 @@ func (s *KernelBuild) load(k *Kernel) bool {
 			k.Release = v
 		case "modules":
 			k.Modules = v == "true"
+		case "config_sha256":
+			k.configSum = v
 		case "build_seconds":
 			if secs, err := strconv.ParseFloat(v, 64); err == nil {
 				k.BuildTime = time.Duration(secs * float64(time.Second))
