@@ -312,6 +312,9 @@ func configSum(dot []byte) string {
 func (s *KernelBuild) builtFromConfig(sum string) string {
 	dirs, _ := filepath.Glob(filepath.Join(s.cacheDir(), "built", "*"))
 	for _, d := range dirs {
+		if strings.HasPrefix(filepath.Base(d), ".") { // a build not yet renamed into place
+			continue
+		}
 		if k := (&Kernel{Root: d}); s.load(k) && k.configSum == sum {
 			return d
 		}
