@@ -437,18 +437,31 @@ func charonKeys(log []byte, what string) [][]byte {
 }
 
 // checkKeysWithCharon compares the CHILD_SA keys we derived with the ones
-// charon logged: a wrong KEYMAT split would pass IKE and fail ESP.
+// charon logged: a wrong KEYMAT split would pass IKE and fail ESP. When
+// charon initiated the exchange it derives its keys only after our response
+// reaches it, after our side already reported the CHILD_SA up, so the log
+// is read again until its newest keys are ours or 5 s have passed.
 func (l *interopLab) checkKeysWithCharon(u ChildUp, weInitiated bool) {
 	t := l.t
-	log, err := os.ReadFile(filepath.Join(l.dir, "charon.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	encI, encR := charonKey(log, "encryption initiator key"), charonKey(log, "encryption responder key")
-	integI, integR := charonKey(log, "integrity initiator key"), charonKey(log, "integrity responder key")
 	ourI, ourR := u.Out, u.In // the initiator's keys protect initiator-to-responder traffic
 	if !weInitiated {
 		ourI, ourR = u.In, u.Out
+	}
+	var encI, encR, integI, integR []byte
+	same := func() bool {
+		log, err := os.ReadFile(filepath.Join(l.dir, "charon.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		encI, encR = charonKey(log, "encryption initiator key"), charonKey(log, "encryption responder key")
+		integI, integR = charonKey(log, "integrity initiator key"), charonKey(log, "integrity responder key")
+		if len(encI) == 0 || !bytes.Equal(ourI.EncKey, encI) || !bytes.Equal(ourR.EncKey, encR) {
+			return false
+		}
+		return u.Out.Transform.Integrity == "" || bytes.Equal(ourI.IntegKey, integI) && bytes.Equal(ourR.IntegKey, integR)
+	}
+	if waitFor(5*time.Second, same) {
+		return
 	}
 	if len(encI) == 0 || !bytes.Equal(ourI.EncKey, encI) || !bytes.Equal(ourR.EncKey, encR) {
 		t.Errorf("encryption keys differ from charon's:\nours   i %x r %x\ncharon i %x r %x", ourI.EncKey, ourR.EncKey, encI, encR)
