@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/flashgate/flashgate/ipsec"
@@ -266,6 +267,7 @@ func (sa *IKESA) acceptChildResponse(ex ExchangeType, ps []Payload, inSPI, reqID
 	prop, ok := ProposalFromWire(saP.Proposals[0])
 	ours := sa.cfg.espProposals()
 	if ex == IKE_AUTH {
+		ours = slices.Clone(ours) // the config's own, shared
 		for i := range ours {
 			ours[i].DH = nil
 		}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -165,27 +166,49 @@ func (c *PeerConfig) localID() Identity {
 // usesCerts says whether either side authenticates with a certificate.
 func (c *PeerConfig) usesCerts() bool { return c.LocalAuth == AuthByCert || c.RemoteAuth == AuthByCert }
 
+// ikeProposals and espProposals are what we offer and accept, in our
+// order of preference. Without a Ranking they are the configured slices
+// themselves (or the defaults, parsed once), shared by every SA of the
+// peer: read-only, a caller that needs to change one copies it. A Ranking
+// is applied per call; Rank applies it once for a config many SAs share.
 func (c *PeerConfig) ikeProposals() []Proposal {
-	p := slices.Clone(c.IKEProposals) // callers may edit their copy
+	return c.proposals(c.IKEProposals, defaultIKE)
+}
+
+func (c *PeerConfig) espProposals() []Proposal {
+	return c.proposals(c.ESPProposals, defaultESP)
+}
+
+func (c *PeerConfig) proposals(configured []Proposal, defaults func() []Proposal) []Proposal {
+	p := configured
 	if len(p) == 0 {
-		p = DefaultIKEProposals()
+		p = defaults()
 	}
 	if c.Ranking != nil {
-		p = c.Ranking(p)
+		p = c.Ranking(slices.Clone(p)) // the Ranking may reorder in place
 	}
 	return p
 }
 
-func (c *PeerConfig) espProposals() []Proposal {
-	p := slices.Clone(c.ESPProposals) // callers may edit their copy
-	if len(p) == 0 {
-		p = DefaultESPProposals()
+// Rank puts the proposals in the Ranking's order once (the defaults, when
+// none are configured) and clears the Ranking, so that the SAs of a peer
+// share one ranked list instead of ranking it again for every exchange (a
+// hub's thousand setups each did, twice or more). Call it before the
+// config is in use.
+func (c *PeerConfig) Rank() {
+	if c.Ranking == nil {
+		return
 	}
-	if c.Ranking != nil {
-		p = c.Ranking(p)
-	}
-	return p
+	c.IKEProposals, c.ESPProposals = c.ikeProposals(), c.espProposals()
+	c.Ranking = nil
 }
+
+// The defaults, parsed once: read-only (DefaultIKEProposals and
+// DefaultESPProposals give a caller its own copy).
+var (
+	defaultIKE = sync.OnceValue(DefaultIKEProposals)
+	defaultESP = sync.OnceValue(DefaultESPProposals)
+)
 
 func (c *PeerConfig) retransmitTimeout() time.Duration {
 	if c.RetransmitTimeout > 0 {

@@ -71,6 +71,7 @@ func (d *Daemon) Apply(cfg *config.Config) error {
 		}
 		creds[name].apply(peer, w)
 		peer.Ranking = d.opts.Ranking
+		peer.Rank()
 		d.tunnels[name] = newTunnel(now, *w, peer, nil, d.opts.StateChanged)
 		d.tunnels[name].creds = creds[name]
 	}
@@ -181,6 +182,7 @@ func (d *Daemon) refreshPeer(t *tunnel) (*ike.PeerConfig, error) {
 		return peer, nil
 	}
 	p.Ranking = d.opts.Ranking
+	p.Rank()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if t.peer != peer || d.tunnels[t.cfg.Name] != t {
