@@ -254,6 +254,7 @@ const servicesWaitForConsole = 30 * time.Second
 // answer) and its web UI, network and tunnels after servicesWaitForConsole.
 func serviceTable(exe string, c consoleSpec, web webListeners) []supervisor.Service {
 	env := []string{"PATH=/bbin:/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/", godebug, gogc}
+	ikedEnv := []string{"PATH=/bbin:/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/", godebug}
 	// What hostd, netd, iked and the web UI wait for: configd, and the
 	// console's first prompt when the box has a console getty.
 	afterConsole := []string{"configd"}
@@ -313,7 +314,7 @@ func serviceTable(exe string, c consoleSpec, web webListeners) []supervisor.Serv
 				Caps: []uintptr{unix.CAP_NET_ADMIN, unix.CAP_NET_BIND_SERVICE, unix.CAP_NET_RAW, unix.CAP_SYS_TIME}},
 			Syscalls: supervisor.SyscallsNetworkService},
 		{Name: "iked", Path: exe, Args: []string{"iked", "-configd", paths.ConfigdReadSocket,
-			"-socket", paths.IkedSocket, "-socket-group", strconv.Itoa(ikedAPIGID)}, Env: env,
+			"-socket", paths.IkedSocket, "-socket-group", strconv.Itoa(ikedAPIGID)}, Env: ikedEnv,
 			After: afterConsole, AfterWait: servicesWaitForConsole, Needs: []string{modulesLoaded}, Restart: supervisor.RestartAlways,
 			StopTimeout: 3 * time.Second,
 			User: &supervisor.User{UID: ikedUID, GID: ikedGID, Groups: []uint32{ikedAPIGID},

@@ -65,6 +65,13 @@ func TestServiceTableRunsIkedUnprivileged(t *testing.T) {
 		if slices.Contains(s.User.Groups, webUIGID) || s.User.GID == webUIGID {
 			t.Errorf("iked is in the web UI's group %d: %+v", webUIGID, s.User)
 		}
+		// iked tunes its own collector (ipsec/iked/gc.go) unless the
+		// environment sets GOGC, as the other services' does.
+		for _, e := range s.Env {
+			if strings.HasPrefix(e, "GOGC=") || strings.HasPrefix(e, "GOMEMLIMIT=") {
+				t.Errorf("iked's environment sets %s, which overrides its own garbage collector settings", e)
+			}
+		}
 		return
 	}
 	t.Error("no iked in the service table")

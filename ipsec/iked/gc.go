@@ -15,13 +15,17 @@ import (
 // gcPercent: Go's default (100) lets the heap grow to twice what is live
 // before a collection. iked's live heap grows with its SAs, and every IKE
 // setup leaves garbage several times its SA's size (messages, DH, keying),
-// so a hub's resident memory grows by about twice its SAs' live heap. 50
-// lets the heap grow by half. Measured (docs/architecture.md, "iked's
-// memory"): a hub of 1000 spokes grew by 12.7 KB of RSS per SA at 100,
-// 10.4 KB at 50 and 7.9 KB at 25 (BenchmarkHub's rss_bytes/sa), while
-// setups with the CPU as the bottleneck (BenchmarkHubMemory's cpu_us/sa)
-// cost 13% more CPU at 50 and 45% more at 25: 25 would be too dear on a
-// 500 MHz board when its branches all reconnect at once.
+// so a hub's resident memory grows by about twice its SAs' live heap. 30
+// lets the heap grow by less than a third. Measured at 1000 spokes
+// (docs/architecture.md, "iked's memory"): BenchmarkHub's rss_bytes/sa was
+// 12.7 KB at 100 and 10.4 KB at 50 when the live heap per SA was 5.5 KB;
+// with it at 4.6 KB, 8.3 KB at 50 and 7.2 KB at 30 (medians of 5
+// interleaved runs, December 2026), for 6% more of iked's CPU over the
+// setups (0.35 -> 0.37 s). Setups with the CPU as the bottleneck
+// (BenchmarkHubMemory's cpu_us/sa) showed no difference beyond the noise,
+// on amd64 (median 425 -> 438 us) or in the boards' 386 softfloat build,
+// where the Diffie-Hellman is most of a setup (3.2-5.1 ms either way). It
+// was 50 until the setups' garbage was cut: then 25 cost 45% more CPU.
 //
 // memLimitShare: a soft limit of a quarter of the board's RAM (64 MiB on
 // an ALIX's 256 MB, 32 MiB on a 128 MB net4801): near it the collector
@@ -31,7 +35,7 @@ import (
 // goes over it (and the collector then takes at most half of the CPU, Go's
 // own cap), it is not killed by it.
 const (
-	gcPercent     = 50
+	gcPercent     = 30
 	memLimitShare = 4
 )
 
