@@ -1,6 +1,7 @@
 package ike
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -239,5 +240,45 @@ func TestUnsupportedNamedInWords(t *testing.T) {
 		if got := p.String(); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.w.Transforms, got, c.want)
 		}
+	}
+}
+
+// Rank orders a peer's proposals once, the defaults too when none are
+// configured, and what the SAs then offer is that order without ranking
+// again; the shared list is not changed by an IKE_AUTH's DH-less copy.
+func TestPeerConfigRank(t *testing.T) {
+	calls := 0
+	reverse := func(ps []Proposal) []Proposal {
+		calls++
+		slices.Reverse(ps)
+		return ps
+	}
+	c := &PeerConfig{ESPProposals: MustParseProposals(ProtoESP, "aes128gcm16-ecp256,aes256-sha256-modp2048"), Ranking: reverse}
+	c.Rank()
+	if c.Ranking != nil || calls != 2 {
+		t.Fatalf("after Rank: Ranking set %v, ranked %d times; want cleared, 2 (IKE and ESP)", c.Ranking != nil, calls)
+	}
+	if got, want := ProposalsString(c.espProposals()), "aes256-sha256-modp2048,aes128gcm16-ecp256"; got != want {
+		t.Errorf("ESP proposals after Rank: %s, want %s", got, want)
+	}
+	def := DefaultIKEProposals()
+	slices.Reverse(def)
+	if got, want := ProposalsString(c.ikeProposals()), ProposalsString(def); got != want {
+		t.Errorf("IKE proposals after Rank: %s, want the defaults reversed %s", got, want)
+	}
+	for range 3 {
+		c.ikeProposals()
+		c.espProposals()
+	}
+	if calls != 2 {
+		t.Errorf("ranked %d times after Rank; want no more", calls)
+	}
+	// Without a Ranking, the defaults are shared and stay as parsed.
+	var plain PeerConfig
+	if got, want := ProposalsString(plain.ikeProposals()), ProposalsString(DefaultIKEProposals()); got != want {
+		t.Errorf("default IKE proposals %s, want %s", got, want)
+	}
+	if len(c.ESPProposals[1].DH) == 0 || c.ESPProposals[1].DH[0] != ECP256 {
+		t.Errorf("the ranked ESP list lost its DH group: %s", ProposalsString(c.ESPProposals))
 	}
 }
