@@ -407,7 +407,31 @@ func hubFigures(res []Result, why string) []Figure {
 			"iked's status API answering one page (GET /v1/tunnels?state=up&offset=N/2&limit=50) with all "+n+" up", why)
 		figs = append(figs, setup, answered, rss, heap, configured, status, page)
 	}
-	return figs
+	return append(figs, hubMarginal(res, why))
+}
+
+// hubMarginal is what each SA from the 100th to the 1000th added to the
+// hub's RSS: the growth at 1000 spokes less the growth at 100, over 900.
+// rss_per_sa_bytes at 100 spreads the costs that do not grow with the SAs
+// (the binary's pages the first setups touch, the runtime's own growth)
+// over 100 SAs; this difference cancels them.
+func hubMarginal(res []Result, why string) Figure {
+	const name, unit = "ike.hub.rss_marginal_per_sa_bytes", "bytes"
+	notes := "hub RSS growth with 1000 spokes up less that with 100, over the 900 more (rss_bytes/sa of both sizes): the cost of one more IKE_SA with its CHILD_SA, without what the first setups cost once"
+	growth := func(kind string) (float64, bool) {
+		a, ok1 := Find(res, "BenchmarkHub/n=1000/"+kind, "rss_bytes/sa")
+		b, ok2 := Find(res, "BenchmarkHub/n=100/"+kind, "rss_bytes/sa")
+		return (a*1000 - b*100) / 900, ok1 && ok2
+	}
+	f := Unmeasured(name, unit, "", why)
+	if v, ok := growth("flashgate"); ok {
+		f = Measured(name, v, unit, "", notes)
+	}
+	if pv, ok := growth("strongswan"); ok {
+		return f.Against("strongSwan", pv)
+	}
+	f.Peer = "strongSwan"
+	return f
 }
 
 // boardFigures: the 386/softfloat board build (board qemu, the Geode-like

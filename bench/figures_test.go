@@ -150,3 +150,22 @@ func TestSuitesRunEveryFigure(t *testing.T) {
 		}
 	}
 }
+
+// The marginal cost per SA at the hub is the difference of the two sizes'
+// growth: 1000 SAs that grew 8 MB and 100 that grew 3.5 MB make 5 KB per
+// SA from the 100th on.
+func TestHubMarginalPerSA(t *testing.T) {
+	res := []Result{
+		{Name: "BenchmarkHub/n=100/flashgate", Metrics: map[string]float64{"rss_bytes/sa": 35000}},
+		{Name: "BenchmarkHub/n=1000/flashgate", Metrics: map[string]float64{"rss_bytes/sa": 8000}},
+		{Name: "BenchmarkHub/n=100/strongswan", Metrics: map[string]float64{"rss_bytes/sa": 38000}},
+		{Name: "BenchmarkHub/n=1000/strongswan", Metrics: map[string]float64{"rss_bytes/sa": 23000}},
+	}
+	f := hubMarginal(res, "")
+	if f.Value == nil || *f.Value != 5000 || f.PeerValue == nil || *f.PeerValue != (23000*1000-3800000)/900.0 {
+		t.Fatalf("marginal figure %+v; want 5000 against %v", f, (23000*1000-3800000)/900.0)
+	}
+	if f := hubMarginal(res[1:], "no n=100"); f.Value != nil || !strings.Contains(f.Notes, "no n=100") {
+		t.Errorf("with one size only: %+v; want unmeasured, with the reason", f)
+	}
+}
