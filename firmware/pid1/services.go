@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -253,8 +254,9 @@ const servicesWaitForConsole = 30 * time.Second
 // then waits for configd itself a little longer, and says it does not
 // answer) and its web UI, network and tunnels after servicesWaitForConsole.
 func serviceTable(exe string, c consoleSpec, web webListeners) []supervisor.Service {
-	env := []string{"PATH=/bbin:/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/", godebug, gogc}
+	// iked sets its own collector (ipsec/iked/gc.go); the others get gogc.
 	ikedEnv := []string{"PATH=/bbin:/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/", godebug}
+	env := append(slices.Clone(ikedEnv), gogc)
 	// What hostd, netd, iked and the web UI wait for: configd, and the
 	// console's first prompt when the box has a console getty.
 	afterConsole := []string{"configd"}
