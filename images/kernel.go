@@ -224,7 +224,7 @@ func (s *KernelBuild) Build(ctx context.Context, board boards.Board) (*Kernel, e
 	}
 	k.Modules = slices.Contains(slices.Collect(maps.Values(got)), "m")
 	configSum := configSum(dot)
-	if from := s.builtFromConfig(configSum); from != "" {
+	if from := s.builtFromConfig(configSum); from != nil {
 		// Another board's kernel was built from this very configuration
 		// (alix2d13 and alix3d carry the same drivers): its bytes are
 		// what make would produce, so take them instead of walking the
@@ -308,28 +308,25 @@ func configSum(dot []byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// builtFromConfig returns the directory of a cached kernel built from the
-// configuration sum names, or "".
-func (s *KernelBuild) builtFromConfig(sum string) string {
+// builtFromConfig returns the cached kernel built from the configuration
+// sum names, loaded, or nil.
+func (s *KernelBuild) builtFromConfig(sum string) *Kernel {
 	dirs, _ := filepath.Glob(filepath.Join(s.cacheDir(), "built", "*"))
 	for _, d := range dirs {
 		if strings.HasPrefix(filepath.Base(d), ".") { // a build not yet renamed into place
 			continue
 		}
 		if k := (&Kernel{Root: d}); s.load(k) && k.configSum == sum {
-			return d
+			return k
 		}
 	}
-	return ""
+	return nil
 }
 
-// reuse makes k a copy of the cached kernel in dir, built from the same
-// configuration for another board.
-func (s *KernelBuild) reuse(k *Kernel, dir string, dot []byte, sum string, start time.Time) error {
-	from := &Kernel{Root: dir}
-	if !s.load(from) {
-		return fmt.Errorf("kernel cache: %s vanished", dir)
-	}
+// reuse makes k a copy of from, a cached kernel (builtFromConfig's) built
+// from the same configuration for another board.
+func (s *KernelBuild) reuse(k *Kernel, from *Kernel, dot []byte, sum string, start time.Time) error {
+	dir := from.Root
 	if err := os.MkdirAll(filepath.Dir(k.Root), 0o755); err != nil {
 		return err
 	}
