@@ -448,25 +448,22 @@ func (l *interopLab) checkKeysWithCharon(u ChildUp, weInitiated bool) {
 		ourI, ourR = u.In, u.Out
 	}
 	var encI, encR, integI, integR []byte
-	same := func() bool {
+	var encSame, integSame bool
+	waitFor(5*time.Second, func() bool {
 		log, err := os.ReadFile(filepath.Join(l.dir, "charon.log"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		encI, encR = charonKey(log, "encryption initiator key"), charonKey(log, "encryption responder key")
 		integI, integR = charonKey(log, "integrity initiator key"), charonKey(log, "integrity responder key")
-		if len(encI) == 0 || !bytes.Equal(ourI.EncKey, encI) || !bytes.Equal(ourR.EncKey, encR) {
-			return false
-		}
-		return u.Out.Transform.Integrity == "" || bytes.Equal(ourI.IntegKey, integI) && bytes.Equal(ourR.IntegKey, integR)
-	}
-	if waitFor(5*time.Second, same) {
-		return
-	}
-	if len(encI) == 0 || !bytes.Equal(ourI.EncKey, encI) || !bytes.Equal(ourR.EncKey, encR) {
+		encSame = len(encI) > 0 && bytes.Equal(ourI.EncKey, encI) && bytes.Equal(ourR.EncKey, encR)
+		integSame = u.Out.Transform.Integrity == "" || bytes.Equal(ourI.IntegKey, integI) && bytes.Equal(ourR.IntegKey, integR)
+		return encSame && integSame
+	})
+	if !encSame {
 		t.Errorf("encryption keys differ from charon's:\nours   i %x r %x\ncharon i %x r %x", ourI.EncKey, ourR.EncKey, encI, encR)
 	}
-	if u.Out.Transform.Integrity != "" && (!bytes.Equal(ourI.IntegKey, integI) || !bytes.Equal(ourR.IntegKey, integR)) {
+	if !integSame {
 		t.Errorf("integrity keys differ from charon's:\nours   i %x r %x\ncharon i %x r %x", ourI.IntegKey, ourR.IntegKey, integI, integR)
 	}
 }
