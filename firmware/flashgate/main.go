@@ -11,6 +11,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 
 	"github.com/flashgate/flashgate/firmware/console"
@@ -32,7 +33,7 @@ var subcommands = map[string]struct {
 }{
 	"supervisor":  {pid1.SupervisorMain, "run the services without booting (development, measurements)"},
 	"console":     {console.Main, "serial console login (started by the supervisor)"},
-	"configd":     {configd.Main, "the configuration store on the card (started by the supervisor)"},
+	"configd":     {configdMain, "the configuration store on the card, and hostd beside it after +hostd (started by the supervisor)"},
 	"hostd":       {hostd.Main, "host name, time zone, console speed, remote syslog from configd (started by the supervisor)"},
 	"netd":        {netd.Main, "interfaces, routes and the firewall (started by the supervisor)"},
 	"iked":        {iked.Main, "the IKEv2 daemon (started by the supervisor)"},
@@ -75,5 +76,41 @@ func usage() {
 	fmt.Fprintln(os.Stderr, "usage: flashgate COMMAND [args]")
 	for _, n := range names {
 		fmt.Fprintf(os.Stderr, "  %-11s %s\n", n, subcommands[n].help)
+	}
+}
+
+// configdMain runs configd, and hostd beside it in the same process when
+// its arguments hold pid1.HostdMark and hostd's own after it. Both run as root
+// and face no network: hostd applies a few settings from configd's watch
+// stream and sleeps, and a Go process of its own cost it about 1 MB of
+// the box's RAM, the runtime and the package initialisers of this binary
+// (docs/architecture.md, "The appliance's memory"), and the small boards
+// its start-up's CPU at boot. hostd still talks to configd through its
+// socket, as any service does, and keeps its own log prefix.
+func configdMain(args []string) int {
+	i := slices.Index(args, pid1.HostdMark)
+	if i < 0 {
+		return configd.Main(args)
+	}
+	return beside(configd.Main, args[:i], hostd.Beside, args[i+1:])
+}
+
+// beside runs main and companion, each with its arguments, in this
+// process. The process's status is main's: the companion ends with it. A
+// companion that fails on its own (bad flags) ends the process with its
+// status, so that the supervisor says so and restarts both; one that ends
+// cleanly (the process got SIGTERM) waits for main.
+func beside(main func([]string) int, mainArgs []string, companion func([]string) int, companionArgs []string) int {
+	mainDone, companionDone := make(chan int, 1), make(chan int, 1)
+	go func() { companionDone <- companion(companionArgs) }()
+	go func() { mainDone <- main(mainArgs) }()
+	select {
+	case code := <-mainDone:
+		return code
+	case code := <-companionDone:
+		if code != 0 {
+			return code
+		}
+		return <-mainDone
 	}
 }

@@ -226,8 +226,7 @@ const resolvConfLink = "/etc/resolv.conf"
 // VMs (the console's prompt followed 0.4 s later).
 const consoleWaitsForConfigd = 10 * time.Second
 
-// servicesWaitForConsole bounds how long hostd, netd, iked and the web UI
-// wait for configd and the console's first prompt. It is longer than
+// servicesWaitForConsole bounds how long netd, iked and the web UI wait for configd and the console's first prompt. It is longer than
 // consoleWaitsForConfigd plus the getty's own wait for configd, so that
 // with a broken configd the console still comes first.
 const servicesWaitForConsole = 30 * time.Second
@@ -238,10 +237,10 @@ const servicesWaitForConsole = 30 * time.Second
 // status table never lists something that cannot run.
 //
 // The boot order is configd, then the console once configd is ready
-// (its database open, its sockets served: it notifies), then hostd, netd,
-// iked and the web UI once the console shows its first prompt (it
-// notifies too). On the one slow CPU of the small boards, starting
-// everything at once had the login prompt wait for five other Go programs
+// (its database open, its sockets served: it notifies), then netd, iked
+// and the web UI once the console shows its first prompt (it notifies
+// too); hostd runs in configd's process (HostdMark). On the one slow CPU
+// of the small boards, starting everything at once had the login prompt wait for five other Go programs
 // to start (issue 17); now the admin's prompt gets the CPU first and the
 // network follows it. To add a service: give its package a Main(args
 // []string) int, add it to the subcommand table in firmware/flashgate, and
@@ -257,7 +256,7 @@ func serviceTable(exe string, c consoleSpec, web webListeners) []supervisor.Serv
 	// iked sets its own collector (ipsec/iked/gc.go); the others get gogc.
 	ikedEnv := []string{"PATH=/bbin:/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/", godebug}
 	env := append(slices.Clone(ikedEnv), gogc)
-	// What hostd, netd, iked and the web UI wait for: configd, and the
+	// What netd, iked and the web UI wait for: configd, and the
 	// console's first prompt when the box has a console getty.
 	afterConsole := []string{"configd"}
 	if c.Device != "" {
@@ -272,6 +271,8 @@ func serviceTable(exe string, c consoleSpec, web webListeners) []supervisor.Serv
 	if c.Board != "" {
 		configdArgs = append(configdArgs, "-board", c.Board)
 	}
+	// hostd runs in configd's process (HostdMark).
+	configdArgs = append(append(configdArgs, HostdMark), hostdArgs(configdSock, c)...)
 	table := []supervisor.Service{
 		// configd owns the database on the card; everything else reads it.
 		// It notifies its readiness once its database is open: its
@@ -296,11 +297,6 @@ func serviceTable(exe string, c consoleSpec, web webListeners) []supervisor.Serv
 		})
 	}
 	table = append(table, []supervisor.Service{
-		// hostd applies the host name, time zone, remote syslog and
-		// console speed; it changes only what its flags name, so the
-		// appliance's paths are given here and nowhere else.
-		{Name: "hostd", Path: exe, Args: hostdArgs(configdSock, c), Env: env,
-			After: afterConsole, AfterWait: servicesWaitForConsole, Restart: supervisor.RestartAlways},
 		// netd and iked follow configd's watch stream, and wait for it
 		// by themselves when it restarts.
 		// netd keeps the box's resolver with the WAN lease's DNS servers
@@ -345,11 +341,22 @@ func webUIService(exe string, env []string, web webListeners, after []string) su
 		Syscalls: supervisor.SyscallsNetworkService}
 }
 
-// hostdArgs are hostd's flags on the appliance. -console-baud is the speed
-// the console getty starts at, which an unset console_baud means; without
-// a getty hostd leaves the speed alone.
+// HostdMark, among configd's arguments, starts hostd's own: the
+// multi-call binary then runs hostd beside configd, in its process
+// (firmware/flashgate's configdMain). Both are root and face no network,
+// and hostd, which applies a few settings and sleeps, cost the box about
+// 1 MB as a Go process of its own. It starts with configd, before the
+// console's prompt: what it does at boot is a few requests to configd
+// and the supervisor, not a process's start-up.
+const HostdMark = "+hostd"
+
+// hostdArgs are hostd's flags on the appliance, which configd's process
+// runs it with. hostd changes only what its flags name, so the
+// appliance's paths are given here and nowhere else. -console-baud is
+// the speed the console getty starts at, which an unset console_baud
+// means; without a getty hostd leaves the speed alone.
 func hostdArgs(configdSock string, c consoleSpec) []string {
-	args := []string{"hostd", "-configd", configdSock, "-supervisor", supervisor.SocketPath,
+	args := []string{"-configd", configdSock, "-supervisor", supervisor.SocketPath,
 		"-hostname", "-localtime", localtimePath}
 	if c.Device != "" {
 		args = append(args, "-console-baud", strconv.Itoa(c.Baud))

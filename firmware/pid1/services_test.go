@@ -31,8 +31,11 @@ func TestServiceTableGivesConfigdTheBoard(t *testing.T) {
 				got = s.Args
 			}
 		}
+		if i := slices.Index(got, HostdMark); i >= 0 {
+			got = got[:i] // hostd's, TestServiceTableGivesHostdTheAppliancePaths
+		}
 		if !slices.Equal(got, tc.want) {
-			t.Errorf("board %q: configd args %q, want %q", tc.board, got, tc.want)
+			t.Errorf("board %q: configd's own args %q, want %q", tc.board, got, tc.want)
 		}
 	}
 }
@@ -159,37 +162,49 @@ func TestLinkResolvConf(t *testing.T) {
 
 // hostd changes only what its flags name (so that a hostd started by a
 // test cannot rename the host): the appliance's table must name all of
-// it, and the console speed only when there is a console getty.
+// it, and the console speed only when there is a console getty. It runs
+// in configd's process, its flags after HostdMark, so that it restarts
+// with configd.
 func TestServiceTableGivesHostdTheAppliancePaths(t *testing.T) {
 	for _, tc := range []struct {
 		console consoleSpec
 		want    []string
 	}{
-		{consoleSpec{Device: "ttyS0", Baud: 38400}, []string{"hostd", "-configd", "/run/flashgate/configd.sock",
+		{consoleSpec{Device: "ttyS0", Baud: 38400}, []string{"-configd", "/run/flashgate/configd.sock",
 			"-supervisor", supervisor.SocketPath, "-hostname", "-localtime", "/etc/localtime", "-console-baud", "38400"}},
-		{consoleSpec{}, []string{"hostd", "-configd", "/run/flashgate/configd.sock",
+		{consoleSpec{}, []string{"-configd", "/run/flashgate/configd.sock",
 			"-supervisor", supervisor.SocketPath, "-hostname", "-localtime", "/etc/localtime"}},
 	} {
-		var hostd *supervisor.Service
+		var configd *supervisor.Service
 		for _, s := range serviceTable("/bbin/flashgate", tc.console, webListeners{}) {
 			if s.Name == "hostd" {
-				hostd = &s
+				t.Errorf("console %+v: hostd is a service of its own: %q", tc.console, s.Args)
+			}
+			if s.Name == "configd" {
+				configd = &s
 			}
 		}
-		if hostd == nil {
-			t.Fatal("no hostd in the service table")
+		if configd == nil {
+			t.Fatal("no configd in the service table")
 		}
-		if !slices.Equal(hostd.Args, tc.want) {
-			t.Errorf("console %+v: hostd args %q, want %q", tc.console, hostd.Args, tc.want)
+		i := slices.Index(configd.Args, HostdMark)
+		if i < 0 {
+			t.Fatalf("console %+v: configd's args %q hold no %s: no hostd runs", tc.console, configd.Args, HostdMark)
 		}
-		if hostd.Restart != supervisor.RestartAlways {
-			t.Errorf("hostd restart %v; want restarted always", hostd.Restart)
+		if configd.Args[0] != "configd" || slices.Contains(configd.Args[1:i], "-configd") {
+			t.Errorf("console %+v: configd's own args %q", tc.console, configd.Args[:i])
+		}
+		if got := configd.Args[i+1:]; !slices.Equal(got, tc.want) {
+			t.Errorf("console %+v: hostd args %q, want %q", tc.console, got, tc.want)
+		}
+		if configd.Restart != supervisor.RestartAlways {
+			t.Errorf("configd (and hostd) restart %v; want restarted always", configd.Restart)
 		}
 	}
 }
 
 // The boot order is a readiness contract (issue 17): configd first; the
-// console once configd is ready; hostd, netd, iked and the web UI once the
+// console once configd is ready; netd, iked and the web UI once the
 // console shows its prompt, so that on one slow CPU the admin's prompt
 // comes first. Every wait is bounded, the console's well within the
 // others', so that a broken configd leaves a console first and then the
@@ -219,7 +234,7 @@ func TestServiceTableStartsTheConsoleFirst(t *testing.T) {
 			t.Errorf("console: notifies %v, after %q for %v; want it to notify, after configd for %v",
 				con.NotifiesReady, con.After, con.AfterWait, consoleWaitsForConfigd)
 		}
-		for _, name := range []string{"hostd", "netd", "iked", "webui"} {
+		for _, name := range []string{"netd", "iked", "webui"} {
 			svc, ok := byName[name]
 			if !ok {
 				t.Errorf("no %s in the table", name)

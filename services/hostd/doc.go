@@ -16,6 +16,10 @@
 // config package and configd's client (bbolt, argon2, net/http) belong in
 // a service, not in the process that must never fail.
 //
+// On the appliance hostd runs in configd's process (Beside; PID 1's
+// service table puts its flags after configd's), still as a client of
+// configd's socket: a Go process of its own cost the box about 1 MB.
+//
 // A hostd touches only what its flags name: run by hand or by a test it
 // leaves the host's name, time zone and supervisor alone. PID 1's service
 // table passes the appliance's paths.

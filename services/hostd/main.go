@@ -59,9 +59,23 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
-// Main runs hostd: `flashgate hostd -configd SOCK [-hostname] [-localtime
-// FILE] [-supervisor SOCK [-console-baud N]]`.
+// Main runs hostd as a process of its own: `flashgate hostd -configd SOCK
+// [-hostname] [-localtime FILE] [-supervisor SOCK [-console-baud N]]`.
 func Main(args []string) int {
+	return run(args, true)
+}
+
+// Beside runs hostd in a process that runs another service too (on the
+// appliance, configd's: firmware/flashgate): the same flags and work as
+// Main, without the settings that belong to the whole process (its
+// collector, its memory report on SIGUSR1), which the other service makes.
+// It returns when the process gets SIGTERM or SIGINT, or at once with 2
+// for bad flags.
+func Beside(args []string) int {
+	return run(args, false)
+}
+
+func run(args []string, ownProcess bool) int {
 	logger := log.New(os.Stderr, "hostd: ", 0) // the supervisor's log ring adds the time
 	o, err := parseFlags(args, os.Stderr)
 	if err != nil {
@@ -70,9 +84,11 @@ func Main(args []string) int {
 		}
 		return 2
 	}
-	note, _ := gomem.Follow(0)
-	logger.Printf("garbage collector: %s", note)
-	gomem.ReportOnSignal(logger.Printf)
+	if ownProcess {
+		note, _ := gomem.Follow(0)
+		logger.Printf("garbage collector: %s", note)
+		gomem.ReportOnSignal(logger.Printf)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	h := newHost(o, logger.Printf)
