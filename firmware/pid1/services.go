@@ -202,7 +202,7 @@ const godebug = "GODEBUG=httpmuxgo121=0,tlsrsakex=0,tls3des=0,tls10server=0"
 // board, and each one's heap may grow to twice what it holds (at least
 // 4 MB) before a collection; at 50 it grows by half (at least 2 MB). What
 // it costs, collections twice as often, is small at idle and in a commit.
-// iked sets 50 itself, with a memory limit (ipsec/iked/gc.go).
+// iked sets its own (GOGC 30, a memory limit: ipsec/iked/gc.go).
 const gogc = "GOGC=50"
 
 // modulesLoaded is the supervisor condition PID 1 provides once the
