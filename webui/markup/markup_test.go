@@ -10,16 +10,16 @@ import (
 
 func TestTextEscapes(t *testing.T) {
 	for in, want := range map[string]string{
-		"plain":                         "plain",
-		`<script>alert(1)</script>`:     "&lt;script&gt;alert(1)&lt;/script&gt;",
+		"plain":                          "plain",
+		`<script>alert(1)</script>`:      "&lt;script&gt;alert(1)&lt;/script&gt;",
 		`"><img src=x onerror=alert(1)>`: "&#34;&gt;&lt;img src=x onerror=alert(1)&gt;",
-		`' onmouseover='x`:              "&#39; onmouseover=&#39;x",
-		"a & b":                         "a &amp; b",
-		"&amp;":                         "&amp;amp;",
-		"nul\x00":                       "nul\uFFFD",
-		"bad\xffutf8":                   "bad\uFFFDutf8",
-		"cr\r\n":                        "cr&#13;\n",
-		"⇄ ünïcode":                     "⇄ ünïcode",
+		`' onmouseover='x`:               "&#39; onmouseover=&#39;x",
+		"a & b":                          "a &amp; b",
+		"&amp;":                          "&amp;amp;",
+		"nul\x00":                        "nul\uFFFD",
+		"bad\xffutf8":                    "bad\uFFFDutf8",
+		"cr\r\n":                         "cr&#13;\n",
+		"⇄ ünïcode":                      "⇄ ünïcode",
 	} {
 		var w Writer
 		w.HTML(`<p>`)
