@@ -16,8 +16,9 @@
 // The Writer follows the markup it writes well enough to refuse a call in
 // the wrong place: Text inside a start tag or inside a script or style
 // element, Attr outside a start tag, an attribute name that is not a
-// plain lower-case name, or an event handler attribute (on...) in markup
-// or from Attr. A refused call writes nothing and makes Err non-nil, so
+// plain lower-case name, an event handler attribute (on...) in markup or
+// from Attr, a style, srcset or ping attribute from Attr, or an HTML
+// comment (whose end it does not look for). A refused call writes nothing and makes Err non-nil, so
 // that the page becomes an error instead of half-escaped output.
 package markup
 
@@ -100,6 +101,8 @@ func (w *Writer) follow(m Trusted, i int) {
 		case '>':
 			w.inTag = false
 			switch name := string(w.tagName); name {
+			case "!--":
+				w.fail("a comment in markup %q: the Writer does not follow comments", string(m))
 			case "script", "style":
 				w.rawText = name
 			case "/script", "/style":
@@ -160,9 +163,15 @@ func (w *Writer) Attr(name AttrName, value string) {
 }
 
 // validAttrName: lower-case letters, digits and '-', starting with a
-// letter, and not an event handler (on...).
+// letter, and not an event handler (on...). Nor style (CSS has its own
+// ways to run or load things), srcset or ping (lists of URLs): a page that
+// needs one writes it as constant markup.
 func validAttrName(n AttrName) bool {
 	if n == "" || n[0] < 'a' || n[0] > 'z' || strings.HasPrefix(string(n), "on") {
+		return false
+	}
+	switch n {
+	case "style", "srcset", "ping":
 		return false
 	}
 	for i := 0; i < len(n); i++ {
@@ -176,7 +185,7 @@ func validAttrName(n AttrName) bool {
 // isURLAttr: the attributes whose value a browser loads or follows.
 func isURLAttr(n AttrName) bool {
 	switch n {
-	case "href", "src", "action", "formaction", "cite", "poster", "srcset", "background", "manifest", "ping":
+	case "href", "src", "action", "formaction", "cite", "poster", "background", "manifest", "data":
 		return true
 	}
 	return false

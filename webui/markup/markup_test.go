@@ -111,6 +111,9 @@ func TestMisplacedCallsAreRefused(t *testing.T) {
 		"attr name with quote":       func(w *Writer) { w.HTML(`<p`); w.Attr(`a"`, "x") },
 		"event handler in markup":    func(w *Writer) { w.HTML(`<p class="x" onmouseover="y">`) },
 		"event handler upper case":   func(w *Writer) { w.HTML(`<p OnClick="y">`) },
+		"style from data":            func(w *Writer) { w.HTML(`<p`); w.Attr("style", "x") },
+		"srcset from data":           func(w *Writer) { w.HTML(`<img`); w.Attr("srcset", "x") },
+		"a comment":                  func(w *Writer) { w.HTML(`<!-- x -->`) },
 	} {
 		var w Writer
 		draw(&w)
