@@ -118,6 +118,9 @@ func (w *Writer) follow(m Trusted, i int) {
 		}
 		w.space = false
 	case c == '<':
+		if w.rawText != "" && (i+1 >= len(m) || m[i+1] != '/') {
+			return // a script's or style's own '<': only an end tag ends them
+		}
 		w.inTag, w.readTag, w.space = true, true, false
 		w.tagName = w.tagName[:0]
 	}

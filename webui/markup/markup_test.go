@@ -134,7 +134,8 @@ func TestMisplacedCallsAreRefused(t *testing.T) {
 	w.Text("1 kbit/s")
 	w.HTML(`</text></svg><textarea>`)
 	w.Text("</textarea><script>")
-	w.HTML(`</textarea>`)
+	w.HTML(`</textarea><script>if (1<2) {}</script>`)
+	w.Text("after an inline script")
 	if w.Err() != nil {
 		t.Error(w.Err())
 	}
