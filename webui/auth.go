@@ -1,6 +1,8 @@
 package webui
 
 import (
+	"github.com/flashgate/flashgate/webui/markup"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -140,7 +142,7 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, code int, v loginView) {
 	v.Token = randomToken()
 	setCookie(w, loginCookie, v.Token, 600)
-	s.renderBare(w, code, "login", v)
+	s.renderBare(w, code, "login", func(p *markup.Writer) { loginPage(p, v) })
 }
 
 func (s *Server) loginSubmit(w http.ResponseWriter, r *http.Request) {

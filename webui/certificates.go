@@ -1,6 +1,8 @@
 package webui
 
 import (
+	"github.com/flashgate/flashgate/webui/markup"
+
 	"crypto/x509"
 	"encoding/base64"
 	"errors"
@@ -98,7 +100,7 @@ func (s *Server) certificatesPage(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
-	s.render(w, r, http.StatusOK, "certificates", "Certificates", d)
+	s.render(w, r, http.StatusOK, "certificates", "Certificates", func(p *markup.Writer, v *view) { certificatesPage(p, v, d) })
 }
 
 // certDone ends a store operation: back to the page with what happened.

@@ -1,6 +1,8 @@
 package webui
 
 import (
+	"github.com/flashgate/flashgate/webui/markup"
+
 	"context"
 	"errors"
 	"fmt"
@@ -57,7 +59,7 @@ func (s *Server) changesPage(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
-	s.render(w, r, http.StatusOK, "changes", "Pending changes", c)
+	s.render(w, r, http.StatusOK, "changes", "Pending changes", func(p *markup.Writer, v *view) { changesPage(p, v, c) })
 }
 
 func commitRequest(who, message string, confirm time.Duration) configdapi.CommitRequest {

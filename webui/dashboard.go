@@ -3,7 +3,6 @@ package webui
 import (
 	"context"
 	"errors"
-	"html/template"
 	"net/http"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/ipsec"
 	"github.com/flashgate/flashgate/ipsec/hwcrypto"
+	"github.com/flashgate/flashgate/webui/markup"
 )
 
 // stateUnknown is shown when iked cannot be asked: the UI never guesses a
@@ -33,7 +33,7 @@ type tunnelRow struct {
 	Rates     []Rate              `json:"rates,omitempty"`
 	BytesIn   uint64              `json:"bytes_in"`
 	BytesOut  uint64              `json:"bytes_out"`
-	Graph     template.HTML       `json:"-"`
+	Graph     markup.Trusted      `json:"-"`
 	// Weak lists the tunnel's proposals with weak algorithms, from its
 	// configuration (so it shows without iked too).
 	Weak []config.WeakProposal `json:"weak,omitempty"`
@@ -184,11 +184,13 @@ func (s *Server) cryptoSummary() string {
 }
 
 func (s *Server) dashboardPage(w http.ResponseWriter, r *http.Request) {
-	s.render(w, r, http.StatusOK, "dashboard", "Dashboard", s.dashboard(r.Context()))
+	d := s.dashboard(r.Context())
+	s.render(w, r, http.StatusOK, "dashboard", "Dashboard", func(p *markup.Writer, v *view) { dashboardPage(p, v, d) })
 }
 
 func (s *Server) liveDashboard(w http.ResponseWriter, r *http.Request) {
-	s.execute(w, http.StatusOK, "dashboard", "live", s.dashboard(r.Context()))
+	d := s.dashboard(r.Context())
+	s.execute(w, http.StatusOK, "dashboard live", func(p *markup.Writer) { dashboardLive(p, d) })
 }
 
 func (s *Server) liveTunnels(w http.ResponseWriter, r *http.Request) {
@@ -197,7 +199,8 @@ func (s *Server) liveTunnels(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
-	s.execute(w, http.StatusOK, "tunnels", "live", s.pageTunnels(rows, parseTunnelQuery(r.URL.Query())))
+	d := s.pageTunnels(rows, parseTunnelQuery(r.URL.Query()))
+	s.execute(w, http.StatusOK, "tunnels live", func(p *markup.Writer) { tunnelsLive(p, d) })
 }
 
 func (s *Server) liveTunnel(w http.ResponseWriter, r *http.Request) {
@@ -206,5 +209,5 @@ func (s *Server) liveTunnel(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such tunnel", http.StatusNotFound)
 		return
 	}
-	s.execute(w, http.StatusOK, "tunnel", "live", d)
+	s.execute(w, http.StatusOK, "tunnel live", func(p *markup.Writer) { tunnelLive(p, d) })
 }

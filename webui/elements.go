@@ -1,6 +1,8 @@
 package webui
 
 import (
+	"github.com/flashgate/flashgate/webui/markup"
+
 	"context"
 	"errors"
 	"fmt"
@@ -58,7 +60,7 @@ type formState struct {
 	Config *config.Config
 }
 
-// fieldView is one field of one form, for the field template.
+// fieldView is one field of one form, as formField draws it.
 type fieldView struct {
 	F    field
 	Form *formState
@@ -147,7 +149,7 @@ func (s *Server) renderForm(w http.ResponseWriter, r *http.Request, code int, fo
 			form.Config = cand.Config
 		}
 	}
-	s.render(w, r, code, "element", title, form)
+	s.render(w, r, code, "element", title, func(p *markup.Writer, v *view) { elementPage(p, v, form) })
 }
 
 func (s *Server) elementNewPage(k *kind) http.HandlerFunc {

@@ -1,6 +1,8 @@
 package webui
 
 import (
+	"github.com/flashgate/flashgate/webui/markup"
+
 	"fmt"
 	"net/http"
 	"slices"
@@ -16,7 +18,8 @@ func (s *Server) firewallPage(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
-	s.render(w, r, http.StatusOK, "firewall", "Firewall", cand.Config.Firewall)
+	fw := cand.Config.Firewall
+	s.render(w, r, http.StatusOK, "firewall", "Firewall", func(p *markup.Writer, v *view) { firewallPage(p, v, fw) })
 }
 
 // moveRule moves a rule one place up or down: rules are evaluated in
@@ -110,8 +113,6 @@ func (s *Server) interfacesPage(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
-	s.render(w, r, http.StatusOK, "interfaces", "Interfaces", struct {
-		Rows  []InterfaceRow
-		Other []Link
-	}{rows, other})
+	d := interfacesView{Rows: rows, Other: other}
+	s.render(w, r, http.StatusOK, "interfaces", "Interfaces", func(p *markup.Writer, v *view) { interfacesPage(p, v, d) })
 }

@@ -1,6 +1,8 @@
 package webui
 
 import (
+	"github.com/flashgate/flashgate/webui/markup"
+
 	"errors"
 	"fmt"
 	"io"
@@ -44,7 +46,7 @@ type importedTunnel struct {
 }
 
 func (s *Server) importPage(w http.ResponseWriter, r *http.Request) {
-	s.render(w, r, http.StatusOK, "import", "Import tunnels", importView{Formats: importer.Formats})
+	s.renderImport(w, r, http.StatusOK, importView{Formats: importer.Formats})
 }
 
 func (s *Server) importSubmit(w http.ResponseWriter, r *http.Request) {
@@ -53,13 +55,13 @@ func (s *Server) importSubmit(w http.ResponseWriter, r *http.Request) {
 	v.Text = text
 	if err != nil {
 		v.Error = err.Error()
-		s.render(w, r, http.StatusUnprocessableEntity, "import", "Import tunnels", v)
+		s.renderImport(w, r, http.StatusUnprocessableEntity, v)
 		return
 	}
 	res, err := runImport(v.Format, []byte(text))
 	if err != nil {
 		v.Error = err.Error()
-		s.render(w, r, http.StatusUnprocessableEntity, "import", "Import tunnels", v)
+		s.renderImport(w, r, http.StatusUnprocessableEntity, v)
 		return
 	}
 	if r.FormValue("action") == "save" {
@@ -94,7 +96,7 @@ func (s *Server) importSubmit(w http.ResponseWriter, r *http.Request) {
 		v.Tunnels = append(v.Tunnels, previewTunnel(t, problems[t.Name]))
 	}
 	v.CanApply = len(res.Tunnels) > 0 && v.Error == ""
-	s.render(w, r, http.StatusOK, "import", "Import tunnels", v)
+	s.renderImport(w, r, http.StatusOK, v)
 }
 
 // importText is the pasted text, or the uploaded file when one was chosen.
@@ -154,4 +156,8 @@ func previewTunnel(t config.Tunnel, problems []string) importedTunnel {
 		IKELifetime: t.IKELifetime.String(), ChildLifetime: t.ChildLifetime.String(), Start: t.StartAction,
 		HasPSK: t.PSK.Reveal() != "", Weak: t.WeakProposals(), Problems: problems,
 	}
+}
+
+func (s *Server) renderImport(w http.ResponseWriter, r *http.Request, code int, d importView) {
+	s.render(w, r, code, "import", "Import tunnels", func(p *markup.Writer, v *view) { importPage(p, v, d) })
 }

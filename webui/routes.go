@@ -1,6 +1,8 @@
 package webui
 
 import (
+	"github.com/flashgate/flashgate/webui/markup"
+
 	"context"
 	"net/http"
 
@@ -40,5 +42,5 @@ func (s *Server) routesPage(w http.ResponseWriter, r *http.Request) {
 			v.TunnelOf[t.Interface] = t.Name
 		}
 	}
-	s.render(w, r, http.StatusOK, "routes", "Routes", v)
+	s.render(w, r, http.StatusOK, "routes", "Routes", func(p *markup.Writer, pv *view) { routesPage(p, pv, v) })
 }

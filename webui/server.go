@@ -26,9 +26,6 @@ import (
 	"github.com/flashgate/flashgate/upgrade/imagefile"
 )
 
-//go:embed templates/*.html
-var templateFS embed.FS
-
 //go:embed static
 var staticFS embed.FS
 
@@ -71,7 +68,6 @@ type Server struct {
 	sessions  *sessionStore
 	limiter   *loginLimiter
 	sampler   *sampler
-	pages     *pageSet
 	router    *mux.Router
 	handler   http.Handler
 	verifySem chan struct{} // one argon2id at a time: each takes 19 MiB
@@ -124,10 +120,6 @@ func New(opts Options) (*Server, error) {
 	}
 	// Nobody logged in: no page needs the running configuration's copy.
 	s.sampler.onStop = s.runCache.clear
-	var err error
-	if s.pages, err = parsePages(); err != nil {
-		return nil, err
-	}
 	s.router = s.routes()
 	s.handler = securityHeaders(http.NewCrossOriginProtection().Handler(withSnapshot(s.checkHost(s.router))))
 	return s, nil

@@ -1,6 +1,8 @@
 package webui
 
 import (
+	"github.com/flashgate/flashgate/webui/markup"
+
 	"context"
 	"errors"
 	"fmt"
@@ -46,7 +48,7 @@ func (s *Server) systemPage(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
-	s.render(w, r, http.StatusOK, "system", "System", d)
+	s.renderSystem(w, r, http.StatusOK, d)
 }
 
 func (s *Server) systemSettings(w http.ResponseWriter, r *http.Request) {
@@ -61,7 +63,7 @@ func (s *Server) systemSettings(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
-		s.render(w, r, http.StatusUnprocessableEntity, "system", "System", d)
+		s.renderSystem(w, r, http.StatusUnprocessableEntity, d)
 		return
 	}
 	s.redirect(w, r, "/system", "Settings saved to the pending changes. Commit them to apply.", false)
@@ -77,7 +79,7 @@ func (s *Server) passwordChange(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		d.PasswordErr = errs
-		s.render(w, r, http.StatusUnprocessableEntity, "system", "System", d)
+		s.renderSystem(w, r, http.StatusUnprocessableEntity, d)
 		return
 	}
 	s.sessions.deleteUser(sess.User, sessionID(r)) // other logins of this account end
@@ -255,9 +257,15 @@ func (s *Server) logsView(ctx context.Context, name string) LogsView {
 
 func (s *Server) logsPage(w http.ResponseWriter, r *http.Request) {
 	name := strings.TrimSpace(muxVar(r, "service"))
-	s.render(w, r, http.StatusOK, "logs", "Logs", s.logsView(r.Context(), name))
+	d := s.logsView(r.Context(), name)
+	s.render(w, r, http.StatusOK, "logs", "Logs", func(p *markup.Writer, v *view) { logsPage(p, v, d) })
 }
 
 func (s *Server) liveLogs(w http.ResponseWriter, r *http.Request) {
-	s.execute(w, http.StatusOK, "logs", "live", s.logsView(r.Context(), muxVar(r, "service")))
+	d := s.logsView(r.Context(), muxVar(r, "service"))
+	s.execute(w, http.StatusOK, "logs live", func(p *markup.Writer) { logsLive(p, d) })
+}
+
+func (s *Server) renderSystem(w http.ResponseWriter, r *http.Request, code int, d systemData) {
+	s.render(w, r, code, "system", "System", func(p *markup.Writer, v *view) { systemPage(p, v, d) })
 }

@@ -3,7 +3,8 @@ package webui
 import (
 	"context"
 	"fmt"
-	"html/template"
+	"github.com/flashgate/flashgate/webui/markup"
+	"html"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -228,7 +229,7 @@ func (s *sampler) cpuPercent() (float64, bool) {
 // fixed time axis (the ring's length), scaled to the largest sample, with
 // the scale written in the corner. Inline SVG costs no request and no
 // script, and stays a few hundred bytes.
-func rateGraph(rates []Rate, width, height int) template.HTML {
+func rateGraph(rates []Rate, width, height int) markup.Trusted {
 	const pad = 2
 	maxv := 0.0
 	for _, r := range rates {
@@ -265,8 +266,8 @@ func rateGraph(rates []Rate, width, height int) template.HTML {
 	if len(rates) >= 2 {
 		label = formatRate(scale)
 	}
-	fmt.Fprintf(&b, `<text x="4" y="12">%s</text></svg>`, template.HTMLEscapeString(label))
-	return template.HTML(b.String())
+	fmt.Fprintf(&b, `<text x="4" y="12">%s</text></svg>`, html.EscapeString(label))
+	return markup.Trusted(b.String()) // numbers, constants and the escaped label
 }
 
 // niceCeil rounds v up to 1, 2 or 5 times a power of ten, at least 1000,

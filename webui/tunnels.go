@@ -1,6 +1,8 @@
 package webui
 
 import (
+	"github.com/flashgate/flashgate/webui/markup"
+
 	"context"
 	"errors"
 	"fmt"
@@ -17,7 +19,8 @@ func (s *Server) tunnelsPage(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
-	s.render(w, r, http.StatusOK, "tunnels", "Tunnels", s.pageTunnels(rows, parseTunnelQuery(r.URL.Query())))
+	d := s.pageTunnels(rows, parseTunnelQuery(r.URL.Query()))
+	s.render(w, r, http.StatusOK, "tunnels", "Tunnels", func(p *markup.Writer, v *view) { tunnelsPage(p, v, d) })
 }
 
 // TunnelDetail is one tunnel's configuration (secrets left out) and live
@@ -82,7 +85,7 @@ func (s *Server) tunnelDetailPage(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no tunnel called "+name, http.StatusNotFound)
 		return
 	}
-	s.render(w, r, http.StatusOK, "tunnel", "Tunnel "+name, d)
+	s.render(w, r, http.StatusOK, "tunnel", "Tunnel "+name, func(p *markup.Writer, v *view) { tunnelPage(p, v, d) })
 }
 
 // tunnelAction asks iked to bring a committed tunnel up or down now.
