@@ -2,6 +2,7 @@ package webui
 
 import (
 	"github.com/flashgate/flashgate/webui/markup"
+	"net/url"
 )
 
 // certificatesPage lists the certificate store and holds the forms that
@@ -52,14 +53,14 @@ func certificatesPage(p *markup.Writer, v *view, d *certsData) {
 		p.HTML(`</td>
     <td class="buttons">
       <form method="post"`)
-		p.Attr("action", "/certificates/"+r.Name+"/cert")
+		p.Attr("action", "/certificates/"+url.PathEscape(r.Name)+"/cert")
 		p.HTML(`>`)
 		csrfInput(p, csrf)
 		p.HTML(`<button>Certificate</button></form>
       `)
 		if r.HasCRL {
 			p.HTML(`<form method="post"`)
-			p.Attr("action", "/certificates/"+r.Name+"/crl")
+			p.Attr("action", "/certificates/"+url.PathEscape(r.Name)+"/crl")
 			p.HTML(` class="crl">`)
 			csrfInput(p, csrf)
 			p.HTML(`<button>CRL</button></form>`)
@@ -67,14 +68,14 @@ func certificatesPage(p *markup.Writer, v *view, d *certsData) {
 		p.HTML("\n      ")
 		if r.CanRevoke {
 			p.HTML(`<form method="post"`)
-			p.Attr("action", "/certificates/"+r.Name+"/revoke")
+			p.Attr("action", "/certificates/"+url.PathEscape(r.Name)+"/revoke")
 			p.HTML(`>`)
 			csrfInput(p, csrf)
 			p.HTML(`<button class="danger">Revoke</button></form>`)
 		}
 		p.HTML(`
       <form method="post"`)
-		p.Attr("action", "/certificates/"+r.Name+"/delete")
+		p.Attr("action", "/certificates/"+url.PathEscape(r.Name)+"/delete")
 		p.HTML(`>`)
 		csrfInput(p, csrf)
 		p.HTML(`<button>Remove</button></form>

@@ -2,6 +2,7 @@ package webui
 
 import (
 	"fmt"
+	"net/url"
 
 	"github.com/flashgate/flashgate/webui/markup"
 )
@@ -97,7 +98,7 @@ func changesPage(p *markup.Writer, v *view, d Changes) {
       <td>`)
 		if h.Revision != d.Running {
 			p.HTML(`<form method="post"`)
-			p.Attr("action", "/changes/rollback/"+rev)
+			p.Attr("action", "/changes/rollback/"+url.PathEscape(rev))
 			p.Attr("data-confirm", "Make revision "+rev+" running again?")
 			p.HTML(`>`)
 			csrfInput(p, v.CSRF)

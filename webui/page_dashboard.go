@@ -2,6 +2,7 @@ package webui
 
 import (
 	"fmt"
+	"net/url"
 
 	"github.com/flashgate/flashgate/webui/markup"
 )
@@ -79,7 +80,7 @@ func dashboardLive(p *markup.Writer, d Dashboard) {
 		for _, t := range d.Tunnels {
 			p.HTML(`
     <a class="tunnel"`)
-			p.Attr("href", "/tunnels/"+t.Name)
+			p.Attr("href", "/tunnels/"+url.PathEscape(t.Name))
 			p.HTML(`>
       <div class="head"><strong>`)
 			p.Text(t.Name)

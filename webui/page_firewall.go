@@ -2,6 +2,7 @@ package webui
 
 import (
 	"fmt"
+	"net/url"
 
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/webui/markup"
@@ -29,14 +30,14 @@ func firewallPage(p *markup.Writer, v *view, fw config.Firewall) {
 			p.HTML(`>
       <td class="order">
         <form method="post"`)
-			p.Attr("action", "/firewall/rules/"+r.Name+"/move")
+			p.Attr("action", "/firewall/rules/"+url.PathEscape(r.Name)+"/move")
 			p.HTML(`>`)
 			csrfInput(p, csrf)
 			p.HTML(`<input type="hidden" name="direction" value="up"><button class="icon" title="move up"`)
 			p.Attr("aria-label", "move "+r.Name+" up")
 			p.HTML(`>▲</button></form>
         <form method="post"`)
-			p.Attr("action", "/firewall/rules/"+r.Name+"/move")
+			p.Attr("action", "/firewall/rules/"+url.PathEscape(r.Name)+"/move")
 			p.HTML(`>`)
 			csrfInput(p, csrf)
 			p.HTML(`<input type="hidden" name="direction" value="down"><button class="icon" title="move down"`)
@@ -44,7 +45,7 @@ func firewallPage(p *markup.Writer, v *view, fw config.Firewall) {
 			p.HTML(`>▼</button></form>
       </td>
       <td>`)
-			editLink(p, "/firewall/rules/"+r.Name+"/edit", r.Name)
+			editLink(p, "/firewall/rules/"+url.PathEscape(r.Name)+"/edit", r.Name)
 			if !r.Enabled {
 				p.HTML(` <span class="tag">disabled</span>`)
 			}
@@ -153,7 +154,7 @@ func firewallPage(p *markup.Writer, v *view, fw config.Firewall) {
 		for _, m := range fw.NAT.Masquerade {
 			p.HTML(`
     <tr><td>`)
-			editLink(p, "/firewall/masquerade/"+m.Name+"/edit", m.Name)
+			editLink(p, "/firewall/masquerade/"+url.PathEscape(m.Name)+"/edit", m.Name)
 			p.HTML(`</td><td>`)
 			p.Text(m.Interface)
 			p.HTML(`</td>
@@ -260,7 +261,7 @@ func routesPage(p *markup.Writer, v *view, d routesView) {
 		disabledClass(p, r.Enabled)
 		p.HTML(`>
       <td>`)
-		editLink(p, "/routes/"+r.Name+"/edit", r.Name)
+		editLink(p, "/routes/"+url.PathEscape(r.Name)+"/edit", r.Name)
 		if !r.Enabled {
 			p.HTML(` <span class="tag">disabled</span>`)
 		}
@@ -280,7 +281,7 @@ func routesPage(p *markup.Writer, v *view, d routesView) {
 			p.Text(r.Interface)
 			if t := d.TunnelOf[r.Interface]; t != "" {
 				p.HTML(` <a class="tag"`)
-				p.Attr("href", "/tunnels/"+t)
+				p.Attr("href", "/tunnels/"+url.PathEscape(t))
 				p.Attr("title", "route tunnel "+t+": the route is there while the tunnel is up")
 				p.HTML(`>`)
 				p.Text("tunnel " + t)
@@ -374,7 +375,7 @@ func interfacesPage(p *markup.Writer, v *view, d interfacesView) {
 		}
 		p.HTML(`
     <td><a class="button"`)
-		p.Attr("href", "/interfaces/"+c.Name+"/edit")
+		p.Attr("href", "/interfaces/"+url.PathEscape(c.Name)+"/edit")
 		p.HTML(`>Edit</a> `)
 		deleteButton(p, "/interfaces", c.Name, v.CSRF)
 		p.HTML(`</td>

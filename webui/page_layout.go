@@ -2,6 +2,7 @@ package webui
 
 import (
 	"fmt"
+	"net/url"
 
 	"github.com/flashgate/flashgate/ipsec"
 	"github.com/flashgate/flashgate/webui/markup"
@@ -216,7 +217,7 @@ func linkState(p *markup.Writer, state string) {
 // the browser (app.js).
 func deleteButton(p *markup.Writer, base, name, csrf string) {
 	p.HTML(`<form method="post"`)
-	p.Attr("action", base+"/"+name+"/delete")
+	p.Attr("action", base+"/"+url.PathEscape(name)+"/delete")
 	p.Attr("data-confirm", "Delete "+name+"? (It stays until you commit.)")
 	p.HTML(`>`)
 	csrfInput(p, csrf)

@@ -2,6 +2,7 @@ package webui
 
 import (
 	"fmt"
+	"net/url"
 
 	"github.com/flashgate/flashgate/webui/markup"
 )
@@ -11,7 +12,7 @@ func logsPage(p *markup.Writer, v *view, d LogsView) {
 	p.HTML(`
 <h1>Logs</h1>
 <div`)
-	p.Attr("data-live", "/live/logs/"+d.Current)
+	p.Attr("data-live", "/live/logs/"+url.PathEscape(d.Current))
 	p.HTML(` data-every="3" data-scroll>`)
 	logsLive(p, d)
 	p.HTML(`</div>
@@ -32,7 +33,7 @@ func logsLive(p *markup.Writer, d LogsView) {
 		p.HTML(`<nav class="tabs">`)
 		for _, svc := range d.Services {
 			p.HTML(`<a`)
-			p.Attr("href", "/logs/"+svc.Name)
+			p.Attr("href", "/logs/"+url.PathEscape(svc.Name))
 			current(p, svc.Name == d.Current)
 			p.HTML(`>`)
 			p.Text(svc.Name)

@@ -2,6 +2,7 @@ package webui
 
 import (
 	"fmt"
+	"net/url"
 
 	"github.com/flashgate/flashgate/config"
 	"github.com/flashgate/flashgate/webui/markup"
@@ -95,7 +96,7 @@ func tunnelsLive(p *markup.Writer, d tunnelList) {
 		p.HTML(`
   <tr>
     <td><a`)
-		p.Attr("href", "/tunnels/"+r.Name)
+		p.Attr("href", "/tunnels/"+url.PathEscape(r.Name))
 		p.HTML(`><strong>`)
 		p.Text(r.Name)
 		p.HTML(`</strong></a>`)
@@ -159,12 +160,12 @@ func tunnelPage(p *markup.Writer, v *view, d TunnelDetail) {
 	if d.Controlled && d.Row.Committed {
 		p.HTML(`
     <form method="post"`)
-		p.Attr("action", "/tunnels/"+t.Name+"/up")
+		p.Attr("action", "/tunnels/"+url.PathEscape(t.Name)+"/up")
 		p.HTML(`>`)
 		csrfInput(p, v.CSRF)
 		p.HTML(`<button>Connect now</button></form>
     <form method="post"`)
-		p.Attr("action", "/tunnels/"+t.Name+"/down")
+		p.Attr("action", "/tunnels/"+url.PathEscape(t.Name)+"/down")
 		p.Attr("data-confirm", "Take tunnel "+t.Name+" down now? It comes back by its start action.")
 		p.HTML(`>`)
 		csrfInput(p, v.CSRF)
@@ -173,10 +174,10 @@ func tunnelPage(p *markup.Writer, v *view, d TunnelDetail) {
 	}
 	p.HTML(`
     <a class="button"`)
-	p.Attr("href", "/tunnels/"+t.Name+"/edit")
+	p.Attr("href", "/tunnels/"+url.PathEscape(t.Name)+"/edit")
 	p.HTML(`>Edit</a>
     <form method="post"`)
-	p.Attr("action", "/tunnels/"+t.Name+"/delete")
+	p.Attr("action", "/tunnels/"+url.PathEscape(t.Name)+"/delete")
 	p.Attr("data-confirm", "Delete tunnel "+t.Name+"? (It stays until you commit.)")
 	p.HTML(`>
       `)
@@ -185,7 +186,7 @@ func tunnelPage(p *markup.Writer, v *view, d TunnelDetail) {
   </div>
 </div>
 <div`)
-	p.Attr("data-live", "/live/tunnels/"+t.Name)
+	p.Attr("data-live", "/live/tunnels/"+url.PathEscape(t.Name))
 	p.HTML(` data-every="5">`)
 	tunnelLive(p, d)
 	p.HTML(`</div>
