@@ -3,6 +3,7 @@ package webui
 import (
 	"fmt"
 	"net/url"
+	"slices"
 
 	"github.com/flashgate/flashgate/ipsec"
 	"github.com/flashgate/flashgate/webui/markup"
@@ -34,38 +35,19 @@ func layout(p *markup.Writer, v *view, content func(p *markup.Writer, v *view)) 
   <a class="brand" href="/"><img src="/static/icon.svg" alt="" width="22" height="22"> `)
 	p.Text(hostnameOr(v.Hostname))
 	p.HTML(`</a>
-  <nav>
-    <a href="/"`)
-	current(p, v.Nav == "dashboard")
-	p.HTML(`>Dashboard</a>
-    <a href="/tunnels"`)
-	current(p, v.Nav == "tunnels" || v.Nav == "tunnel")
-	p.HTML(`>Tunnels</a>
-    <a href="/firewall"`)
-	current(p, v.Nav == "firewall")
-	p.HTML(`>Firewall</a>
-    <a href="/routes"`)
-	current(p, v.Nav == "routes")
-	p.HTML(`>Routes</a>
-    <a href="/interfaces"`)
-	current(p, v.Nav == "interfaces")
-	p.HTML(`>Interfaces</a>
-    <a href="/certificates"`)
-	current(p, v.Nav == "certificates")
-	p.HTML(`>Certificates</a>
-    <a href="/system"`)
-	current(p, v.Nav == "system")
-	p.HTML(`>System</a>
-    <a href="/logs"`)
-	current(p, v.Nav == "logs")
-	p.HTML(`>Logs</a>
-    <a href="/changes"`)
-	current(p, v.Nav == "changes")
-	p.HTML(`>Changes`)
-	if v.Changed {
-		p.HTML(` <span class="badge">pending</span>`)
+  <nav>`)
+	for _, n := range navLinks {
+		p.HTML("\n    <a")
+		p.Attr("href", n.href)
+		current(p, n.current(v.Nav))
+		p.HTML(">")
+		p.Text(n.label)
+		if n.href == "/changes" && v.Changed {
+			p.HTML(` <span class="badge">pending</span>`)
+		}
+		p.HTML("</a>")
 	}
-	p.HTML(`</a>
+	p.HTML(`
   </nav>
   <form method="post" action="/logout" class="who">
     `)
@@ -122,6 +104,27 @@ func hostnameOr(h string) string {
 }
 
 // current marks the navigation link of the page shown.
+// navLink is one link of the navigation bar (Changes also shows whether
+// the candidate differs from running).
+type navLink struct {
+	href, label string
+	navs        []string // the views (view.Nav) it is the current page of
+}
+
+func (n navLink) current(nav string) bool { return slices.Contains(n.navs, nav) }
+
+var navLinks = []navLink{
+	{"/", "Dashboard", []string{"dashboard"}},
+	{"/tunnels", "Tunnels", []string{"tunnels", "tunnel"}},
+	{"/firewall", "Firewall", []string{"firewall"}},
+	{"/routes", "Routes", []string{"routes"}},
+	{"/interfaces", "Interfaces", []string{"interfaces"}},
+	{"/certificates", "Certificates", []string{"certificates"}},
+	{"/system", "System", []string{"system"}},
+	{"/logs", "Logs", []string{"logs"}},
+	{"/changes", "Changes", []string{"changes"}},
+}
+
 func current(p *markup.Writer, is bool) {
 	if is {
 		p.HTML(` aria-current="page"`)
