@@ -34,3 +34,25 @@ func TestLinksEscapeNamesAsPathSegments(t *testing.T) {
 		t.Fatalf("the router gave the handler %q for the link, want %q", got, name)
 	}
 }
+
+// The navigation bar marks the current section (a tunnel's page is in
+// Tunnels) and only it, and Changes says when the candidate differs.
+func TestNavigationMarksTheCurrentSection(t *testing.T) {
+	var p markup.Writer
+	layout(&p, &view{Nav: "tunnel", Changed: true, Title: "t"}, func(*markup.Writer, *view) {})
+	if p.Err() != nil {
+		t.Fatal(p.Err())
+	}
+	out := p.String()
+	if n := strings.Count(out, `aria-current="page"`); n != 1 || !strings.Contains(out, `<a href="/tunnels" aria-current="page">Tunnels</a>`) {
+		t.Errorf("%d links marked current, want only Tunnels:\n%s", n, out)
+	}
+	if !strings.Contains(out, `<a href="/changes">Changes <span class="badge">pending</span></a>`) {
+		t.Errorf("Changes does not say the candidate differs:\n%s", out)
+	}
+	p = markup.Writer{}
+	layout(&p, &view{Nav: "changes"}, func(*markup.Writer, *view) {})
+	if out := p.String(); strings.Contains(out, "badge") || !strings.Contains(out, `<a href="/changes" aria-current="page">Changes</a>`) {
+		t.Errorf("with nothing pending, on the changes page:\n%s", out)
+	}
+}
